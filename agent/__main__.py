@@ -1,0 +1,5 @@
+import sys
+
+from warpcode.agent.cli import main
+
+sys.exit(main())

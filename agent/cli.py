@@ -1,0 +1,66 @@
+"""The `warpcode` command line.
+
+Each subcommand lives in its own module and registers itself here once it works; its heavy imports (torch,
+triton) happen inside its handler so `warpcode --help` and the service start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from importlib import metadata
+
+from warpcode.agent import cli_bench, cli_generate
+
+
+class CliError(Exception):
+    """A failure the user can fix; printed as one line (with a hint) instead of a traceback."""
+
+
+def _version() -> str:
+    try:
+        return metadata.version("warpcode")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed: run `pip install -e .`)"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="warpcode",
+        description="Coding-agent IDE backend with a local Mixture-of-Experts runtime.",
+    )
+    parser.add_argument("--version", action="version", version=f"warpcode {_version()}")
+    parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    cli_bench.register(commands)
+    cli_generate.register(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(args.handler(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:
+        if args.debug:
+            raise
+        print(f"warpcode {args.command}: error: {_one_line(error)}", file=sys.stderr)
+        return 1
+
+
+def _one_line(error: BaseException) -> str:
+    message = str(error).strip() or type(error).__name__
+    if not isinstance(error, CliError | ValueError | OSError | RuntimeError):
+        message = f"{type(error).__name__}: {message}"
+    return " ".join(message.split()) + "  (run with --debug for the traceback)"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""`warpcode generate`: stream a completion from a local checkpoint (or random weights) and report tok/s."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+# --dtype spelling -> torch attribute name; auto picks per device in the runtime
+DTYPES = {
+    "auto": None,
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
+    "float32": "float32",
+    "fp32": "float32",
+}
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "generate",
+        help="stream a completion from a local model and print tok/s",
+        description="Generate from a Hugging Face MoE checkpoint directory with the in-process runtime. Text is "
+        "streamed to stdout; prompt and decode tok/s go to stderr.",
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", metavar="DIR", help="checkpoint directory (config.json, safetensors, tokenizer)")
+    source.add_argument("--random-weights", action="store_true", help="random weights at --preset's shape")
+    parser.add_argument("--preset", help="model shape for --random-weights: tiny, qwen3-30b-a3b, mixtral-8x7b, ...")
+    prompt = parser.add_mutually_exclusive_group()
+    prompt.add_argument("--prompt", help="prompt text (needs the checkpoint's tokenizer)")
+    prompt.add_argument("--prompt-ids", help="prompt as comma-separated token ids; prints token ids back")
+    parser.add_argument("--chat", action="store_true", help="wrap --prompt as a user message in the chat template")
+    parser.add_argument("--max-new-tokens", type=int, default=256)
+    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N (default: cuda when available)")
+    parser.add_argument("--dtype", default="auto", choices=sorted(DTYPES), help="default: bf16 on GPU, fp32 on CPU")
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    parser.add_argument("--top-k", type=int, default=0)
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--min-p", type=float, default=0.0)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.set_defaults(handler=run_generate)
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    import torch
+
+    from warpcode.model_runtime import load, load_random
+
+    if args.random_weights and not args.preset:
+        raise ValueError("--random-weights needs --preset NAME")
+    if args.prompt is None and args.prompt_ids is None:
+        raise ValueError("give --prompt TEXT or --prompt-ids 1,2,3")
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    dtype = getattr(torch, name) if (name := DTYPES[args.dtype]) else None
+    if args.random_weights:
+        engine = load_random(args.preset, device=device, dtype=dtype, seed=args.seed or 0)
+    else:
+        engine = load(args.model, device=device, dtype=dtype)
+    sampling = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p, seed=args.seed)
+    if args.prompt_ids is not None:
+        prompt_ids = [int(token) for token in args.prompt_ids.split(",") if token.strip()]
+        print(" ".join(map(str, engine.generate(prompt_ids, args.max_new_tokens, **sampling))), flush=True)
+    else:
+        if engine.tokenizer is None:
+            raise ValueError(f"{args.model} has no tokenizer.json: use --prompt-ids")
+        text = args.prompt
+        if args.chat:
+            text = engine.tokenizer.apply_chat_template([{"role": "user", "content": text}])
+        prompt_ids = engine.tokenizer.encode(text, add_special_tokens=not args.chat)
+        for delta in engine.stream(prompt_ids, args.max_new_tokens, **sampling):
+            print(delta, end="", flush=True)
+        print()
+    stats = engine.last_stats
+    print(
+        f"prompt: {stats.prompt_tokens} tokens, {stats.prompt_tokens_per_second:.1f} tok/s | "
+        f"decode: {stats.new_tokens} tokens, {stats.decode_tokens_per_second:.1f} tok/s",
+        file=sys.stderr,
+    )
+    return 0

@@ -1,0 +1,24 @@
+"""warpcode.kernels: MoE routing and expert kernels (Triton) with a plain-PyTorch reference for each.
+
+Fixed API (shared/design.md section 7):
+    topk_weights, topk_ids = route(router_logits, k, normalize=True)   # [T, E] -> fp32 [T, K], int64 [T, K]
+    out = moe_warp_decode(x, topk_weights, topk_ids, w13, w2)          # x [T, H] -> [T, H] in x.dtype
+    out = moe_expert_centric(...), moe_reference(...)                  # same arguments
+    out = moe(...)                                                     # dispatcher used by the model runtime
+"""
+
+from warpcode.kernels.dispatch import moe, route
+from warpcode.kernels.expert_centric import moe_expert_centric
+from warpcode.kernels.moe_reference import moe_reference, route_reference
+from warpcode.kernels.route import route_triton
+from warpcode.kernels.warp_decode import moe_warp_decode
+
+__all__ = [
+    "moe",
+    "moe_expert_centric",
+    "moe_reference",
+    "moe_warp_decode",
+    "route",
+    "route_reference",
+    "route_triton",
+]

@@ -1,0 +1,63 @@
+"""Router softmax + top-k (+ renormalisation) fused in one Triton kernel: one program per token.
+
+p = softmax(logits[t]);  repeat K times: pick the largest remaining p (lowest index on ties);
+w = picked / sum(picked) when normalize, else picked.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _route_kernel(
+    logits_ptr,
+    weights_ptr,
+    ids_ptr,
+    E,
+    stride_t,
+    K: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    NORMALIZE: tl.constexpr,
+):
+    token = tl.program_id(0).to(tl.int64)
+    experts = tl.arange(0, BLOCK_E)
+    valid = experts < E
+    logits = tl.load(logits_ptr + token * stride_t + experts, mask=valid, other=-float("inf")).to(tl.float32)
+    exps = tl.where(valid, tl.exp(logits - tl.max(logits, axis=0)), 0.0)
+    remaining = tl.where(valid, exps / tl.sum(exps, axis=0), -1.0)
+    slots = tl.arange(0, BLOCK_K)
+    picked_weights = tl.zeros([BLOCK_K], dtype=tl.float32)
+    picked_ids = tl.zeros([BLOCK_K], dtype=tl.int32)
+    for k in tl.static_range(K):
+        best = tl.max(remaining, axis=0)
+        best_id = tl.min(tl.where(remaining == best, experts, BLOCK_E), axis=0)
+        picked_weights = tl.where(slots == k, best, picked_weights)
+        picked_ids = tl.where(slots == k, best_id, picked_ids)
+        remaining = tl.where(experts == best_id, -1.0, remaining)
+    if NORMALIZE:
+        picked_weights = picked_weights / tl.sum(picked_weights, axis=0)
+    tl.store(weights_ptr + token * K + slots, picked_weights, mask=slots < K)
+    tl.store(ids_ptr + token * K + slots, picked_ids.to(tl.int64), mask=slots < K)
+
+
+def route_triton(router_logits: torch.Tensor, k: int, normalize: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """[T, E] logits (any float dtype) -> (fp32 weights [T, K], int64 ids [T, K])."""
+    if router_logits.dim() != 2:
+        raise ValueError(f"router_logits must be [T, E], got shape {tuple(router_logits.shape)}")
+    tokens, experts = router_logits.shape
+    if not 1 <= k <= experts:
+        raise ValueError(f"top-k must be in [1, {experts}] for {experts} experts, got {k}")
+    if router_logits.stride(1) != 1:
+        raise ValueError("router_logits must be contiguous in its expert dimension")
+    weights = torch.empty((tokens, k), device=router_logits.device, dtype=torch.float32)
+    ids = torch.empty((tokens, k), device=router_logits.device, dtype=torch.int64)
+    if tokens:
+        _route_kernel[(tokens,)](
+            router_logits, weights, ids, experts, router_logits.stride(0),
+            K=k, BLOCK_E=triton.next_power_of_2(experts), BLOCK_K=triton.next_power_of_2(k), NORMALIZE=normalize,
+        )  # fmt: skip
+    return weights, ids

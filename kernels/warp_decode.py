@@ -1,0 +1,172 @@
+"""Warp decode: the MoE expert computation for small batches, parallel over outputs instead of over experts.
+
+    kernel 1 (gate_up), one program per (routed slot s = t*K + k, block of intermediate rows):
+        hidden[s, i] = silu(G[e] x[t])_i * (U[e] x[t])_i          e = topk_ids[t, k], fp32 accumulation
+    kernel 2 (down), one program per (token t, block of output rows):
+        out[t, r] = sum_k topk_weights[t, k] * (W2[e_k] hidden[t*K + k])_r   fp32 accumulator, written once
+
+No sorting, no padding, no scatter, no combine buffer, no atomics: every output element has exactly one owner.
+The slot (or token) is the fastest-varying grid axis, so programs that run together read the same weight rows of
+experts shared between tokens, and the second reader is served from L2.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from warpcode.kernels.moe_args import check_kernel_layout, check_moe_args, output_buffer
+from warpcode.kernels.tuning import WarpDecodeConfig, warp_decode_config
+
+
+@triton.jit
+def _gate_up_kernel(
+    x_ptr,
+    w13_ptr,
+    topk_ids_ptr,
+    hidden_ptr,
+    H,
+    I,
+    K,
+    stride_xt,
+    stride_we,
+    stride_wr,
+    stride_hs,
+    BLOCK_I: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    EVEN_H: tl.constexpr,
+):
+    slot = tl.program_id(0)
+    row_block = tl.program_id(1)
+    token = slot // K
+    expert = tl.load(topk_ids_ptr + slot).to(tl.int64)
+    rows = row_block * BLOCK_I + tl.arange(0, BLOCK_I)
+    row_mask = rows < I
+    cols = tl.arange(0, BLOCK_H)
+    gate_ptrs = w13_ptr + expert * stride_we + rows[:, None].to(tl.int64) * stride_wr + cols[None, :]
+    up_ptrs = gate_ptrs + I * stride_wr
+    x_ptrs = x_ptr + token.to(tl.int64) * stride_xt + cols
+    gate_acc = tl.zeros([BLOCK_I, BLOCK_H], dtype=tl.float32)
+    up_acc = tl.zeros([BLOCK_I, BLOCK_H], dtype=tl.float32)
+    for h_start in range(0, H, BLOCK_H):
+        if EVEN_H:
+            x = tl.load(x_ptrs + h_start).to(tl.float32)
+            gate = tl.load(gate_ptrs + h_start, mask=row_mask[:, None], other=0.0)
+            up = tl.load(up_ptrs + h_start, mask=row_mask[:, None], other=0.0)
+        else:
+            col_mask = cols + h_start < H
+            tile_mask = row_mask[:, None] & col_mask[None, :]
+            x = tl.load(x_ptrs + h_start, mask=col_mask, other=0.0).to(tl.float32)
+            gate = tl.load(gate_ptrs + h_start, mask=tile_mask, other=0.0)
+            up = tl.load(up_ptrs + h_start, mask=tile_mask, other=0.0)
+        gate_acc += gate.to(tl.float32) * x[None, :]
+        up_acc += up.to(tl.float32) * x[None, :]
+    gate_sum = tl.sum(gate_acc, axis=1)
+    up_sum = tl.sum(up_acc, axis=1)
+    hidden = gate_sum * tl.sigmoid(gate_sum) * up_sum
+    tl.store(hidden_ptr + slot.to(tl.int64) * stride_hs + rows, hidden, mask=row_mask)
+
+
+@triton.jit
+def _down_kernel(
+    hidden_ptr,
+    w2_ptr,
+    topk_ids_ptr,
+    topk_weights_ptr,
+    out_ptr,
+    H,
+    I,
+    K,
+    stride_hs,
+    stride_we,
+    stride_wr,
+    stride_ot,
+    BLOCK_R: tl.constexpr,
+    BLOCK_I: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    EVEN_I: tl.constexpr,
+):
+    token = tl.program_id(0)
+    row_block = tl.program_id(1)
+    ks = tl.arange(0, BLOCK_K)
+    k_mask = ks < K
+    slots = token.to(tl.int64) * K + ks
+    experts = tl.load(topk_ids_ptr + slots, mask=k_mask, other=0).to(tl.int64)
+    route_weights = tl.load(topk_weights_ptr + slots, mask=k_mask, other=0.0).to(tl.float32)
+    rows = row_block * BLOCK_R + tl.arange(0, BLOCK_R)
+    row_mask = rows < H
+    cols = tl.arange(0, BLOCK_I)
+    # [BLOCK_K, BLOCK_R, BLOCK_I] tiles: all routed experts' rows are in flight at once.
+    w_ptrs = (
+        w2_ptr + experts[:, None, None] * stride_we + rows[None, :, None].to(tl.int64) * stride_wr + cols[None, None, :]
+    )
+    h_ptrs = hidden_ptr + slots[:, None] * stride_hs + cols[None, :]
+    w_mask = k_mask[:, None, None] & row_mask[None, :, None]
+    acc = tl.zeros([BLOCK_R, BLOCK_I], dtype=tl.float32)
+    for i_start in range(0, I, BLOCK_I):
+        if EVEN_I:
+            h = tl.load(h_ptrs + i_start, mask=k_mask[:, None], other=0.0)
+            w = tl.load(w_ptrs + i_start, mask=w_mask, other=0.0)
+        else:
+            col_mask = cols + i_start < I
+            h = tl.load(h_ptrs + i_start, mask=k_mask[:, None] & col_mask[None, :], other=0.0)
+            w = tl.load(w_ptrs + i_start, mask=w_mask & col_mask[None, None, :], other=0.0)
+        weighted_h = h * route_weights[:, None]
+        acc += tl.sum(w.to(tl.float32) * weighted_h[:, None, :], axis=0)
+    out = tl.sum(acc, axis=1)
+    tl.store(out_ptr + token.to(tl.int64) * stride_ot + rows, out.to(out_ptr.dtype.element_ty), mask=row_mask)
+
+
+def moe_warp_decode(
+    x: torch.Tensor,  # [T, H]
+    topk_weights: torch.Tensor,  # [T, K] fp32 (any float dtype is read as fp32)
+    topk_ids: torch.Tensor,  # [T, K] int32 or int64
+    w13: torch.Tensor,  # [E, 2I, H]
+    w2: torch.Tensor,  # [E, H, I]
+    config: WarpDecodeConfig | None = None,
+    out: torch.Tensor | None = None,  # [T, H] x.dtype: a preallocated output (CUDA graphs keep it static)
+) -> torch.Tensor:  # [T, H], x.dtype
+    check_moe_args(x, topk_weights, topk_ids, w13, w2)
+    check_kernel_layout(x, topk_weights, topk_ids, w13, w2)
+    out = output_buffer(x, out)
+    tokens, hidden_size = x.shape
+    experts, two_i, _ = w13.shape
+    intermediate = two_i // 2
+    top_k = topk_ids.shape[1]
+    config = config or warp_decode_config(hidden_size, intermediate, experts, top_k, tokens)
+    if tokens == 0:
+        return out
+    hidden = torch.empty((tokens * top_k, intermediate), device=x.device, dtype=torch.float32)
+    launch_gate_up(x, topk_ids, w13, hidden, config)
+    launch_down(hidden, topk_weights, topk_ids, w2, out, config)
+    return out
+
+
+def launch_gate_up(x, topk_ids, w13, hidden, config: WarpDecodeConfig) -> None:
+    """Kernel 1 alone (the tuner times it separately): hidden [T*K, I] fp32 <- silu(gate) * up."""
+    tokens, hidden_size = x.shape
+    top_k = topk_ids.shape[1]
+    intermediate = w13.shape[1] // 2
+    _gate_up_kernel[(tokens * top_k, triton.cdiv(intermediate, config.gate_up_rows))](
+        x, w13, topk_ids, hidden,
+        hidden_size, intermediate, top_k,
+        x.stride(0), w13.stride(0), w13.stride(1), hidden.stride(0),
+        BLOCK_I=config.gate_up_rows, BLOCK_H=config.gate_up_cols, EVEN_H=hidden_size % config.gate_up_cols == 0,
+        num_warps=config.gate_up_warps, num_stages=config.gate_up_stages,
+    )  # fmt: skip
+
+
+def launch_down(hidden, topk_weights, topk_ids, w2, out, config: WarpDecodeConfig) -> None:
+    """Kernel 2 alone: out [T, H] <- sum_k w_k * W2[e_k] hidden[t*K + k]."""
+    tokens, hidden_size = out.shape
+    top_k = topk_ids.shape[1]
+    intermediate = hidden.shape[1]
+    _down_kernel[(tokens, triton.cdiv(hidden_size, config.down_rows))](
+        hidden, w2, topk_ids, topk_weights, out,
+        hidden_size, intermediate, top_k,
+        hidden.stride(0), w2.stride(0), w2.stride(1), out.stride(0),
+        BLOCK_R=config.down_rows, BLOCK_I=config.down_cols, BLOCK_K=triton.next_power_of_2(top_k),
+        EVEN_I=intermediate % config.down_cols == 0,
+        num_warps=config.down_warps, num_stages=config.down_stages,
+    )  # fmt: skip

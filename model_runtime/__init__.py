@@ -1,0 +1,25 @@
+"""warpcode.model_runtime: MoE decoder, checkpoint loading, tokenizer, KV cache, sampling and engine.
+
+from warpcode.model_runtime import load
+engine = load(path, device="cpu" | "cuda", dtype=torch.float32 | torch.bfloat16, weights="bf16")
+engine.logits(input_ids)                                   # LongTensor[B, T] -> FloatTensor[B, T, V]
+engine.generate(prompt_ids, max_new_tokens, temperature=0.0, ...) -> list[int]
+"""
+
+from warpcode.model_runtime.config import ModelConfig, UnsupportedConfigError
+from warpcode.model_runtime.engine import Engine, GenerationStats, WeightFormatNotSupported, load, load_random
+from warpcode.model_runtime.presets import PRESETS, get_preset
+from warpcode.model_runtime.weights import CheckpointError
+
+__all__ = [
+    "PRESETS",
+    "CheckpointError",
+    "Engine",
+    "GenerationStats",
+    "ModelConfig",
+    "UnsupportedConfigError",
+    "WeightFormatNotSupported",
+    "get_preset",
+    "load",
+    "load_random",
+]

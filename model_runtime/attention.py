@@ -1,0 +1,76 @@
+"""Grouped-query self-attention with the q/k normalisation variants of qwen3_moe and olmoe, and its mask."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from warpcode.model_runtime.config import ModelConfig
+from warpcode.model_runtime.kv_cache import KVCache
+from warpcode.model_runtime.layers import RMSNorm, apply_rotary
+
+
+class Attention(nn.Module):
+    def __init__(self, config: ModelConfig, layer: int):
+        super().__init__()
+        self.layer = layer
+        self.num_heads, self.num_kv_heads, self.head_dim = (
+            config.num_attention_heads,
+            config.num_key_value_heads,
+            config.head_dim,
+        )
+        self.qk_norm, self.clip_qkv = config.qk_norm, config.clip_qkv
+        q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+        self.q_proj = nn.Linear(config.hidden_size, q_size, bias=config.qkv_bias)
+        self.k_proj = nn.Linear(config.hidden_size, kv_size, bias=config.qkv_bias)
+        self.v_proj = nn.Linear(config.hidden_size, kv_size, bias=config.qkv_bias)
+        self.o_proj = nn.Linear(q_size, config.hidden_size, bias=config.o_proj_bias)
+        if config.qk_norm == "per_head":  # qwen3_moe: one norm shared by every head, over head_dim
+            self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
+            self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
+        elif config.qk_norm == "full":  # olmoe: over the whole q and k projections, before the head split
+            self.q_norm = RMSNorm(q_size, config.rms_norm_eps)
+            self.k_norm = RMSNorm(kv_size, config.rms_norm_eps)
+
+    def forward(
+        self,
+        x: torch.Tensor,  # [B, T, H]
+        cos: torch.Tensor,  # [B, T, head_dim]
+        sin: torch.Tensor,  # [B, T, head_dim]
+        mask: torch.Tensor,  # bool [B, 1, T, S]: True where a query may attend to a key
+        cache: KVCache | None,
+    ) -> torch.Tensor:  # [B, T, H]
+        batch, tokens, _ = x.shape
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        if self.qk_norm == "full":
+            q, k = self.q_norm(q), self.k_norm(k)
+        if self.clip_qkv is not None:
+            q, k, v = (t.clamp(-self.clip_qkv, self.clip_qkv) for t in (q, k, v))
+        q = q.view(batch, tokens, self.num_heads, self.head_dim)
+        k = k.view(batch, tokens, self.num_kv_heads, self.head_dim)
+        v = v.view(batch, tokens, self.num_kv_heads, self.head_dim)
+        if self.qk_norm == "per_head":
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = apply_rotary(q.transpose(1, 2), cos, sin)  # [B, heads, T, head_dim]
+        k = apply_rotary(k.transpose(1, 2), cos, sin)  # [B, kv_heads, T, head_dim]
+        v = v.transpose(1, 2)
+        if cache is not None:
+            k, v = cache.update(self.layer, k, v)  # [B, kv_heads, S, head_dim]
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, scale=self.head_dim**-0.5, enable_gqa=self.num_heads != self.num_kv_heads
+        )
+        return self.o_proj(out.transpose(1, 2).reshape(batch, tokens, self.num_heads * self.head_dim))
+
+
+def attention_mask(key_valid: torch.Tensor, query_start: int, query_len: int) -> torch.Tensor:
+    """bool [B, 1, T, S] from key validity [B, S]: causal over slots, padding keys hidden.
+
+    Each query also sees its own slot, so a padding query (whose every key is hidden) still gets a finite softmax:
+    a NaN there would reach real tokens through 0 * NaN in later layers' attention.
+    """
+    slots = torch.arange(key_valid.shape[1], device=key_valid.device)  # [S]
+    query_slots = query_start + torch.arange(query_len, device=key_valid.device)  # [T]
+    causal = slots[None, :] <= query_slots[:, None]  # [T, S]
+    mask = (causal[None] & key_valid[:, None, :]) | (slots[None, :] == query_slots[:, None])[None]  # [B, T, S]
+    return mask[:, None]

@@ -1,0 +1,58 @@
+"""Renders Hugging Face chat templates (Jinja) in a sandbox, with the helpers those templates expect."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+
+from jinja2 import Template
+from jinja2.exceptions import TemplateError
+from jinja2.ext import loopcontrols
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+
+class ChatTemplateError(ValueError):
+    """The template raised an error (raise_exception) or could not be compiled."""
+
+
+def render_chat_template(
+    template: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
+    add_generation_prompt: bool = False,
+    **variables: Any,
+) -> str:
+    """The prompt text for `messages` (and JSON-schema `tools`), as transformers' apply_chat_template renders it.
+
+    `variables` reach the template too: bos_token, eos_token, enable_thinking, documents, ...
+    """
+    try:
+        return _compile(template).render(
+            messages=messages, tools=tools, add_generation_prompt=add_generation_prompt, **variables
+        )
+    except TemplateError as error:
+        raise ChatTemplateError(f"chat template error: {error}") from error
+
+
+@lru_cache(maxsize=8)
+def _compile(template: str) -> Template:
+    # Same environment options as transformers, so whitespace renders identically.
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = _raise_exception
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+    try:
+        return env.from_string(template)
+    except TemplateError as error:
+        raise ChatTemplateError(f"chat template does not compile: {error}") from error
+
+
+def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, separators=None, sort_keys=False):
+    # Jinja's own tojson escapes HTML characters (<, >, &, '), which would change what the model was trained on.
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def _raise_exception(message: str) -> None:
+    raise TemplateError(message)

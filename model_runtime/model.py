@@ -1,0 +1,104 @@
+"""The decoder: embeddings, N x (attention + MoE or dense MLP), final norm, LM head."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from warpcode.model_runtime.attention import Attention, attention_mask
+from warpcode.model_runtime.config import ModelConfig
+from warpcode.model_runtime.kv_cache import KVCache
+from warpcode.model_runtime.layers import DenseMLP, RMSNorm, RotaryEmbedding
+from warpcode.model_runtime.moe_block import SparseMoeBlock
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, config: ModelConfig, layer: int):
+        super().__init__()
+        self.self_attn = Attention(config, layer)
+        self.mlp = (
+            SparseMoeBlock(config)
+            if config.is_moe_layer(layer)
+            else DenseMLP(config.hidden_size, config.intermediate_size)
+        )
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+
+    def forward(self, x, cos, sin, mask, cache: KVCache | None) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, cache)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Decoder(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_hidden_layers))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.rotary = RotaryEmbedding(config)
+
+
+class MoeForCausalLM(nn.Module):
+    """Parameter names follow the Hugging Face checkpoints (`model.layers.N.self_attn.q_proj.weight`, ...), except
+    the routed experts, stacked as `model.layers.N.mlp.experts.w13` / `.w2`."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.model = Decoder(config)
+        # Tied checkpoints reuse the embedding matrix as the LM head (see output_weight).
+        self.lm_head = (
+            None if config.tie_word_embeddings else nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        )
+
+    @property
+    def output_weight(self) -> torch.Tensor:  # [V, H]
+        return self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,  # int64 [B, T]
+        positions: torch.Tensor,  # int64 [B, T]: rotary positions, counted from each sequence's first real token
+        token_valid: torch.Tensor,  # bool [B, T]: False for padding
+        cache: KVCache | None = None,
+        last_only: bool = False,  # logits of the last position only (prefill), saving the vocab matmul elsewhere
+    ) -> torch.Tensor:  # fp [B, T or 1, V]
+        start = 0
+        if cache is None:
+            key_valid = token_valid
+        else:
+            start = cache.length
+            cache.append_validity(token_valid)
+            key_valid = cache.key_valid[:, : start + input_ids.shape[1]]
+        mask = attention_mask(key_valid, start, input_ids.shape[1])
+        x = self.model.embed_tokens(input_ids)
+        cos, sin = self.model.rotary(positions, x.dtype)
+        for layer in self.model.layers:
+            x = layer(x, cos, sin, mask, cache)
+        if cache is not None:
+            cache.advance(input_ids.shape[1])
+        if last_only:
+            x = x[:, -1:]
+        return F.linear(self.model.norm(x), self.output_weight)
+
+
+def build_model(config: ModelConfig, device: torch.device | str, dtype: torch.dtype) -> MoeForCausalLM:
+    """Allocates the parameters, uninitialised, directly on `device` in `dtype`: no fp32 copy on the CPU first."""
+    with torch.device("meta"):
+        model = MoeForCausalLM(config)
+    return model.to(dtype=dtype).to_empty(device=device).eval().requires_grad_(False)
+
+
+@torch.no_grad()
+def init_random_weights(model: MoeForCausalLM, seed: int = 0, std: float = 0.02) -> None:
+    """Norm weights 1, everything else N(0, std), generated on the parameters' own device."""
+    device = next(model.parameters()).device
+    generator = torch.Generator(device=device).manual_seed(seed)
+    for name, param in model.named_parameters():
+        if name.endswith("norm.weight"):
+            param.fill_(1.0)
+        elif name.endswith(".bias"):
+            param.zero_()
+        else:
+            param.normal_(0.0, std, generator=generator)

@@ -1,0 +1,44 @@
+"""The sparse MoE block: router, routed experts through warpcode.kernels, optional gated shared expert."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from warpcode.kernels import moe, route
+from warpcode.model_runtime.config import ModelConfig
+from warpcode.model_runtime.layers import DenseMLP
+
+
+class StackedExperts(nn.Module):
+    """All routed experts of a layer in the layout the kernels take."""
+
+    def __init__(self, num_experts: int, hidden_size: int, intermediate_size: int):
+        super().__init__()
+        self.w13 = nn.Parameter(torch.empty(num_experts, 2 * intermediate_size, hidden_size))  # [E, 2I, H]: gate; up
+        self.w2 = nn.Parameter(torch.empty(num_experts, hidden_size, intermediate_size))  # [E, H, I]
+
+
+class SparseMoeBlock(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.top_k = config.num_experts_per_tok
+        self.normalize = config.norm_topk_prob
+        self.gate = nn.Linear(config.hidden_size, config.num_experts, bias=False)  # router: [E, H]
+        self.experts = StackedExperts(config.num_experts, config.hidden_size, config.expert_intermediate_size)
+        self.shared_expert = None
+        if config.shared_expert_intermediate_size:
+            self.shared_expert = DenseMLP(config.hidden_size, config.shared_expert_intermediate_size)
+            self.shared_expert_gate = nn.Linear(config.hidden_size, 1, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [B, T, H] -> [B, T, H]
+        flat = x.reshape(-1, x.shape[-1])  # [N, H]
+        topk_weights, topk_ids = self.route(flat)
+        out = moe(flat, topk_weights, topk_ids, self.experts.w13, self.experts.w2)
+        if self.shared_expert is not None:
+            out = out + torch.sigmoid(self.shared_expert_gate(flat)) * self.shared_expert(flat)
+        return out.view_as(x)
+
+    def route(self, flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """[N, H] -> fp32 weights [N, K], int64 expert ids [N, K]: softmax over experts, top-k, optional renorm."""
+        return route(self.gate(flat), self.top_k, self.normalize)

@@ -1,0 +1,92 @@
+"""Tokenizer from a checkpoint directory: `tokenizer.json` (tokenizers), chat template, special and EOS tokens."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tokenizers import Tokenizer as FastTokenizer
+
+from warpcode.model_runtime.chat_template import render_chat_template
+
+
+class Tokenizer:
+    def __init__(
+        self,
+        tokenizer: FastTokenizer,
+        chat_template: str | dict[str, str] | None = None,
+        bos_token: str | None = None,
+        eos_token: str | None = None,
+    ):
+        self.tokenizer = tokenizer
+        self.chat_template = chat_template  # a template, or several by name ("default", "tool_use")
+        self.bos_token, self.eos_token = bos_token, eos_token
+
+    @classmethod
+    def from_dir(cls, model_dir: str | Path) -> Tokenizer | None:
+        """None when the directory has no tokenizer.json (id-level use needs none)."""
+        model_dir = Path(model_dir)
+        if not (model_dir / "tokenizer.json").is_file():
+            return None
+        tokenizer_config = _read_json(model_dir / "tokenizer_config.json")
+        template: str | dict[str, str] | None = tokenizer_config.get("chat_template")
+        if isinstance(template, list):  # [{"name": ..., "template": ...}, ...]
+            template = {entry["name"]: entry["template"] for entry in template}
+        if (model_dir / "chat_template.jinja").is_file():  # transformers >= 4.43 saves the template here instead
+            template = (model_dir / "chat_template.jinja").read_text()
+        return cls(
+            FastTokenizer.from_file(str(model_dir / "tokenizer.json")),
+            chat_template=template,
+            bos_token=_token_text(tokenizer_config.get("bos_token")),
+            eos_token=_token_text(tokenizer_config.get("eos_token")),
+        )
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=add_special_tokens).ids
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
+
+    def token_to_id(self, token: str) -> int | None:
+        return self.tokenizer.token_to_id(token)
+
+    def apply_chat_template(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+        **variables: Any,
+    ) -> str:
+        """The prompt text; encode it with `add_special_tokens=False` (the template already holds them)."""
+        template = self.chat_template
+        if isinstance(template, dict):  # HF picks the tool-use variant when tools are passed and one exists
+            template = template.get("tool_use") if tools and "tool_use" in template else template.get("default")
+        if not template:
+            raise ValueError("this tokenizer has no chat template (tokenizer_config.json / chat_template.jinja)")
+        variables.setdefault("bos_token", self.bos_token or "")
+        variables.setdefault("eos_token", self.eos_token or "")
+        return render_chat_template(template, messages, tools, add_generation_prompt, **variables)
+
+
+def eos_token_ids(model_dir: str | Path, config_eos: list[int], tokenizer: Tokenizer | None) -> list[int]:
+    """Every id that ends generation: config.json, generation_config.json and the tokenizer's eos_token."""
+    ids = list(config_eos)
+    generation_eos = _read_json(Path(model_dir) / "generation_config.json").get("eos_token_id")
+    ids += [generation_eos] if isinstance(generation_eos, int) else list(generation_eos or [])
+    if (
+        tokenizer is not None
+        and tokenizer.eos_token
+        and (eos := tokenizer.token_to_id(tokenizer.eos_token)) is not None
+    ):
+        ids.append(eos)
+    return list(dict.fromkeys(ids))
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _token_text(token: str | dict | None) -> str | None:
+    # tokenizer_config.json stores special tokens as strings or as serialised AddedToken {"content": ...}
+    return token.get("content") if isinstance(token, dict) else token

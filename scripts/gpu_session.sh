@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One device call: install, GPU tests, warp-decode tuning and the MoE benchmarks, logs under $OUT.
+# Usage (on the GPU machine, from the repository root): bash scripts/gpu_session.sh [tests] [tune] [bench]
+set -uo pipefail
+OUT=${OUT:-/tmp/warpcode-gpu}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+steps=${*:-tests tune bench}
+
+if ! python3 -m pip install -q --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1; then
+    echo "editable install failed (see install.log); importing from a linked tree instead"
+    mkdir -p /tmp/warpcode-src/warpcode
+    for folder in agent tools kernels model_runtime; do ln -sfn "$PWD/$folder" "/tmp/warpcode-src/warpcode/$folder"; done
+    export PYTHONPATH=/tmp/warpcode-src
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/device.txt"
+git log -1 --format='commit %H' 2>/dev/null | tee -a "$OUT/device.txt"
+
+for step in $steps; do
+    case $step in
+    tests)
+        python3 -m pytest -q -m gpu tests/kernels -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -25 ;;
+    tune)
+        for shape in 2048,768,128,8 2048,1024,64,8 4096,14336,8,2; do
+            python3 -m warpcode.kernels.tune_warp_decode --shape $shape 2>&1 | tee -a "$OUT/tune.log" | grep -v '^{'
+        done ;;
+    bench)
+        for shape in 2048,768,128,8 2048,1024,64,8 4096,14336,8,2; do
+            python3 -m warpcode.agent bench moe --shape $shape --batch 1,2,4,8,16,32,64,128 --json \
+                2>>"$OUT/bench_err.log" | tee -a "$OUT/bench_moe.jsonl" \
+                | python3 -c 'import json,sys
+for l in sys.stdin:
+    r=json.loads(l); s=r.get("speedup_vs_transformers")
+    print(f"{r[\"path\"]:<24} T={r[\"batch\"]:<4} {r[\"microseconds\"]:8.1f} us {r[\"percent_of_copy\"]:5.1f}% err {r[\"relative_error\"]:.2e} x{s or 0:.1f} {r[\"timing\"]}")'
+        done ;;
+    esac
+done

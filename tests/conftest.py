@@ -1,0 +1,38 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# `python -m pytest` puts the repository root on sys.path, which would make the folders `kernels/`, `tools/`, ...
+# importable under generic top-level names (transformers probes for a `kernels` package). The code is only ever
+# imported as `warpcode.*` through the installed package, so the tests run without that entry.
+sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != REPO_ROOT]
+
+
+
+def _interpret_triton_without_a_gpu() -> None:
+    """Triton decides at import whether kernels compile or run in its CPU interpreter, so decide before any test
+    module imports warpcode.kernels."""
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+_interpret_triton_without_a_gpu()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not any(item.get_closest_marker("gpu") for item in items):
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA device (run on the GPU machine)")
+    for item in items:
+        if item.get_closest_marker("gpu"):
+            item.add_marker(skip_gpu)

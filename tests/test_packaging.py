@@ -1,0 +1,77 @@
+"""The install layout: one `warpcode` namespace, nothing generic at top level, a torch-free service side."""
+
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+FOLDERS = {
+    "agent": "warpcode.agent",
+    "tools": "warpcode.tools",
+    "kernels": "warpcode.kernels",
+    "model_runtime": "warpcode.model_runtime",
+}
+
+
+def run_python(code: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_every_subpackage_is_listed_for_regular_installs():
+    listed = set(tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {
+        ".".join([FOLDERS[folder], *init.parent.relative_to(REPO_ROOT / folder).parts])
+        for folder in FOLDERS
+        for init in (REPO_ROOT / folder).rglob("__init__.py")
+    }
+    assert on_disk == listed
+
+
+def test_namespace_imports_from_outside_the_repo(tmp_path):
+    result = run_python("import warpcode.agent, warpcode.tools, warpcode.kernels, warpcode.model_runtime", tmp_path)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("name", ["tools", "kernels", "agent", "model_runtime"])
+def test_generic_names_are_not_importable_top_level(tmp_path, name):
+    result = run_python(
+        f"import importlib.util, sys; sys.exit(importlib.util.find_spec({name!r}) is not None)", tmp_path
+    )
+    assert result.returncode == 0, f"a top-level {name!r} package is importable"
+
+
+def test_service_side_does_not_import_torch(tmp_path):
+    code = "import sys, warpcode.agent, warpcode.agent.cli, warpcode.tools; sys.exit('torch' in sys.modules)"
+    result = run_python(code, tmp_path)
+    assert result.returncode == 0, result.stderr or "importing warpcode.agent / warpcode.tools imported torch"
+
+
+@pytest.mark.slow
+def test_regular_wheel_holds_only_the_warpcode_namespace(tmp_path):
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(REPO_ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    [wheel] = tmp_path.glob("warpcode-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top_level = {name.split("/")[0] for name in names}
+    assert top_level == {"warpcode", wheel.name.split("-py")[0] + ".dist-info"}, top_level
+    for folder, package in FOLDERS.items():
+        assert f"{package.replace('.', '/')}/__init__.py" in names, f"{folder}/ missing from the wheel"

@@ -1,0 +1,90 @@
+"""Which paths list/search/code map skip: git's ignore rules plus a default list, via pathspec's GitIgnoreSpec.
+
+Precedence follows git: default list, then .git/info/exclude, then each .gitignore from the root down to the
+file's directory; the last rule that matches decides, and a path under an ignored directory is ignored.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from pathspec import GitIgnoreSpec
+
+DEFAULT_IGNORES = (
+    ".git/",
+    ".hg/",
+    ".svn/",
+    ".warpcode/",
+    "node_modules/",
+    "__pycache__/",
+    "*.pyc",
+    ".venv/",
+    "venv/",
+    ".tox/",
+    ".nox/",
+    ".mypy_cache/",
+    ".pytest_cache/",
+    ".ruff_cache/",
+    ".DS_Store",
+)
+# A directory holding pyvenv.cfg is a virtualenv whatever its name.
+VENV_MARKER = "pyvenv.cfg"
+
+
+def _read_spec(path: Path) -> GitIgnoreSpec | None:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError):
+        return None
+    spec = GitIgnoreSpec.from_lines(lines)
+    return spec if len(spec) else None
+
+
+class IgnoreRules:
+    def __init__(self, root: Path, extra: Iterable[str] = ()) -> None:
+        self.root = root
+        self._base: list[GitIgnoreSpec] = [GitIgnoreSpec.from_lines([*DEFAULT_IGNORES, *extra])]
+        exclude = _read_spec(root / ".git" / "info" / "exclude")
+        if exclude is not None:
+            self._base.append(exclude)
+        self._dir_specs: dict[str, GitIgnoreSpec | None] = {}
+
+    def spec_of_dir(self, rel_dir: str) -> GitIgnoreSpec | None:
+        """The .gitignore of directory `rel_dir` ('' for the root), read once."""
+        if rel_dir not in self._dir_specs:
+            self._dir_specs[rel_dir] = _read_spec(self.root / rel_dir / ".gitignore")
+        return self._dir_specs[rel_dir]
+
+    def decide(self, rel: str, is_dir: bool, parent_dirs: list[str]) -> bool:
+        """Is `rel` ignored by the base rules or the .gitignore files of `parent_dirs` (root first)?
+
+        The caller has already checked that no ancestor directory is ignored (walkers prune them).
+        """
+        probe = rel + "/" if is_dir else rel
+        ignored = False
+        for spec in self._base:
+            verdict = spec.check_file(probe).include
+            if verdict is not None:
+                ignored = verdict
+        for rel_dir in parent_dirs:
+            spec = self.spec_of_dir(rel_dir)
+            if spec is None:
+                continue
+            sub = probe[len(rel_dir) + 1 :] if rel_dir else probe
+            verdict = spec.check_file(sub).include
+            if verdict is not None:
+                ignored = verdict
+        return ignored
+
+    def is_ignored(self, rel: str, is_dir: bool = False) -> bool:
+        """Check one workspace-relative POSIX path, including whether any ancestor directory is ignored."""
+        parts = rel.split("/")
+        parents = [""]
+        for depth in range(1, len(parts)):
+            ancestor = "/".join(parts[:depth])
+            if self.decide(ancestor, True, parents) or os.path.isfile(self.root / ancestor / VENV_MARKER):
+                return True
+            parents.append(ancestor)
+        return self.decide(rel, is_dir, parents)

@@ -1,0 +1,141 @@
+"""repo_map: the repository's most important definitions, ranked by how the code references them.
+
+Files are nodes; a file referencing an identifier defined in another file adds an edge to it, weighted by
+how often and how telling the identifier is. Personalized PageRank (biased toward the focus files) ranks
+files; each file's rank flows along its edges to (file, identifier) definitions; the best definitions are
+rendered within the token budget (4 characters per token).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from warpcode.tools import errors
+from warpcode.tools.pagerank import pagerank
+from warpcode.tools.tag_cache import MAX_SOURCE_BYTES, TagCache
+from warpcode.tools.tags import Definition, FileTags
+from warpcode.tools.workspace import Workspace
+
+CHARS_PER_TOKEN = 4
+DEFAULT_MAX_TOKENS = 2048
+_DESCRIPTIVE = re.compile(r"^(?=.{8,})([a-z0-9]+_[a-z0-9_]+|[A-Za-z][a-z0-9]*[A-Z][A-Za-z0-9]*)$")
+
+
+@dataclass
+class RepoMap:
+    text: str
+    files: int  # source files considered
+    definitions_shown: int
+    notes: list[str] = field(default_factory=list)
+
+    def render(self) -> str:
+        return "\n".join([self.text or "(no definitions found)", *self.notes])
+
+
+def repo_map(ws: Workspace, focus: list[str] | None = None, max_tokens: int = DEFAULT_MAX_TOKENS) -> RepoMap:
+    """`focus`: workspace paths (ranking is personalized to them) and/or identifiers (their edges weigh more)."""
+    if max_tokens < 64:
+        raise errors.InvalidArgument(f"max_tokens must be at least 64, got {max_tokens}.")
+    cache = TagCache(ws)
+    tags = cache.collect()
+    focus_files, focus_names = _split_focus(ws, focus or [], tags)
+    ranked = rank_definitions(tags, focus_files, focus_names)
+    text, shown = _fit(ranked, tags, max_tokens * CHARS_PER_TOKEN)
+    notes = []
+    if cache.skipped_large:
+        notes.append(f"[{len(cache.skipped_large)} source files over {MAX_SOURCE_BYTES} bytes were not mapped.]")
+    if shown < len(ranked):
+        notes.append(f"[Showing the top {shown} of {len(ranked)} ranked definitions; raise max_tokens for more.]")
+    return RepoMap(text, len(tags), shown, notes)
+
+
+def _split_focus(ws: Workspace, focus: list[str], tags: dict[str, FileTags]) -> tuple[set[str], set[str]]:
+    files, names = set(), set()
+    for item in focus:
+        try:
+            rel = ws.rel(ws.resolve(item))
+        except errors.ToolError:
+            rel = None
+        if rel in tags:
+            files.add(rel)
+        elif rel is not None and (ws.root / rel).is_dir():
+            files.update(path for path in tags if path.startswith(rel + "/"))
+        else:
+            names.add(item)
+    return files, names
+
+
+def rank_definitions(
+    tags: dict[str, FileTags], focus_files: set[str], focus_names: set[str]
+) -> list[tuple[str, str, float]]:
+    """(file, identifier, rank) of every referenced definition, best first."""
+    definers: dict[str, set[str]] = defaultdict(set)
+    for rel, file_tags in tags.items():
+        for definition in file_tags.definitions:
+            definers[definition.name].add(rel)
+    edges: dict[tuple[str, str], float] = defaultdict(float)
+    edge_names: dict[str, list[tuple[str, str, float]]] = defaultdict(list)  # source -> (target, name, weight)
+    for rel, file_tags in tags.items():
+        for name, count in file_tags.references.items():
+            targets = definers.get(name)
+            if not targets:
+                continue
+            weight = _importance(name, len(targets), focus_names) * math.sqrt(count)
+            for target in targets:
+                edges[(rel, target)] += weight
+                edge_names[rel].append((target, name, weight))
+    nodes = sorted(tags)
+    personalization = dict.fromkeys(focus_files, 1.0)
+    ranks = pagerank(edges, nodes, personalization)
+    out_weight: dict[str, float] = defaultdict(float)
+    for (source, _), weight in edges.items():
+        out_weight[source] += weight
+    scores: dict[tuple[str, str], float] = defaultdict(float)
+    for source, outgoing in edge_names.items():
+        for target, name, weight in outgoing:
+            scores[(target, name)] += ranks[source] * weight / out_weight[source]
+    ordered = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+    return [(rel, name, score) for (rel, name), score in ordered if rel not in focus_files]
+
+
+def _importance(name: str, definer_count: int, focus_names: set[str]) -> float:
+    """Descriptive names say more than `x` or `get`; names defined everywhere say little (as in Aider)."""
+    weight = 1.0
+    if name in focus_names:
+        weight *= 10.0
+    if _DESCRIPTIVE.match(name):
+        weight *= 10.0
+    if name.startswith("_"):
+        weight *= 0.1
+    if definer_count > 5:
+        weight *= 0.1
+    return weight
+
+
+def _render(selected: list[tuple[str, str, float]], tags: dict[str, FileTags]) -> str:
+    by_file: dict[str, set[str]] = {}
+    for rel, name, _ in selected:
+        by_file.setdefault(rel, set()).add(name)
+    blocks = []
+    for rel, names in by_file.items():
+        definitions: list[Definition] = [d for d in tags[rel].definitions if d.name in names]
+        lines = [f"{d.start_line:>5}│{d.signature}" for d in definitions]
+        blocks.append(f"{rel}:\n" + "\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def _fit(ranked: list[tuple[str, str, float]], tags: dict[str, FileTags], max_chars: int) -> tuple[str, int]:
+    """The longest prefix of `ranked` whose rendering fits in `max_chars` (binary search on its length)."""
+    low, high, best = 0, len(ranked), ("", 0)
+    while low <= high:
+        middle = (low + high) // 2
+        text = _render(ranked[:middle], tags)
+        if len(text) <= max_chars:
+            best = (text, middle)
+            low = middle + 1
+        else:
+            high = middle - 1
+    return best

@@ -1,0 +1,171 @@
+"""Structured test results: pytest's JUnit XML, and the text output of go test, cargo test and JS runners."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MAX_MESSAGE_CHARS = 2000
+# Summary lines of node --test (TAP) and Mocha: (regex, counter).
+SUMMARY_COUNTS = (
+    (r"^# pass (\d+)", "passed"),
+    (r"^# fail (\d+)", "failed"),
+    (r"^# skipped (\d+)", "skipped"),
+    (r"^\s*(\d+) passing", "passed"),
+    (r"^\s*(\d+) failing", "failed"),
+    (r"^\s*(\d+) pending", "skipped"),
+)
+
+
+@dataclass
+class TestFailure:
+    id: str
+    message: str
+
+
+@dataclass
+class TestCounts:
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+    failures: list[TestFailure] = field(default_factory=list)
+    parsed: bool = False  # False when the output had nothing recognizable
+
+
+def _cut(message: str) -> str:
+    message = message.strip("\n")
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    return "[...]\n" + message[-MAX_MESSAGE_CHARS:]
+
+
+def parse_junit(xml_path: Path, cwd: Path) -> TestCounts:
+    counts = TestCounts(parsed=True)
+    for case in ET.parse(xml_path).getroot().iter("testcase"):
+        problem = case.find("failure")
+        kind = "failed"
+        if problem is None:
+            problem, kind = case.find("error"), "errors"
+        if problem is None:
+            if case.find("skipped") is not None:
+                counts.skipped += 1
+            else:
+                counts.passed += 1
+            continue
+        setattr(counts, kind, getattr(counts, kind) + 1)
+        summary = problem.get("message") or ""
+        detail = (problem.text or "").strip("\n").splitlines()
+        tail = "\n".join(detail[-25:])
+        message = tail if summary in tail else f"{summary}\n{tail}"
+        counts.failures.append(TestFailure(_pytest_id(case, cwd), _cut(message)))
+    return counts
+
+
+def _pytest_id(case: ET.Element, cwd: Path) -> str:
+    """'tests/test_a.py::TestX::test_y' from classname 'tests.test_a.TestX' and name 'test_y'."""
+    parts = [part for part in (case.get("classname") or "").split(".") if part]
+    name = case.get("name") or "?"
+    for split in range(len(parts), 0, -1):
+        candidate = "/".join(parts[:split]) + ".py"
+        if (cwd / candidate).is_file():
+            return "::".join([candidate, *parts[split:], name])
+    return "::".join([*parts, name]) if parts else name
+
+
+def parse_go(output: str) -> TestCounts:
+    counts = TestCounts()
+    pending: list[TestFailure] = []
+    current: TestFailure | None = None
+    build_lines: list[str] = []
+    for line in output.splitlines():
+        result = re.match(r"^--- (PASS|FAIL|SKIP): (\S+)", line)
+        package = re.match(r"^(?:ok|FAIL)\s+(\S+)(\s+\[(?:build|setup) failed\])?", line)
+        if result:
+            counts.parsed = True
+            verdict, name = result.groups()
+            counts.passed += verdict == "PASS"
+            counts.skipped += verdict == "SKIP"
+            current = None
+            if verdict == "FAIL":
+                counts.failed += 1
+                current = TestFailure(name, "")
+                pending.append(current)
+        elif package:
+            counts.parsed = True
+            if package.group(2):
+                counts.errors += 1
+                counts.failures.append(TestFailure(package.group(1), _cut("\n".join(build_lines[-30:]))))
+            for failure in pending:
+                failure.id = f"{package.group(1)}.{failure.id}"
+                failure.message = _cut(failure.message)
+            counts.failures.extend(pending)
+            pending, current, build_lines = [], None, []
+        elif current is not None and line.startswith((" ", "\t")):
+            current.message += line.strip() + "\n"
+        elif not line.startswith(("=== ", "PASS", "FAIL")):
+            build_lines.append(line)
+    counts.failures.extend(pending)
+    return counts
+
+
+def parse_cargo(output: str) -> TestCounts:
+    counts = TestCounts()
+    messages: dict[str, list[str]] = {}
+    section: list[str] | None = None
+    failed_names: list[str] = []
+    for line in output.splitlines():
+        verdict = re.match(r"^test (\S+) \.\.\. (ok|FAILED|ignored)", line)
+        header = re.match(r"^---- (\S+) stdout ----", line)
+        if verdict:
+            counts.parsed = True
+            name, outcome = verdict.groups()
+            counts.passed += outcome == "ok"
+            counts.skipped += outcome == "ignored"
+            if outcome == "FAILED":
+                counts.failed += 1
+                failed_names.append(name)
+        elif header:
+            section = messages.setdefault(header.group(1), [])
+        elif line.strip() == "failures:" or line.startswith("test result:"):
+            section = None
+        elif section is not None:
+            section.append(line)
+        if re.match(r"^error(\[E\d+\])?: ", line) and not line.startswith("error: test failed"):
+            counts.parsed = True
+            counts.errors += 1
+            counts.failures.append(TestFailure("build", line))
+    counts.failures.extend(TestFailure(name, _cut("\n".join(messages.get(name, [])))) for name in failed_names)
+    return counts
+
+
+def parse_js(output: str) -> TestCounts:
+    """Jest, Vitest, node --test (TAP) and Mocha summaries, with failing test names where they are printed."""
+    counts = TestCounts()
+    text = re.sub(r"\x1b\[[0-9;]*m", "", output)
+    summary = re.search(r"^\s*Tests?:?\s+(.*\d+ (?:passed|failed).*)$", text, re.MULTILINE)
+    if summary:
+        counts.parsed = True
+        for number, word in re.findall(r"(\d+) (passed|failed|skipped|todo)", summary.group(1)):
+            attr = {"passed": "passed", "failed": "failed"}.get(word, "skipped")
+            setattr(counts, attr, getattr(counts, attr) + int(number))
+    else:
+        for pattern, attr in SUMMARY_COUNTS:
+            found = re.search(pattern, text, re.MULTILINE)
+            if found:
+                counts.parsed = True
+                setattr(counts, attr, int(found.group(1)))
+    current: list[str] | None = None
+    for line in text.splitlines():
+        start = re.match(r"^\s*(?:● |not ok \d+ - )(.+)$", line)
+        if start and not start.group(1).startswith("Console"):
+            current = []
+            counts.failures.append(TestFailure(start.group(1).strip(), ""))
+        elif start or re.match(r"^\s*(Tests?:|Test Suites:|# (tests|pass|fail)|ok \d+ )", line):
+            current = None
+        elif current is not None and line.strip() and len(current) < 20:
+            current.append(line.strip())
+            counts.failures[-1].message = _cut("\n".join(current))
+    return counts

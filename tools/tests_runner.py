@@ -1,0 +1,174 @@
+"""run_tests: find the project's test runner, run it like run_command, and report structured results."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import shlex
+import sys
+import tempfile
+import threading
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from warpcode.tools import errors
+from warpcode.tools.process import execute
+from warpcode.tools.tests_report import TestCounts, TestFailure, parse_cargo, parse_go, parse_js, parse_junit
+from warpcode.tools.workspace import Workspace
+
+DEFAULT_TEST_TIMEOUT_S = 600.0
+PYTEST_MARKERS = ("pytest.ini", "conftest.py", "tox.ini", "setup.cfg", "setup.py", "pyproject.toml")
+# Runners in watch or interactive mode wait forever; CI=true makes jest, vitest & co. run once and exit.
+NON_INTERACTIVE_ENV = {"CI": "true", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+@dataclass
+class TestReport:
+    runner: str
+    command: str
+    exit_code: int | None
+    output: str
+    duration_s: float
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+    failures: list[TestFailure] = field(default_factory=list)
+    parsed: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and self.failed == 0 and self.errors == 0
+
+    def render(self) -> str:
+        head = (
+            f"{self.runner}: {self.passed} passed, {self.failed} failed, {self.errors} errors, "
+            f"{self.skipped} skipped (exit code {self.exit_code}, {self.duration_s:.1f} s)\n$ {self.command}"
+        )
+        body = [f"FAILED {failure.id}\n{failure.message}" for failure in self.failures]
+        if not self.parsed or (not self.ok and not self.failures):
+            body.append(f"Output:\n{self.output}")
+        return "\n\n".join([head, *body])
+
+
+def detect_runner(root: Path) -> str:
+    """'pytest', 'npm', 'yarn', 'pnpm', 'go' or 'cargo', from the files at the workspace root."""
+    package_json = root / "package.json"
+    if package_json.is_file():
+        try:
+            scripts = json.loads(package_json.read_text(encoding="utf-8")).get("scripts", {})
+        except (ValueError, AttributeError):
+            scripts = {}
+        if "test" in scripts:
+            if (root / "pnpm-lock.yaml").exists():
+                return "pnpm"
+            return "yarn" if (root / "yarn.lock").exists() else "npm"
+    if (root / "go.mod").is_file():
+        return "go"
+    if (root / "Cargo.toml").is_file():
+        return "cargo"
+    if any((root / marker).is_file() for marker in PYTEST_MARKERS) or any(root.glob("test*/**/test_*.py")):
+        return "pytest"
+    if any(root.glob("test_*.py")):
+        return "pytest"
+    raise errors.InvalidArgument(
+        "Could not detect a test runner (no pytest config, package.json test script, go.mod or Cargo.toml). "
+        "Pass the test command explicitly."
+    )
+
+
+def _runner_of_command(command: str) -> str:
+    words = shlex.split(command) if command else []
+    for word in words:
+        name = Path(word).name
+        if name in ("pytest", "py.test") or word == "pytest":
+            return "pytest"
+        if name in ("npm", "yarn", "pnpm", "npx", "jest", "vitest", "node", "mocha"):
+            return "npm" if name in ("npx", "jest", "vitest", "node", "mocha") else name
+        if name in ("go", "cargo"):
+            return name
+    return "pytest" if "pytest" in command else "other"
+
+
+def _python(root: Path) -> str:
+    for venv in (".venv", "venv", "env"):
+        candidate = root / venv / "bin" / "python"
+        if candidate.is_file():
+            return str(candidate)
+    return sys.executable
+
+
+def _command(runner: str, root: Path, paths: list[str], junit: Path) -> str:
+    quoted = " ".join(shlex.quote(path) for path in paths)
+    if runner == "pytest":
+        return f"{shlex.quote(_python(root))} -m pytest -q --junitxml={shlex.quote(str(junit))} {quoted}".strip()
+    if runner in ("npm", "yarn", "pnpm"):
+        return f"{runner} test" + (f" -- {quoted}" if paths else "")
+    if runner == "go":
+        return "go test -v " + (quoted or "./...")
+    return "cargo test" + (f" {quoted}" if paths else "")
+
+
+def run_tests(
+    ws: Workspace,
+    command: str | None = None,
+    paths: list[str] | None = None,
+    timeout_s: float = DEFAULT_TEST_TIMEOUT_S,
+    on_output: Callable[[str], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> TestReport:
+    """Run the tests (the detected runner, or `command` with `paths` appended) and parse the results.
+
+    A timeout or cancel kills the whole process group and raises CommandTimeout / CommandCancelled.
+    """
+    paths = [ws.rel(ws.resolve(path)) for path in paths or []]
+    runner = _runner_of_command(command) if command else detect_runner(ws.root)
+    with tempfile.TemporaryDirectory(prefix="warpcode-tests-") as tmp:
+        junit = Path(tmp) / "junit.xml"
+        if command is None:
+            line = _command(runner, ws.root, paths, junit)
+        else:
+            line = " ".join([command, *(shlex.quote(path) for path in paths)])
+            if runner == "pytest" and "--junitxml" not in line:
+                line += f" --junitxml={shlex.quote(str(junit))}"
+        result = execute(line, ws.root, timeout_s, on_output=on_output, cancel=cancel, env=NON_INTERACTIVE_ENV)
+        if result.timed_out:
+            raise errors.CommandTimeout(result)
+        if result.cancelled:
+            raise errors.CommandCancelled(result)
+        counts = _counts(runner, result.output, junit, ws.root)
+    return TestReport(
+        runner=runner,
+        command=line,
+        exit_code=result.exit_code,
+        output=result.output,
+        duration_s=result.duration_s,
+        passed=counts.passed,
+        failed=counts.failed,
+        errors=counts.errors,
+        skipped=counts.skipped,
+        failures=counts.failures,
+        parsed=counts.parsed,
+    )
+
+
+def _counts(runner: str, output: str, junit: Path, root: Path) -> TestCounts:
+    if runner == "pytest" and junit.is_file():
+        # A truncated XML file (pytest crashed while writing it) falls back to the text summary.
+        with contextlib.suppress(ET.ParseError):
+            return parse_junit(junit, root)
+    parser = {"go": parse_go, "cargo": parse_cargo}.get(runner, parse_js if runner != "pytest" else _pytest_text)
+    return parser(output)
+
+
+def _pytest_text(output: str) -> TestCounts:
+    """pytest's closing line ('1 failed, 2 passed, 1 error in 0.1s') when no JUnit XML was written."""
+    counts = TestCounts()
+    for number, word in re.findall(r"(\d+) (passed|failed|errors?|skipped)", output[-2000:]):
+        counts.parsed = True
+        attr = "errors" if word.startswith("error") else word
+        setattr(counts, attr, int(number))
+    return counts

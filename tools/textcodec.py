@@ -1,0 +1,70 @@
+"""Bytes <-> text without ever corrupting a file.
+
+UTF-8 is decoded with `surrogateescape`, so bytes that are not valid UTF-8 survive a round trip byte for byte.
+Files whose every newline is CRLF are edited as LF text and written back as CRLF; a UTF-8 BOM is kept; a
+missing final newline stays missing because the text is never altered beyond the CRLF mapping.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from dataclasses import dataclass
+
+SNIFF_BYTES = 8192
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+
+
+def looks_binary(head: bytes) -> bool:
+    """NUL bytes do not occur in text files (UTF-16 aside), the same test git and grep use."""
+    return b"\0" in head[:SNIFF_BYTES]
+
+
+@dataclass
+class TextFile:
+    text: str
+    crlf: bool = False
+    bom: bool = False
+
+    @property
+    def lossy_display(self) -> bool:
+        """True when the file holds bytes that are not UTF-8 (shown to the model as U+FFFD)."""
+        return _ESCAPED_BYTE.search(self.text) is not None
+
+    def encode(self, text: str | None = None) -> bytes:
+        """Bytes of `text` (default: the file's own text) in this file's newline style and encoding."""
+        body = self.text if text is None else text
+        if self.crlf:
+            body = body.replace("\r\n", "\n").replace("\n", "\r\n")
+        data = body.encode("utf-8", "surrogateescape")
+        return codecs.BOM_UTF8 + data if self.bom else data
+
+    def normalize(self, text: str) -> str:
+        """Text from a model, in this file's internal form (LF newlines for a CRLF file)."""
+        return text.replace("\r\n", "\n") if self.crlf else text
+
+
+def decode(data: bytes) -> TextFile:
+    bom = data.startswith(codecs.BOM_UTF8)
+    if bom:
+        data = data[len(codecs.BOM_UTF8) :]
+    text = data.decode("utf-8", "surrogateescape")
+    crlf_count = text.count("\r\n")
+    crlf = crlf_count > 0 and crlf_count == text.count("\n")
+    if crlf:
+        text = text.replace("\r\n", "\n")
+    return TextFile(text=text, crlf=crlf, bom=bom)
+
+
+def display(text: str) -> str:
+    """Text safe to print or send as JSON: undecodable bytes become U+FFFD."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines with their '\\n' kept; only '\\n' splits (str.splitlines also splits on \\r, \\f, U+2028...)."""
+    parts = text.split("\n")
+    lines = [part + "\n" for part in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
