@@ -21,11 +21,11 @@ for step in $steps; do
     tests)
         python3 -m pytest -q -m gpu tests/kernels -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -25 ;;
     tune)
-        for shape in 2048,768,128,8 2048,1024,64,8 4096,14336,8,2; do
+        for shape in ${TUNE_SHAPES:-2048,768,128,8 2048,1024,64,8 4096,14336,8,2}; do
             python3 -m warpcode.kernels.tune_warp_decode --shape $shape 2>&1 | tee -a "$OUT/tune.log" | grep -v '^{'
         done ;;
     bench)
-        for shape in 2048,768,128,8 2048,1024,64,8 4096,14336,8,2; do
+        for shape in ${BENCH_SHAPES:-2048,768,128,8 2048,1024,64,8 4096,14336,8,2}; do
             python3 -m warpcode.agent bench moe --shape $shape --batch 1,2,4,8,16,32,64,128 --json \
                 2>>"$OUT/bench_err.log" | tee -a "$OUT/bench_moe.jsonl" \
                 | python3 -c 'import json,sys
