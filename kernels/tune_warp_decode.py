@@ -1,9 +1,9 @@
-"""Sweeps the warp-decode launch parameters of each kernel on the GPU and prints the fastest per token count.
+"""Sweeps the warp-decode launch parameters of each kernel on the GPU, per token count, and finds the crossover.
 
-    python -m warpcode.kernels.tune_warp_decode --shape 2048,768,128,8 --batch 1,2,4,8,16,32
+    python -m warpcode.kernels.tune_warp_decode --shape 2048,768,128,8 --write kernels/configs/warp_decode.json
 
-Each kernel is timed alone (CUDA-graph replay over rotated layers); the output is the TUNED table rows for
-kernels/tuning.py plus the combined time of the winners.
+Each kernel is timed alone (CUDA-graph replay over rotated layers); the winners are timed together against the
+expert-centric path, and the largest token count where warp decode is faster becomes the dispatcher's crossover.
 """
 
 from __future__ import annotations
@@ -12,13 +12,15 @@ import argparse
 import itertools
 import json
 from dataclasses import asdict, replace
+from pathlib import Path
 
 import torch
 import triton
 
 from warpcode.kernels.bench_moe import MoeShape, layer_count, make_layers
+from warpcode.kernels.expert_centric import moe_expert_centric
 from warpcode.kernels.timing import time_per_call
-from warpcode.kernels.tuning import WarpDecodeConfig, token_bucket
+from warpcode.kernels.tuning import WarpDecodeConfig, shape_key, token_bucket
 from warpcode.kernels.warp_decode import launch_down, launch_gate_up, moe_warp_decode
 
 MAX_ELEMENTS_PER_THREAD = 256  # larger tiles spill registers
@@ -36,7 +38,7 @@ def gate_up_candidates(shape: MoeShape) -> list[WarpDecodeConfig]:
 def down_candidates(shape: MoeShape) -> list[WarpDecodeConfig]:
     found = []
     block_k = triton.next_power_of_2(shape.top_k)
-    for rows, cols, warps in itertools.product((1, 2, 4, 8, 16), (64, 128, 256, 512), (2, 4, 8)):
+    for rows, cols, warps in itertools.product((1, 2, 4, 8, 16, 32), (64, 128, 256, 512), (2, 4, 8)):
         per_thread = block_k * rows * cols / (warps * 32)
         if cols <= triton.next_power_of_2(shape.intermediate) and 8 <= per_thread <= MAX_ELEMENTS_PER_THREAD:
             found.append(WarpDecodeConfig(down_rows=rows, down_cols=cols, down_warps=warps))
@@ -70,20 +72,38 @@ def tune(shape: MoeShape, batch: int) -> tuple[WarpDecodeConfig, dict]:
     down_seconds, down = fastest(with_stages(down, "down"), launch_down, down_args)
     best = replace(down, **{k: v for k, v in asdict(gate_up).items() if k.startswith("gate_up")})
     total_seconds, _ = time_per_call(lambda *layer: moe_warp_decode(*layer, config=best), layers)
-    return best, {"gate_up_us": gate_up_seconds * 1e6, "down_us": down_seconds * 1e6, "total_us": total_seconds * 1e6}
+    centric_seconds, _ = time_per_call(moe_expert_centric, layers)
+    return best, {
+        "gate_up_us": gate_up_seconds * 1e6,
+        "down_us": down_seconds * 1e6,
+        "total_us": total_seconds * 1e6,
+        "expert_centric_us": centric_seconds * 1e6,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", required=True, help="H,I,E,K")
-    parser.add_argument("--batch", default="1,2,4,8,16,32")
+    parser.add_argument("--batch", default="1,2,4,8,16,32,64,128")
+    parser.add_argument("--write", type=Path, help="merge the results into this JSON config file")
     args = parser.parse_args(argv)
     shape = MoeShape(*map(int, args.shape.split(",")))
-    for batch in map(int, args.batch.split(",")):
+    configs, crossover, still_faster = {}, 0, True
+    for batch in sorted(map(int, args.batch.split(","))):
         best, times = tune(shape, batch)
-        key = (shape.hidden, shape.intermediate, shape.experts, shape.top_k, token_bucket(batch))
-        print(json.dumps({"key": key, "config": asdict(best), **times}), flush=True)
-        print(f"    {key}: {best!r},  # {times['total_us']:.1f} us", flush=True)
+        configs[str(token_bucket(batch))] = asdict(best)
+        still_faster = still_faster and times["total_us"] < times["expert_centric_us"]
+        if still_faster:
+            crossover = batch
+        print(json.dumps({"shape": args.shape, "batch": batch, "config": asdict(best), **times}), flush=True)
+    print(json.dumps({"shape": args.shape, "crossover": crossover}), flush=True)
+    if args.write:
+        data = json.loads(args.write.read_text()) if args.write.exists() else {}
+        key = shape_key(shape.hidden, shape.intermediate, shape.experts, shape.top_k)
+        data.setdefault("configs", {})[key] = configs
+        data.setdefault("crossover", {})[key] = crossover
+        args.write.parent.mkdir(parents=True, exist_ok=True)
+        args.write.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,14 +1,22 @@
-"""Launch parameters for the warp-decode kernels: a table measured on the device, and a heuristic elsewhere.
+"""Launch parameters for the warp-decode kernels and the token count where the dispatcher switches paths.
 
-Table rows come from `python -m warpcode.kernels.tune_warp_decode` on an H200 (see BENCHMARKS.md); keys are
-(H, I, E, K) and a token-count bucket, so a shape that is not in the table still gets sensible blocks.
+Measured values live in `configs/warp_decode.json`, written on the GPU by
+`python -m warpcode.kernels.tune_warp_decode --write kernels/configs/warp_decode.json` (see BENCHMARKS.md).
+Keys are "H,I,E,K" plus a token-count bucket; shapes that were never measured get a heuristic.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+import json
+import os
+from dataclasses import dataclass, fields
+from pathlib import Path
 
 import triton
+
+CONFIG_FILE = Path(__file__).parent / "configs" / "warp_decode.json"
+TOKEN_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
 @dataclass(frozen=True)
@@ -31,20 +39,35 @@ class WarpDecodeConfig:
             raise ValueError("WarpDecodeConfig stages must be >= 1")
 
 
-TOKEN_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
-
-# (H, I, E, K, token bucket) -> config, measured on an H200 (BENCHMARKS.md, "warp decode tuning").
-TUNED: dict[tuple[int, int, int, int, int], WarpDecodeConfig] = {}
+def shape_key(hidden: int, intermediate: int, experts: int, top_k: int) -> str:
+    return f"{hidden},{intermediate},{experts},{top_k}"
 
 
 def token_bucket(tokens: int) -> int:
     return next((bucket for bucket in TOKEN_BUCKETS if tokens <= bucket), TOKEN_BUCKETS[-1])
 
 
+@functools.cache
+def measured() -> dict:
+    """{"configs": {shape_key: {bucket: config fields}}, "crossover": {shape_key: tokens}} from the config file
+    (or from the file named by WARPCODE_WARP_DECODE_CONFIGS)."""
+    path = Path(os.environ.get("WARPCODE_WARP_DECODE_CONFIGS") or CONFIG_FILE)
+    if not path.exists():
+        return {"configs": {}, "crossover": {}}
+    data = json.loads(path.read_text())
+    known = {field.name for field in fields(WarpDecodeConfig)}
+    for shape, buckets in data.get("configs", {}).items():
+        for bucket, values in buckets.items():
+            if set(values) - known:
+                raise ValueError(f"{path}: config {shape} / {bucket} has unknown fields {sorted(set(values) - known)}")
+    return {"configs": data.get("configs", {}), "crossover": data.get("crossover", {})}
+
+
 def warp_decode_config(hidden: int, intermediate: int, experts: int, top_k: int, tokens: int) -> WarpDecodeConfig:
-    tuned = TUNED.get((hidden, intermediate, experts, top_k, token_bucket(tokens)))
-    if tuned is not None:
-        return tuned
+    tuned = measured()["configs"].get(shape_key(hidden, intermediate, experts, top_k), {})
+    values = tuned.get(str(token_bucket(tokens)))
+    if values is not None:
+        return WarpDecodeConfig(**values)
     return WarpDecodeConfig(
         gate_up_rows=min(8, triton.next_power_of_2(intermediate)),
         gate_up_cols=min(512, triton.next_power_of_2(hidden)),
@@ -53,13 +76,10 @@ def warp_decode_config(hidden: int, intermediate: int, experts: int, top_k: int,
     )
 
 
-# (H, I, E, K) -> the largest token count at which warp decode beats the expert-centric path on an H200
-# (BENCHMARKS.md, "crossover"). Unmeasured shapes: while each expert sees at most a couple of tokens on average.
-CROSSOVER_TOKENS: dict[tuple[int, int, int, int], int] = {}
-
-
 def warp_decode_max_tokens(hidden: int, intermediate: int, experts: int, top_k: int) -> int:
-    measured = CROSSOVER_TOKENS.get((hidden, intermediate, experts, top_k))
-    if measured is not None:
-        return measured
+    """The largest token count at which warp decode beats the expert-centric path: measured where the config
+    file has the shape, else while each expert sees about two tokens on average."""
+    crossover = measured()["crossover"].get(shape_key(hidden, intermediate, experts, top_k))
+    if crossover is not None:
+        return int(crossover)
     return max(1, 2 * experts // top_k)

@@ -16,6 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
+from warpcode.kernels.launch import pdl_options
 from warpcode.kernels.moe_args import check_kernel_layout, check_moe_args, output_buffer
 from warpcode.kernels.tuning import WarpDecodeConfig, warp_decode_config
 
@@ -36,7 +37,11 @@ def _gate_up_kernel(
     BLOCK_I: tl.constexpr,
     BLOCK_H: tl.constexpr,
     EVEN_H: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    if USE_PDL:  # x and topk_ids may come from the kernel launched just before
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     slot = tl.program_id(0)
     row_block = tl.program_id(1)
     token = slot // K
@@ -85,7 +90,7 @@ def _down_kernel(
     BLOCK_R: tl.constexpr,
     BLOCK_I: tl.constexpr,
     BLOCK_K: tl.constexpr,
-    EVEN_I: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
     token = tl.program_id(0)
     row_block = tl.program_id(1)
@@ -103,17 +108,21 @@ def _down_kernel(
     )
     h_ptrs = hidden_ptr + slots[:, None] * stride_hs + cols[None, :]
     w_mask = k_mask[:, None, None] & row_mask[None, :, None]
+    if USE_PDL:
+        tl.extra.cuda.gdc_launch_dependents()
+    # The weights do not depend on kernel 1: under programmatic dependent launch the first tile is fetched while
+    # kernel 1 drains, and only the reads of its output wait. Each iteration prefetches the next tile (masked off
+    # past the end, which costs no memory traffic).
+    w = tl.load(w_ptrs, mask=w_mask & (cols < I)[None, None, :], other=0.0)
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
     acc = tl.zeros([BLOCK_R, BLOCK_I], dtype=tl.float32)
     for i_start in range(0, I, BLOCK_I):
-        if EVEN_I:
-            h = tl.load(h_ptrs + i_start, mask=k_mask[:, None], other=0.0)
-            w = tl.load(w_ptrs + i_start, mask=w_mask, other=0.0)
-        else:
-            col_mask = cols + i_start < I
-            h = tl.load(h_ptrs + i_start, mask=k_mask[:, None] & col_mask[None, :], other=0.0)
-            w = tl.load(w_ptrs + i_start, mask=w_mask & col_mask[None, None, :], other=0.0)
+        h = tl.load(h_ptrs + i_start, mask=k_mask[:, None] & (cols + i_start < I)[None, :], other=0.0)
         weighted_h = h * route_weights[:, None]
         acc += tl.sum(w.to(tl.float32) * weighted_h[:, None, :], axis=0)
+        next_cols = cols + i_start + BLOCK_I
+        w = tl.load(w_ptrs + i_start + BLOCK_I, mask=w_mask & (next_cols < I)[None, None, :], other=0.0)
     out = tl.sum(acc, axis=1)
     tl.store(out_ptr + token.to(tl.int64) * stride_ot + rows, out.to(out_ptr.dtype.element_ty), mask=row_mask)
 
@@ -153,7 +162,7 @@ def launch_gate_up(x, topk_ids, w13, hidden, config: WarpDecodeConfig) -> None:
         hidden_size, intermediate, top_k,
         x.stride(0), w13.stride(0), w13.stride(1), hidden.stride(0),
         BLOCK_I=config.gate_up_rows, BLOCK_H=config.gate_up_cols, EVEN_H=hidden_size % config.gate_up_cols == 0,
-        num_warps=config.gate_up_warps, num_stages=config.gate_up_stages,
+        num_warps=config.gate_up_warps, num_stages=config.gate_up_stages, **pdl_options(x.device),
     )  # fmt: skip
 
 
@@ -167,6 +176,5 @@ def launch_down(hidden, topk_weights, topk_ids, w2, out, config: WarpDecodeConfi
         hidden_size, intermediate, top_k,
         hidden.stride(0), w2.stride(0), w2.stride(1), out.stride(0),
         BLOCK_R=config.down_rows, BLOCK_I=config.down_cols, BLOCK_K=triton.next_power_of_2(top_k),
-        EVEN_I=intermediate % config.down_cols == 0,
-        num_warps=config.down_warps, num_stages=config.down_stages,
+        num_warps=config.down_warps, num_stages=config.down_stages, **pdl_options(out.device),
     )  # fmt: skip

@@ -7,9 +7,9 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from jinja2 import Template
+from jinja2 import Template, nodes
 from jinja2.exceptions import TemplateError
-from jinja2.ext import loopcontrols
+from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 
@@ -39,7 +39,9 @@ def render_chat_template(
 @lru_cache(maxsize=8)
 def _compile(template: str) -> Template:
     # Same environment options as transformers, so whitespace renders identically.
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols, _GenerationBlock]
+    )
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
@@ -56,3 +58,14 @@ def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, s
 
 def _raise_exception(message: str) -> None:
     raise TemplateError(message)
+
+
+class _GenerationBlock(Extension):
+    """`{% generation %}...{% endgeneration %}`: transformers uses it to mark assistant text for training masks;
+    templates that contain it (several recent chat models) only need the body rendered."""
+
+    tags = frozenset({"generation"})
+
+    def parse(self, parser) -> list[nodes.Node]:
+        next(parser.stream)
+        return parser.parse_statements(("name:endgeneration",), drop_needle=True)

@@ -14,6 +14,13 @@ from typing import Any, Literal
 
 SUPPORTED_MODEL_TYPES = ("qwen3_moe", "qwen2_moe", "mixtral", "olmoe")
 SUPPORTED_ROPE_TYPES = ("default", "linear", "yarn")
+# transformers' defaults for (rms_norm_eps, rope_theta), used when a config.json leaves them out
+_DEFAULT_EPS_AND_THETA = {
+    "qwen3_moe": (1e-6, 1e4),
+    "qwen2_moe": (1e-6, 1e4),
+    "mixtral": (1e-5, 1e6),
+    "olmoe": (1e-5, 1e4),
+}
 
 
 class UnsupportedConfigError(ValueError):
@@ -76,10 +83,7 @@ class ModelConfig:
     pad_token_id: int | None = None
 
     def __post_init__(self) -> None:
-        if self.model_type not in SUPPORTED_MODEL_TYPES:
-            raise UnsupportedConfigError(
-                f"model_type {self.model_type!r} is not supported (supported: {', '.join(SUPPORTED_MODEL_TYPES)})"
-            )
+        _check_model_type(self.model_type)
         if self.head_dim is None:
             self.head_dim = self.hidden_size // self.num_attention_heads
         for name in (
@@ -131,28 +135,26 @@ class ModelConfig:
     def from_dict(cls, raw: dict[str, Any]) -> ModelConfig:
         """Builds the config from a Hugging Face config.json dict (transformers 4.x and 5.x spellings)."""
         model_type = raw.get("model_type")
-        if model_type not in SUPPORTED_MODEL_TYPES:
-            raise UnsupportedConfigError(
-                f"model_type {model_type!r} is not supported (supported: {', '.join(SUPPORTED_MODEL_TYPES)})"
-            )
+        _check_model_type(model_type)
         if raw.get("hidden_act", "silu") != "silu":
             raise UnsupportedConfigError(f"hidden_act {raw['hidden_act']!r} is not supported (only 'silu')")
         _reject_sliding_window(model_type, raw)
-        rope_theta, rope_scaling = _parse_rope(raw)
+        default_eps, default_theta = _DEFAULT_EPS_AND_THETA[model_type]
+        rope_theta, rope_scaling = _parse_rope(raw, default_theta)
         eos = raw.get("eos_token_id")
         common = dict(
             model_type=model_type,
-            vocab_size=raw["vocab_size"],
-            hidden_size=raw["hidden_size"],
-            intermediate_size=raw["intermediate_size"],
-            num_hidden_layers=raw["num_hidden_layers"],
-            num_attention_heads=raw["num_attention_heads"],
-            num_key_value_heads=raw.get("num_key_value_heads") or raw["num_attention_heads"],
+            vocab_size=_required(raw, "vocab_size"),
+            hidden_size=_required(raw, "hidden_size"),
+            intermediate_size=_required(raw, "intermediate_size"),
+            num_hidden_layers=_required(raw, "num_hidden_layers"),
+            num_attention_heads=_required(raw, "num_attention_heads"),
+            num_key_value_heads=raw.get("num_key_value_heads") or raw.get("num_attention_heads"),
             # transformers 5 writes qwen3_moe's count as num_local_experts, the Hub configs as num_experts
-            num_experts=raw.get("num_experts") or raw.get("num_local_experts"),
-            num_experts_per_tok=raw["num_experts_per_tok"],
+            num_experts=raw.get("num_experts") or _required(raw, "num_local_experts"),
+            num_experts_per_tok=_required(raw, "num_experts_per_tok"),
             head_dim=raw.get("head_dim"),
-            rms_norm_eps=raw.get("rms_norm_eps", 1e-6),
+            rms_norm_eps=raw.get("rms_norm_eps", default_eps),
             rope_theta=rope_theta,
             rope_scaling=rope_scaling,
             max_position_embeddings=raw.get("max_position_embeddings", 32768),
@@ -163,7 +165,7 @@ class ModelConfig:
         )
         if model_type in ("qwen3_moe", "qwen2_moe"):
             common.update(
-                moe_intermediate_size=raw["moe_intermediate_size"],
+                moe_intermediate_size=_required(raw, "moe_intermediate_size"),
                 norm_topk_prob=raw.get("norm_topk_prob", False),
                 decoder_sparse_step=raw.get("decoder_sparse_step", 1),
                 mlp_only_layers=list(raw.get("mlp_only_layers") or []),
@@ -197,6 +199,19 @@ class ModelConfig:
         return cls.from_dict(json.loads(path.read_text()))
 
 
+def _check_model_type(model_type: str | None) -> None:
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        raise UnsupportedConfigError(
+            f"model_type {model_type!r} is not supported (supported: {', '.join(SUPPORTED_MODEL_TYPES)})"
+        )
+
+
+def _required(raw: dict[str, Any], key: str) -> Any:
+    if key not in raw:
+        raise ValueError(f"config.json for {raw.get('model_type')} lacks the required field {key!r}")
+    return raw[key]
+
+
 def _reject_sliding_window(model_type: str, raw: dict[str, Any]) -> None:
     # qwen configs carry a sliding_window value that only counts when use_sliding_window is true;
     # mixtral and olmoe apply sliding_window whenever it is set.
@@ -210,10 +225,10 @@ def _reject_sliding_window(model_type: str, raw: dict[str, Any]) -> None:
         )
 
 
-def _parse_rope(raw: dict[str, Any]) -> tuple[float, RopeScaling | None]:
+def _parse_rope(raw: dict[str, Any], default_theta: float) -> tuple[float, RopeScaling | None]:
     # transformers 5 writes `rope_parameters` {rope_type, rope_theta, ...}; older configs `rope_theta` + `rope_scaling`
     params = dict(raw.get("rope_parameters") or raw.get("rope_scaling") or {})
-    theta = params.pop("rope_theta", None) or raw.get("rope_theta") or 10000.0
+    theta = params.pop("rope_theta", None) or raw.get("rope_theta") or default_theta
     rope_type = params.pop("rope_type", None) or params.pop("type", None) or "default"
     params.pop("type", None)
     if rope_type not in SUPPORTED_ROPE_TYPES:

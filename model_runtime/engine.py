@@ -66,6 +66,7 @@ class Engine:
             token_valid = torch.ones_like(input_ids, dtype=torch.bool)
         else:
             token_valid = torch.as_tensor(attention_mask, device=self.device).bool()
+        self._check_token_ids(input_ids)
         positions = (token_valid.long().cumsum(dim=1) - 1).clamp(min=0)
         return self.model(input_ids, positions, token_valid).float()
 
@@ -112,7 +113,8 @@ class Engine:
                 outputs[i].append(token)
                 done[i] = token in stop_ids or (watchers is not None and watchers[i](token))
             if all(done):
-                steps.close()
+                break
+        steps.close()
         return outputs
 
     def stream(
@@ -156,6 +158,13 @@ class Engine:
 
         return watch
 
+    def _check_token_ids(self, ids: torch.Tensor) -> None:
+        # An out-of-range id would fail deep inside the embedding (a device-side assert on GPUs).
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.config.vocab_size):
+            raise ValueError(
+                f"token ids must be in [0, {self.config.vocab_size}), got {int(ids.min())}..{int(ids.max())}"
+            )
+
     def _require_tokenizer(self, purpose: str) -> Tokenizer:
         if self.tokenizer is None:
             raise ValueError(f"{purpose} needs a tokenizer, and this model was loaded without tokenizer.json")
@@ -176,6 +185,7 @@ class Engine:
         for i, prompt in enumerate(prompts):  # left padding: every sequence's next token lands in the same slot
             input_ids[i, longest - len(prompt) :] = torch.as_tensor(prompt, dtype=torch.long)
             token_valid[i, longest - len(prompt) :] = True
+        self._check_token_ids(input_ids)
         input_ids, token_valid = input_ids.to(self.device), token_valid.to(self.device)
         positions = (token_valid.long().cumsum(dim=1) - 1).clamp(min=0)
         cache = KVCache.allocate(self.config, batch, longest + max_new_tokens, self.device, self.dtype)

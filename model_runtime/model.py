@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from warpcode.model_runtime.attention import Attention, attention_mask
+from warpcode.model_runtime.attention import Attention, attention_bias
 from warpcode.model_runtime.config import ModelConfig
 from warpcode.model_runtime.kv_cache import KVCache
 from warpcode.model_runtime.layers import DenseMLP, RMSNorm, RotaryEmbedding
@@ -71,8 +71,8 @@ class MoeForCausalLM(nn.Module):
             start = cache.length
             cache.append_validity(token_valid)
             key_valid = cache.key_valid[:, : start + input_ids.shape[1]]
-        mask = attention_mask(key_valid, start, input_ids.shape[1])
         x = self.model.embed_tokens(input_ids)
+        mask = attention_bias(key_valid, start, input_ids.shape[1], x.dtype)
         cos, sin = self.model.rotary(positions, x.dtype)
         for layer in self.model.layers:
             x = layer(x, cos, sin, mask, cache)

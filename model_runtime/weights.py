@@ -26,7 +26,9 @@ SINGLE_FILE = "model.safetensors"
 
 _PER_EXPERT = re.compile(r"^(.*\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj|w1|w3|w2)\.weight$")
 _FUSED = re.compile(r"^(.*\.experts)\.(gate_up_proj|down_proj)$")
-_GATE, _UP, _DOWN = ("gate_proj", "w1"), ("up_proj", "w3"), ("down_proj", "w2")
+# per-expert tensor name -> its role; mixtral calls gate, up, down w1, w3, w2
+_EXPERT_ROLE = {"gate_proj": "gate", "up_proj": "up", "down_proj": "down", "w1": "gate", "w3": "up", "w2": "down"}
+_MIXTRAL_NAME = {"gate": "w1", "up": "w3", "down": "w2"}
 
 
 class CheckpointError(ValueError):
@@ -113,12 +115,12 @@ def _target(name: str, params: dict[str, torch.Tensor], tied: bool) -> Target | 
     """(parameter, view of it this tensor fills, coverage index), or None for a tensor deliberately skipped."""
     hf_name = name.replace(".block_sparse_moe.", ".mlp.")  # mixtral's name for its MoE block
     if match := _PER_EXPERT.match(hf_name):
-        prefix, expert, part = match.group(1), int(match.group(2)), match.group(3)
+        prefix, expert, role = match.group(1), int(match.group(2)), _EXPERT_ROLE[match.group(3)]
         if f"{prefix}.w13" in params and expert < params[f"{prefix}.w13"].shape[0]:
             half = params[f"{prefix}.w13"].shape[1] // 2
-            if part in _GATE:
+            if role == "gate":
                 return f"{prefix}.w13", lambda w: w[expert, :half], (expert, 0)
-            if part in _UP:
+            if role == "up":
                 return f"{prefix}.w13", lambda w: w[expert, half:], (expert, 1)
             return f"{prefix}.w2", lambda w: w[expert], (expert,)
     elif match := _FUSED.match(hf_name):
@@ -150,10 +152,10 @@ def _check_complete(filled: dict[str, torch.Tensor], params: dict[str, torch.Ten
         prefix = name.rsplit(".", 1)[0]
         hub_prefix = prefix.replace(".mlp.", ".block_sparse_moe.") if mixtral else prefix
         if name.endswith(".w13"):
-            part = (_GATE if half[0] == 0 else _UP)[mixtral]
-            expected = (shape[1] // 2, shape[2])
+            role, expected = ("gate" if half[0] == 0 else "up"), (shape[1] // 2, shape[2])
         else:
-            part, expected = _DOWN[mixtral], shape[1:]
+            role, expected = "down", shape[1:]
+        part = _MIXTRAL_NAME[role] if mixtral else f"{role}_proj"
         raise CheckpointError(
             f"missing tensor {hub_prefix}.{expert}.{part}.weight (expected shape {expected}) "
             f"in the checkpoint, or the fused {prefix}.{'gate_up_proj' if half else 'down_proj'}"

@@ -19,19 +19,19 @@ git log -1 --format='commit %H' 2>/dev/null | tee -a "$OUT/device.txt"
 for step in $steps; do
     case $step in
     tests)
+        python3 -c 'import triton, triton.language.extra.cuda as c; print("triton", triton.__version__, c.gdc_wait)'
         python3 -m pytest -q -m gpu tests/kernels -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -25 ;;
     tune)
         for shape in ${TUNE_SHAPES:-2048,768,128,8 2048,1024,64,8 4096,14336,8,2}; do
-            python3 -m warpcode.kernels.tune_warp_decode --shape $shape 2>&1 | tee -a "$OUT/tune.log" | grep -v '^{'
-        done ;;
+            python3 -m warpcode.kernels.tune_warp_decode --shape $shape --write kernels/configs/warp_decode.json \
+                2>&1 | tee -a "$OUT/tune.log" | python3 scripts/show_tune.py
+        done
+        cp kernels/configs/warp_decode.json "$OUT/" ;;
     bench)
         for shape in ${BENCH_SHAPES:-2048,768,128,8 2048,1024,64,8 4096,14336,8,2}; do
             python3 -m warpcode.agent bench moe --shape $shape --batch 1,2,4,8,16,32,64,128 --json \
                 2>>"$OUT/bench_err.log" | tee -a "$OUT/bench_moe.jsonl" \
-                | python3 -c 'import json,sys
-for l in sys.stdin:
-    r=json.loads(l); s=r.get("speedup_vs_transformers")
-    print(f"{r[\"path\"]:<24} T={r[\"batch\"]:<4} {r[\"microseconds\"]:8.1f} us {r[\"percent_of_copy\"]:5.1f}% err {r[\"relative_error\"]:.2e} x{s or 0:.1f} {r[\"timing\"]}")'
+                | python3 scripts/show_bench.py
         done ;;
     esac
 done

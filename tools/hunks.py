@@ -13,7 +13,6 @@ MAX_FUZZ = 2  # context lines that may be dropped from each end of a hunk, as GN
 def apply_hunks(text: str, hunks: list[Hunk], shown: str) -> tuple[str, list[str]]:
     """The text after all hunks, and notes on hunks applied at an offset or tolerantly."""
     lines = split_lines(text)
-    to_crlf = _wants_crlf(text, hunks)
     notes: list[str] = []
     drift = 0  # how far the actual positions have moved from the header's line numbers
     floor = 0  # hunks apply in order and never overlap
@@ -34,7 +33,8 @@ def apply_hunks(text: str, hunks: list[Hunk], shown: str) -> tuple[str, list[str
                 )
         else:
             position, size, how = max(floor, min(expected, len(lines))), 0, "exact"
-        replacement = _replacement(lines[position : position + size], hunk, size, to_crlf)
+        found = lines[position : position + size]
+        replacement = _replacement(found, hunk, size, _written_without_cr(found, old))
         if how != "exact":
             notes.append(f"hunk {number} matched {how}")
         elif hunk.old_start is not None and position != expected:
@@ -42,24 +42,26 @@ def apply_hunks(text: str, hunks: list[Hunk], shown: str) -> tuple[str, list[str
         lines[position : position + size] = replacement
         floor = position + len(replacement)
         if hunk.old_start is not None:
-            drift = floor - (max(hunk.old_start - 1, 0) + (hunk.old_count or 0))
+            drift = floor - (_header_index(hunk) + (hunk.old_count or 0))
     return "".join(lines), notes
+
+
+def _header_index(hunk: Hunk) -> int:
+    """0-based index where the header says the hunk starts: "-5,0" inserts after line 5; "-5,3" starts at 5."""
+    assert hunk.old_start is not None
+    return hunk.old_start if hunk.old_count == 0 else max(hunk.old_start - 1, 0)
 
 
 def _expected_index(hunk: Hunk, drift: int, total: int) -> int:
     if hunk.old_start is None:
         return 0
-    # "-5,0" inserts after line 5; "-5,3" starts at line 5.
-    start = hunk.old_start if hunk.old_count == 0 else hunk.old_start - 1
-    return max(0, min(start + drift, total))
+    return max(0, min(_header_index(hunk) + drift, total))
 
 
-def _wants_crlf(text: str, hunks: list[Hunk]) -> bool:
-    """A CRLF file patched with an LF-only diff (as models write them) keeps CRLF on the added lines."""
-    crlf = text.count("\r\n")
-    if not crlf or crlf != text.count("\n"):
-        return False
-    return not any(line.endswith("\r") for hunk in hunks for _, line in hunk.lines)
+def _written_without_cr(found: list[str], old: list[str]) -> bool:
+    """Did the hunk quote CRLF lines of the file without their CR (as models write diffs)? Then the lines it
+    adds get CRLF too; a diff generated from the file itself carries the CRs and is applied byte for byte."""
+    return any(line.endswith("\r\n") and not quoted.endswith("\r") for line, quoted in zip(found, old, strict=False))
 
 
 def _locate(lines: list[str], hunk: Hunk, expected: int, floor: int) -> tuple[int, int, str]:

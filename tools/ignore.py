@@ -12,22 +12,18 @@ from pathlib import Path
 
 from pathspec import GitIgnoreSpec
 
+# The default list matches by name only, so it is checked with set lookups instead of pattern matching:
+# a walk over a large tree asks about every file.
+DEFAULT_IGNORED_DIRS = frozenset(
+    {".git", ".hg", ".svn", ".warpcode", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".nox",
+     ".mypy_cache", ".pytest_cache", ".ruff_cache"}
+)  # fmt: skip
+DEFAULT_IGNORED_FILES = frozenset({".DS_Store"})
+DEFAULT_IGNORED_SUFFIXES = (".pyc", ".pyo")
 DEFAULT_IGNORES = (
-    ".git/",
-    ".hg/",
-    ".svn/",
-    ".warpcode/",
-    "node_modules/",
-    "__pycache__/",
-    "*.pyc",
-    ".venv/",
-    "venv/",
-    ".tox/",
-    ".nox/",
-    ".mypy_cache/",
-    ".pytest_cache/",
-    ".ruff_cache/",
-    ".DS_Store",
+    *(f"{name}/" for name in sorted(DEFAULT_IGNORED_DIRS)),
+    *sorted(DEFAULT_IGNORED_FILES),
+    *(f"*{suffix}" for suffix in DEFAULT_IGNORED_SUFFIXES),
 )
 # A directory holding pyvenv.cfg is a virtualenv whatever its name.
 VENV_MARKER = "pyvenv.cfg"
@@ -45,7 +41,10 @@ def _read_spec(path: Path) -> GitIgnoreSpec | None:
 class IgnoreRules:
     def __init__(self, root: Path, extra: Iterable[str] = ()) -> None:
         self.root = root
-        self._base: list[GitIgnoreSpec] = [GitIgnoreSpec.from_lines([*DEFAULT_IGNORES, *extra])]
+        self._base: list[GitIgnoreSpec] = []
+        extra = list(extra)
+        if extra:
+            self._base.append(GitIgnoreSpec.from_lines(extra))
         exclude = _read_spec(root / ".git" / "info" / "exclude")
         if exclude is not None:
             self._base.append(exclude)
@@ -62,6 +61,13 @@ class IgnoreRules:
 
         The caller has already checked that no ancestor directory is ignored (walkers prune them).
         """
+        name = rel.rsplit("/", 1)[-1]
+        if (
+            name in DEFAULT_IGNORED_DIRS
+            if is_dir
+            else name in DEFAULT_IGNORED_FILES or name.endswith(DEFAULT_IGNORED_SUFFIXES)
+        ):
+            return True
         probe = rel + "/" if is_dir else rel
         ignored = False
         for spec in self._base:

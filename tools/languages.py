@@ -7,8 +7,8 @@ tree-sitter-language-pack.
 
 from __future__ import annotations
 
+import os
 from functools import cache
-from pathlib import PurePosixPath
 
 import tree_sitter_language_pack as pack
 from tree_sitter import Language, Parser, Query
@@ -148,7 +148,7 @@ QUERIES = {
 
 
 def language_of(path: str) -> str | None:
-    return SUFFIXES.get(PurePosixPath(path).suffix.lower())
+    return SUFFIXES.get(os.path.splitext(path)[1].lower())
 
 
 @cache

@@ -97,12 +97,18 @@ def _rel_path(ws: Workspace, raw: str | None, git: bool) -> str | None:
         return tail if head in ("a", "b") and tail else raw
     if not tail:
         return raw
-    with contextlib.suppress(errors.ToolError):
-        if ws.resolve(raw).exists():
-            return raw
-        if ws.resolve(tail).exists() or head in ("a", "b"):
-            return tail
+    if _exists(ws, raw):
+        return raw
+    if head in ("a", "b") or _exists(ws, tail):
+        return tail
     return raw
+
+
+def _exists(ws: Workspace, rel: str) -> bool:
+    try:
+        return ws.resolve(rel).exists()
+    except errors.ToolError:
+        return False
 
 
 def _target(ws: Workspace, rel: str, shown: str) -> Path:
@@ -116,8 +122,7 @@ def _plan_file(ws: Workspace, plan: _Plan, fp: FilePatch) -> FileChange:
     old_rel, new_rel = _rel_path(ws, fp.old_path, fp.git), _rel_path(ws, fp.new_path, fp.git)
     if not fp.git and old_rel and new_rel and old_rel != new_rel:
         # Plain diff of two differently named files (x.orig vs x): patch whichever exists, the new name first.
-        new_target = ws.resolve(new_rel) if not _escapes(ws, new_rel) else None
-        old_rel = new_rel = new_rel if new_target is not None and new_target.exists() else old_rel
+        old_rel = new_rel = new_rel if _exists(ws, new_rel) else old_rel
     shown = new_rel or old_rel or "?"
     if fp.binary:
         raise errors.PatchError("binary patches are not supported; change binary files another way.", shown)
@@ -147,14 +152,6 @@ def _plan_file(ws: Workspace, plan: _Plan, fp: FilePatch) -> FileChange:
         return FileChange(shown, "copied" if fp.copy else "renamed", old_rel, old_text, new_text, notes)
     plan.files[old_target] = _Planned(old_target, _encode(new_text), mode)
     return FileChange(shown, "modified", None, old_text, new_text, notes)
-
-
-def _escapes(ws: Workspace, rel: str) -> bool:
-    try:
-        ws.resolve(rel)
-    except errors.ToolError:
-        return True
-    return False
 
 
 def _encode(text: str) -> bytes:

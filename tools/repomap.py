@@ -8,6 +8,7 @@ rendered within the token budget (4 characters per token).
 
 from __future__ import annotations
 
+import builtins
 import math
 import re
 from collections import defaultdict
@@ -20,6 +21,11 @@ from warpcode.tools.tags import Definition, FileTags
 from warpcode.tools.workspace import Workspace
 
 CHARS_PER_TOKEN = 4
+# A name defined in this many files (get, run, forward...) says nothing about which one a reference means;
+# Aider only down-weights such names, dropping them keeps the graph small enough to rank in well under a second.
+MAX_DEFINERS = 20
+# Calling str() or len() in Python means the builtin, not a method that happens to share its name.
+BUILTIN_NAMES = frozenset(dir(builtins))
 DEFAULT_MAX_TOKENS = 2048
 _DESCRIPTIVE = re.compile(r"^(?=.{8,})([a-z0-9]+_[a-z0-9_]+|[A-Za-z][a-z0-9]*[A-Z][A-Za-z0-9]*)$")
 
@@ -35,12 +41,15 @@ class RepoMap:
         return "\n".join([self.text or "(no definitions found)", *self.notes])
 
 
-def repo_map(ws: Workspace, focus: list[str] | None = None, max_tokens: int = DEFAULT_MAX_TOKENS) -> RepoMap:
-    """`focus`: workspace paths (ranking is personalized to them) and/or identifiers (their edges weigh more)."""
+def repo_map(
+    ws: Workspace, focus: list[str] | None = None, max_tokens: int = DEFAULT_MAX_TOKENS, glob: str | None = None
+) -> RepoMap:
+    """`focus`: workspace paths (ranking is personalized to them) and/or identifiers (their edges weigh more).
+    `glob` (.gitignore syntax, e.g. `*.py`) limits the map to matching files."""
     if max_tokens < 64:
         raise errors.InvalidArgument(f"max_tokens must be at least 64, got {max_tokens}.")
     cache = TagCache(ws)
-    tags = cache.collect()
+    tags = cache.collect(glob)
     focus_files, focus_names = _split_focus(ws, focus or [], tags)
     ranked = rank_definitions(tags, focus_files, focus_names)
     text, shown = _fit(ranked, tags, max_tokens * CHARS_PER_TOKEN)
@@ -77,28 +86,31 @@ def rank_definitions(
         for definition in file_tags.definitions:
             definers[definition.name].add(rel)
     edges: dict[tuple[str, str], float] = defaultdict(float)
-    edge_names: dict[str, list[tuple[str, str, float]]] = defaultdict(list)  # source -> (target, name, weight)
+    weights: dict[str, list[tuple[str, float]]] = defaultdict(list)  # source -> (name, weight) per reference
+    out_weight: dict[str, float] = defaultdict(float)
+    importance: dict[str, float] = {}
     for rel, file_tags in tags.items():
         for name, count in file_tags.references.items():
             targets = definers.get(name)
-            if not targets:
+            if not targets or (len(targets) > MAX_DEFINERS and name not in focus_names):
                 continue
-            weight = _importance(name, len(targets), focus_names) * math.sqrt(count)
+            if name not in importance:
+                importance[name] = _importance(name, len(targets), focus_names)
+            weight = importance[name] * math.sqrt(count)
+            weights[rel].append((name, weight))
+            out_weight[rel] += weight * len(targets)
             for target in targets:
                 edges[(rel, target)] += weight
-                edge_names[rel].append((target, name, weight))
-    nodes = sorted(tags)
-    personalization = dict.fromkeys(focus_files, 1.0)
-    ranks = pagerank(edges, nodes, personalization)
-    out_weight: dict[str, float] = defaultdict(float)
-    for (source, _), weight in edges.items():
-        out_weight[source] += weight
-    scores: dict[tuple[str, str], float] = defaultdict(float)
-    for source, outgoing in edge_names.items():
-        for target, name, weight in outgoing:
-            scores[(target, name)] += ranks[source] * weight / out_weight[source]
-    ordered = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
-    return [(rel, name, score) for (rel, name), score in ordered if rel not in focus_files]
+    ranks = pagerank(edges, sorted(tags), dict.fromkeys(focus_files, 1.0))
+    # Each file's rank flows out along its edges; every definer of a name receives the same flow for it.
+    flow: dict[str, float] = defaultdict(float)
+    for source, named in weights.items():
+        share = ranks[source] / out_weight[source]
+        for name, weight in named:
+            flow[name] += share * weight
+    scored = [(rel, name, score) for name, score in flow.items() for rel in definers[name] if rel not in focus_files]
+    scored.sort(key=lambda item: (-item[2], item[0], item[1]))
+    return scored
 
 
 def _importance(name: str, definer_count: int, focus_names: set[str]) -> float:
@@ -108,7 +120,7 @@ def _importance(name: str, definer_count: int, focus_names: set[str]) -> float:
         weight *= 10.0
     if _DESCRIPTIVE.match(name):
         weight *= 10.0
-    if name.startswith("_"):
+    if name.startswith("_") or name in BUILTIN_NAMES:
         weight *= 0.1
     if definer_count > 5:
         weight *= 0.1

@@ -25,7 +25,7 @@ class Definition:
 @dataclass
 class FileTags:
     definitions: list[Definition] = field(default_factory=list)
-    references: Counter[str] = field(default_factory=Counter)
+    references: Counter[str] | dict[str, int] = field(default_factory=Counter)
 
     def to_json(self) -> list[object]:
         defs = [[d.kind, d.name, d.start_line, d.end_line, d.signature] for d in self.definitions]
@@ -34,7 +34,7 @@ class FileTags:
     @classmethod
     def from_json(cls, data: list[object]) -> FileTags:
         defs, refs = data
-        return cls([Definition(*entry) for entry in defs], Counter(refs))  # type: ignore[arg-type]
+        return cls([Definition(*entry) for entry in defs], refs)  # type: ignore[arg-type, misc]
 
 
 def extract_tags(source: bytes, language: str) -> FileTags:

@@ -27,8 +27,11 @@ def test_missing_expert_tensor(checkpoint):
     path, tensors = checkpoint
     del tensors["model.layers.1.block_sparse_moe.experts.5.w3.weight"]
     rewrite(path, tensors)
-    with pytest.raises(CheckpointError, match=r"missing tensor model\.layers\.1\.block_sparse_moe\.experts\.5\.w3"
-                                              r"\.weight \(expected shape \(32, 64\)\)"):  # fmt: skip
+    with pytest.raises(
+        CheckpointError,
+        match=r"missing tensor model\.layers\.1\.block_sparse_moe\.experts\.5\.w3"
+        r"\.weight \(expected shape \(32, 64\)\)",
+    ):
         load(path, show_progress=False)
 
 
@@ -44,8 +47,11 @@ def test_wrong_shape(checkpoint):
     path, tensors = checkpoint
     tensors["model.layers.0.self_attn.k_proj.weight"] = torch.zeros(16, 64)
     rewrite(path, tensors)
-    with pytest.raises(CheckpointError, match=r"k_proj\.weight in model\.safetensors has shape \(16, 64\), but the "
-                                              r"model expects \(32, 64\)"):  # fmt: skip
+    with pytest.raises(
+        CheckpointError,
+        match=r"k_proj\.weight in model\.safetensors has shape \(16, 64\), but the "
+        r"model expects \(32, 64\)",
+    ):
         load(path, show_progress=False)
 
 
@@ -62,7 +68,7 @@ def test_truncated_file(checkpoint):
     path, _ = checkpoint
     data = (path / "model.safetensors").read_bytes()
     (path / "model.safetensors").write_bytes(data[: len(data) - 1000])
-    with pytest.raises(CheckpointError, match="cannot read .*model.safetensors"):
+    with pytest.raises(CheckpointError, match=r"cannot read .*model\.safetensors"):
         load(path, show_progress=False)
 
 
@@ -70,14 +76,14 @@ def test_index_names_a_missing_shard(checkpoint):
     path, tensors = checkpoint
     index = {"metadata": {}, "weight_map": dict.fromkeys(tensors, "model-00002-of-00002.safetensors")}
     (path / "model.safetensors.index.json").write_text(json.dumps(index))
-    with pytest.raises(CheckpointError, match="model-00002-of-00002.safetensors"):
+    with pytest.raises(CheckpointError, match=r"model-00002-of-00002\.safetensors"):
         load(path, show_progress=False)
 
 
 def test_no_weights_at_all(checkpoint):
     path, _ = checkpoint
     (path / "model.safetensors").unlink()
-    with pytest.raises(CheckpointError, match="no model.safetensors"):
+    with pytest.raises(CheckpointError, match=r"no model\.safetensors"):
         load(path, show_progress=False)
 
 

@@ -22,16 +22,28 @@ def test_reads_transformers_config_json(arch, hf_checkpoints):
 
 
 def qwen3_raw(**changes) -> dict:
-    raw = dict(model_type="qwen3_moe", vocab_size=32, hidden_size=16, intermediate_size=32, moe_intermediate_size=8,
-               num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, num_experts=4,
-               num_experts_per_tok=2, rope_theta=1e6, rope_scaling=None)  # fmt: skip
+    raw = dict(
+        model_type="qwen3_moe",
+        vocab_size=32,
+        hidden_size=16,
+        intermediate_size=32,
+        moe_intermediate_size=8,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        num_experts=4,
+        num_experts_per_tok=2,
+        rope_theta=1e6,
+        rope_scaling=None,
+    )
     raw.update(changes)
     return raw
 
 
 def test_hub_style_config_with_old_rope_keys():
-    config = ModelConfig.from_dict(qwen3_raw(rope_scaling={"type": "yarn", "factor": 4.0,
-                                                           "original_max_position_embeddings": 32768}))  # fmt: skip
+    config = ModelConfig.from_dict(
+        qwen3_raw(rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768})
+    )
     assert config.rope_theta == 1e6
     assert config.rope_scaling.rope_type == "yarn" and config.rope_scaling.factor == 4.0
     assert config.head_dim == 8 and config.expert_intermediate_size == 8
@@ -54,9 +66,18 @@ def test_unsupported_options_are_named(changes, message):
 
 
 def test_mixtral_sliding_window_is_rejected():
-    raw = dict(model_type="mixtral", vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-               num_attention_heads=2, num_key_value_heads=1, num_local_experts=4, num_experts_per_tok=2,
-               sliding_window=4096)  # fmt: skip
+    raw = dict(
+        model_type="mixtral",
+        vocab_size=32,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        sliding_window=4096,
+    )
     with pytest.raises(UnsupportedConfigError, match="sliding_window=4096"):
         ModelConfig.from_dict(raw)
     raw["sliding_window"] = None
@@ -81,7 +102,11 @@ def test_presets_have_the_real_shapes():
     qwen = get_preset("qwen3-30b-a3b")
     assert qwen.moe_shape == (2048, 768, 128, 8)
     assert (qwen.num_hidden_layers, qwen.vocab_size, qwen.num_attention_heads, qwen.num_key_value_heads) == (
-        48, 151936, 32, 4)  # fmt: skip
+        48,
+        151936,
+        32,
+        4,
+    )
     assert (qwen.head_dim, qwen.qk_norm, qwen.rope_theta) == (128, "per_head", 1e6)
     assert get_preset("mixtral-8x7b").moe_shape == (4096, 14336, 8, 2)
     assert get_preset("olmoe-1b-7b").moe_shape == (2048, 1024, 64, 8)

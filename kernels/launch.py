@@ -1,0 +1,26 @@
+"""Launch options that depend on the device: programmatic dependent launch (PDL) on Hopper and newer.
+
+With PDL a kernel's blocks may start while the previous kernel drains; kernels launched this way call
+`gdc_wait` before reading anything an earlier kernel wrote, so the option never changes results.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+
+
+@functools.cache
+def _supports_pdl(device_index: int) -> bool:
+    if os.environ.get("TRITON_INTERPRET") == "1" or os.environ.get("WARPCODE_DISABLE_PDL") == "1":
+        return False
+    return torch.cuda.get_device_capability(device_index)[0] >= 9
+
+
+def pdl_options(device: torch.device) -> dict:
+    """Keyword arguments for a Triton launch: `USE_PDL` for the kernel and `launch_pdl` for the runtime."""
+    if device.type != "cuda" or not _supports_pdl(device.index if device.index is not None else 0):
+        return {"USE_PDL": False}
+    return {"USE_PDL": True, "launch_pdl": True}
