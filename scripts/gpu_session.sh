@@ -22,8 +22,11 @@ for step in $steps; do
         python3 -c 'import triton, triton.language.extra.cuda as c; print("triton", triton.__version__, c.gdc_wait)'
         python3 -m pytest -q -m gpu tests/kernels -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -25 ;;
     tune)
-        for shape in ${TUNE_SHAPES:-2048,768,128,8 2048,1024,64,8 4096,14336,8,2}; do
-            python3 -m warpcode.kernels.tune_warp_decode --shape $shape --write kernels/configs/warp_decode.json \
+        # shape:largest batch (mixtral's experts are 235 MB each: beyond 16 tokens the expert-centric path wins)
+        for shape_batches in ${TUNE_SHAPES:-2048,768,128,8:128 2048,1024,64,8:128 4096,14336,8,2:16}; do
+            shape=${shape_batches%:*}
+            batches=$(python3 -c "import sys; print(','.join(str(b) for b in (1,2,4,8,16,32,64,128) if b <= ${shape_batches#*:}))")
+            python3 -m warpcode.kernels.tune_warp_decode --shape $shape --batch $batches --write kernels/configs/warp_decode.json \
                 2>&1 | tee -a "$OUT/tune.log" | python3 scripts/show_tune.py
         done
         cp kernels/configs/warp_decode.json "$OUT/" ;;
