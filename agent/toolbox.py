@@ -195,7 +195,7 @@ class Toolbox:
             data = self._dispatch(name, args, cancel)
         except tools.ToolError as exc:
             return ToolResult(False, str(exc), error=type(exc).__name__)
-        except (OSError, ValueError, RuntimeError) as exc:
+        except Exception as exc:  # a bug or an OS failure is still an answer the loop can show, not a crash
             return ToolResult(False, f"{name} failed: {type(exc).__name__}: {exc}", error=type(exc).__name__)
         if name == "update_plan":
             lines = [f"[{entry['status']}] ({entry['priority']}) {entry['content']}" for entry in data]

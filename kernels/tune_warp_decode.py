@@ -62,7 +62,10 @@ def tune(shape: MoeShape, batch: int) -> tuple[WarpDecodeConfig, dict]:
     def fastest(candidates, launch, arguments):
         timed = []
         for config in candidates:
-            seconds, _ = time_per_call(lambda *a, c=config: launch(*a, c), arguments)
+            try:
+                seconds, _ = time_per_call(lambda *a, c=config: launch(*a, c), arguments)
+            except triton.runtime.errors.OutOfResources:
+                continue  # deeper pipelining of a large tile can exceed shared memory
             timed.append((seconds, config))
         return min(timed, key=lambda pair: pair[0])
 

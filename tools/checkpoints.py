@@ -117,19 +117,18 @@ class Checkpoints:
         return self.get(commit)
 
     def get(self, checkpoint_id: str) -> Checkpoint:
-        if not checkpoint_id or checkpoint_id.startswith("-"):
-            raise CheckpointError(f"Unknown checkpoint {checkpoint_id!r}. Use the ids from the checkpoint list.")
+        """The checkpoint with this id (or unique id prefix); only commits of our own chain are accepted."""
+        unknown = CheckpointError(f"Unknown checkpoint {checkpoint_id!r}. Use the ids from the checkpoint list.")
         head = self._head()
+        if head is None or not checkpoint_id or checkpoint_id.startswith("-"):
+            raise unknown
         try:
             full = self._run("rev-parse", "--verify", "-q", f"{checkpoint_id}^{{commit}}")
-            if head is None or (full != head and not self._is_ancestor(full, head)):
-                raise CheckpointError("not one of this workspace's checkpoints")
-            fields = self._run("show", "-s", "--format=%H%x1f%ct%x1f%s", full)
         except CheckpointError:
-            raise CheckpointError(
-                f"Unknown checkpoint {checkpoint_id!r}. Use the ids from the checkpoint list."
-            ) from None
-        return _checkpoint(fields)
+            raise unknown from None
+        if full != head and not self._is_ancestor(full, head):
+            raise unknown
+        return _checkpoint(self._run("show", "-s", "--format=%H%x1f%ct%x1f%s", full))
 
     def _is_ancestor(self, commit: str, head: str) -> bool:
         try:

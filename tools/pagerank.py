@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from operator import mul
+from operator import itemgetter, mul
 
 DAMPING = 0.85
 TOLERANCE = 1e-4  # L1 change per iteration; the map only needs the order of the top ranks to settle
@@ -41,11 +41,17 @@ def pagerank(
         sources[index[target]].append(s)
         shares[index[target]].append(weight / out_weight[s])
     dangling_nodes = [i for i in range(size) if out_weight[i] == 0.0]
+    # itemgetter(*indexes)(rank) gathers the source ranks in C. With a single index it would return a bare
+    # float, so every group gets one padding index whose share is 0.
+    gathers = [itemgetter(*group, group[0]) if group else None for group in sources]
+    shares = [[*group, 0.0] for group in shares]
     rank = list(jump)
     for _ in range(MAX_ITERATIONS):
         base = (1.0 - DAMPING) + DAMPING * sum(rank[i] for i in dangling_nodes)
-        get = rank.__getitem__
-        updated = [DAMPING * sum(map(mul, map(get, sources[i]), shares[i])) + base * jump[i] for i in range(size)]
+        updated = [
+            DAMPING * sum(map(mul, gather(rank), shares[i])) + base * jump[i] if gather else base * jump[i]
+            for i, gather in enumerate(gathers)
+        ]
         change = sum(abs(new - old) for new, old in zip(updated, rank, strict=True))
         rank = updated
         if change < TOLERANCE:

@@ -67,7 +67,8 @@ def _become_subreaper() -> None:
 
 
 def _reap_group(pgid: int) -> None:
-    """Collect exited members of the group that were reparented to us (never the leader: Popen owns it)."""
+    """Collect exited members of the group that were reparented to us. Call only once Popen has reaped the
+    leader, or this could take the leader's exit status away from it."""
     while True:
         try:
             pid, _ = os.waitpid(-pgid, os.WNOHANG)

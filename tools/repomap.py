@@ -21,9 +21,10 @@ from warpcode.tools.tags import Definition, FileTags
 from warpcode.tools.workspace import Workspace
 
 CHARS_PER_TOKEN = 4
+MIN_LINE_CHARS = 8
 # A name defined in this many files (get, run, forward...) says nothing about which one a reference means;
 # Aider only down-weights such names, dropping them keeps the graph small enough to rank in well under a second.
-MAX_DEFINERS = 20
+MAX_DEFINERS = 10
 # Calling str() or len() in Python means the builtin, not a method that happens to share its name.
 BUILTIN_NAMES = frozenset(dir(builtins))
 DEFAULT_MAX_TOKENS = 2048
@@ -83,8 +84,8 @@ def rank_definitions(
     """(file, identifier, rank) of every referenced definition, best first."""
     definers: dict[str, set[str]] = defaultdict(set)
     for rel, file_tags in tags.items():
-        for definition in file_tags.definitions:
-            definers[definition.name].add(rel)
+        for name in file_tags.names():
+            definers[name].add(rel)
     edges: dict[tuple[str, str], float] = defaultdict(float)
     weights: dict[str, list[tuple[str, float]]] = defaultdict(list)  # source -> (name, weight) per reference
     out_weight: dict[str, float] = defaultdict(float)
@@ -141,7 +142,8 @@ def _render(selected: list[tuple[str, str, float]], tags: dict[str, FileTags]) -
 
 def _fit(ranked: list[tuple[str, str, float]], tags: dict[str, FileTags], max_chars: int) -> tuple[str, int]:
     """The longest prefix of `ranked` whose rendering fits in `max_chars` (binary search on its length)."""
-    low, high, best = 0, len(ranked), ("", 0)
+    # Every rendered definition takes at least a line number, a bar and a newline: that bounds the search.
+    low, high, best = 0, min(len(ranked), max_chars // MIN_LINE_CHARS), ("", 0)
     while low <= high:
         middle = (low + high) // 2
         text = _render(ranked[:middle], tags)

@@ -27,7 +27,7 @@ MAX_WORKERS = 8
 POOL_THRESHOLD = 64  # below this many files to parse, starting worker processes costs more than it saves
 
 
-def _parse_one(job: tuple[str, str, str]) -> tuple[str, list[object] | None]:
+def parse_one(job: tuple[str, str, str]) -> tuple[str, list[object] | None]:
     rel, path, language = job
     try:
         with open(path, "rb") as handle:
@@ -88,12 +88,12 @@ class TagCache:
     def _parse(self, jobs: list[tuple[str, str, str]]) -> list[tuple[str, list[object] | None]]:
         workers = min(os.cpu_count() or 1, MAX_WORKERS)
         if len(jobs) < POOL_THRESHOLD or workers < 2:
-            return [_parse_one(job) for job in jobs]
+            return [parse_one(job) for job in jobs]
         # Plain worker processes (`python -m` this module) rather than multiprocessing: spawn/forkserver would
         # re-import the caller's __main__, and fork is unsafe in a threaded service.
         procs = [
             subprocess.Popen(
-                [sys.executable, "-m", __name__],
+                [sys.executable, "-m", "warpcode.tools.tag_worker"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
             )
@@ -120,8 +120,3 @@ class TagCache:
         with contextlib.suppress(OSError):
             self.ws.ensure_state_dir()
             atomic_write(Path(self.path), data.encode("utf-8"))
-
-
-if __name__ == "__main__":
-    # Worker mode: parse the (rel, path, language) jobs read from stdin, write [rel, tags] pairs to stdout.
-    json.dump([_parse_one(tuple(job)) for job in json.load(sys.stdin)], sys.stdout)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tree_sitter import QueryCursor
 
@@ -22,19 +22,39 @@ class Definition:
     signature: str  # the definition's first source line, indentation kept
 
 
-@dataclass
 class FileTags:
-    definitions: list[Definition] = field(default_factory=list)
-    references: Counter[str] | dict[str, int] = field(default_factory=Counter)
+    """Definitions and reference counts of one file. Loaded from the cache, definitions stay raw lists until
+    asked for: ranking a large repository needs only their names."""
+
+    def __init__(self, definitions: list[Definition] | None = None, references: dict[str, int] | None = None) -> None:
+        self._definitions = definitions if definitions is not None else []
+        self._raw: list[list[object]] | None = None
+        self.references: dict[str, int] = references if references is not None else Counter()
+
+    @property
+    def definitions(self) -> list[Definition]:
+        if self._raw is not None:
+            self._definitions = [Definition(*entry) for entry in self._raw]  # type: ignore[arg-type]
+            self._raw = None
+        return self._definitions
+
+    def names(self) -> list[str]:
+        if self._raw is not None:
+            return [entry[1] for entry in self._raw]  # type: ignore[misc]
+        return [definition.name for definition in self._definitions]
 
     def to_json(self) -> list[object]:
-        defs = [[d.kind, d.name, d.start_line, d.end_line, d.signature] for d in self.definitions]
+        if self._raw is not None:
+            return [self._raw, dict(self.references)]
+        defs = [[d.kind, d.name, d.start_line, d.end_line, d.signature] for d in self._definitions]
         return [defs, dict(self.references)]
 
     @classmethod
     def from_json(cls, data: list[object]) -> FileTags:
         defs, refs = data
-        return cls([Definition(*entry) for entry in defs], refs)  # type: ignore[arg-type, misc]
+        tags = cls(references=refs)  # type: ignore[arg-type]
+        tags._raw = defs  # type: ignore[assignment]
+        return tags
 
 
 def extract_tags(source: bytes, language: str) -> FileTags:

@@ -21,12 +21,14 @@ SUMMARY_COUNTS = (
 
 @dataclass
 class TestFailure:
+    __test__ = False  # not a pytest test class, despite its name
     id: str
     message: str
 
 
 @dataclass
 class TestCounts:
+    __test__ = False
     passed: int = 0
     failed: int = 0
     errors: int = 0
@@ -76,36 +78,41 @@ def _pytest_id(case: ET.Element, cwd: Path) -> str:
 
 
 def parse_go(output: str) -> TestCounts:
+    """`go test -v` output: a test's log lines come between its `=== RUN` and its `--- FAIL` line (after it
+    without -v); a package that does not compile ends with `FAIL <pkg> [build failed]`."""
     counts = TestCounts()
+    logs: dict[str, list[str]] = {}
+    current: str | None = None
     pending: list[TestFailure] = []
-    current: TestFailure | None = None
     build_lines: list[str] = []
     for line in output.splitlines():
+        run = re.match(r"^=== (?:RUN|CONT)\s+(\S+)", line)
         result = re.match(r"^--- (PASS|FAIL|SKIP): (\S+)", line)
         package = re.match(r"^(?:ok|FAIL)\s+(\S+)(\s+\[(?:build|setup) failed\])?", line)
-        if result:
+        if run:
+            current = run.group(1)
+            logs.setdefault(current, [])
+        elif result:
             counts.parsed = True
-            verdict, name = result.groups()
+            verdict, current = result.groups()
             counts.passed += verdict == "PASS"
             counts.skipped += verdict == "SKIP"
-            current = None
             if verdict == "FAIL":
                 counts.failed += 1
-                current = TestFailure(name, "")
-                pending.append(current)
+                pending.append(TestFailure(current, ""))
         elif package:
             counts.parsed = True
             if package.group(2):
                 counts.errors += 1
                 counts.failures.append(TestFailure(package.group(1), _cut("\n".join(build_lines[-30:]))))
             for failure in pending:
+                failure.message = _cut("\n".join(logs.get(failure.id, [])))
                 failure.id = f"{package.group(1)}.{failure.id}"
-                failure.message = _cut(failure.message)
             counts.failures.extend(pending)
-            pending, current, build_lines = [], None, []
+            pending, current, logs, build_lines = [], None, {}, []
         elif current is not None and line.startswith((" ", "\t")):
-            current.message += line.strip() + "\n"
-        elif not line.startswith(("=== ", "PASS", "FAIL")):
+            logs.setdefault(current, []).append(line.strip())
+        elif line.strip() not in ("PASS", "FAIL"):
             build_lines.append(line)
     counts.failures.extend(pending)
     return counts

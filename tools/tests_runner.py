@@ -27,6 +27,7 @@ NON_INTERACTIVE_ENV = {"CI": "true", "PYTHONDONTWRITEBYTECODE": "1"}
 
 @dataclass
 class TestReport:
+    __test__ = False  # not a pytest test class, despite its name
     runner: str
     command: str
     exit_code: int | None

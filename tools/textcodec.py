@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 
 SNIFF_BYTES = 8192
+# What str.splitlines treats as line breaks besides \n and \r.
+_OTHER_LINE_BREAKS = ("\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
 _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 
 
@@ -49,8 +51,7 @@ def decode(data: bytes) -> TextFile:
     if bom:
         data = data[len(codecs.BOM_UTF8) :]
     text = data.decode("utf-8", "surrogateescape")
-    crlf_count = text.count("\r\n")
-    crlf = crlf_count > 0 and crlf_count == text.count("\n")
+    crlf = "\r\n" in text and text.count("\r\n") == text.count("\n")
     if crlf:
         text = text.replace("\r\n", "\n")
     return TextFile(text=text, crlf=crlf, bom=bom)
@@ -63,6 +64,8 @@ def display(text: str) -> str:
 
 def split_lines(text: str) -> list[str]:
     """Lines with their '\\n' kept; only '\\n' splits (str.splitlines also splits on \\r, \\f, U+2028...)."""
+    if text.count("\r") == text.count("\r\n") and not any(sep in text for sep in _OTHER_LINE_BREAKS):
+        return text.splitlines(keepends=True)  # same result, twice as fast on large files
     parts = text.split("\n")
     lines = [part + "\n" for part in parts[:-1]]
     if parts[-1]:

@@ -35,6 +35,18 @@ def test_missing_expert_tensor(checkpoint):
         load(path, show_progress=False)
 
 
+def test_missing_expert_tensor_with_qwen_style_names(tmp_path, hf_checkpoints):
+    shutil.copytree(hf_checkpoints["olmoe"][1], tmp_path, dirs_exist_ok=True)
+    tensors = load_file(tmp_path / "model.safetensors")
+    del tensors["model.layers.0.mlp.experts.2.down_proj.weight"]
+    rewrite(tmp_path, tensors)
+    with pytest.raises(
+        CheckpointError,
+        match=r"missing tensor model\.layers\.0\.mlp\.experts\.2\.down_proj\.weight \(expected shape \(64, 32\)\)",
+    ):
+        load(tmp_path, show_progress=False)
+
+
 def test_missing_plain_tensor(checkpoint):
     path, tensors = checkpoint
     del tensors["model.norm.weight"]

@@ -41,8 +41,8 @@ def test_ambiguous_edit_is_refused_unless_replace_all(ws: Workspace, greeter: Pa
 
 
 def test_indentation_tolerant_match_reindents_the_replacement(ws: Workspace, greeter: Path) -> None:
-    old = "def greet(self, name):\n  if name:\n    return f\"Hello {name}\""
-    new = "def greet(self, name):\n  if name:\n    name = name.strip()\n    return f\"Hello {name}\""
+    old = 'def greet(self, name):\n  if name:\n    return f"Hello {name}"'
+    new = 'def greet(self, name):\n  if name:\n    name = name.strip()\n    return f"Hello {name}"'
     result = edit_file(ws, "greeter.py", old, new)
     assert result.strategy == "ignoring indentation"
     expected = SOURCE.replace(
