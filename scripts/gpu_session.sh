@@ -36,5 +36,12 @@ for step in $steps; do
                 2>>"$OUT/bench_err.log" | tee -a "$OUT/bench_moe.jsonl" \
                 | python3 scripts/show_bench.py
         done ;;
+    probe)
+        python3 scripts/probe_down_kernel.py 2>&1 | tee "$OUT/probe.log"
+        for pdl in 0 1; do
+            echo "WARPCODE_DISABLE_PDL=$pdl"
+            WARPCODE_DISABLE_PDL=$pdl python3 -m warpcode.agent bench moe --shape 2048,768,128,8 --batch 1,2,4,8 \
+                --paths warp-decode,expert-centric --json 2>/dev/null | python3 scripts/show_bench.py | tee -a "$OUT/pdl.log"
+        done ;;
     esac
 done

@@ -1,4 +1,8 @@
-"""Atomic file replacement: readers see the old file or the new one, never a half-written one."""
+"""Atomic file replacement: readers see the old file or the new one, never a half-written one.
+
+No fsync, like editors' default save: the rename is what makes the swap atomic, and ext4 (auto_da_alloc) and
+other journaling filesystems flush a file's data before a rename that replaces another file is committed.
+"""
 
 from __future__ import annotations
 
@@ -27,9 +31,7 @@ def write_temp(path: Path, data: bytes, mode: int | None = None) -> Path:
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
+            os.fchmod(handle.fileno(), mode)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

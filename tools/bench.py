@@ -100,6 +100,16 @@ def _repo_map_once(root: str, state: str) -> None:
     print(json.dumps({"repo_map_s": elapsed, "files": result.files, "shown": result.definitions_shown}))
 
 
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", help="also write the markdown report to this file")
@@ -129,8 +139,7 @@ def main() -> None:
     ]  # fmt: skip
     report = [
         f"Command: `python -m warpcode.tools.bench` — {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
-        f"Machine: {os.cpu_count()}-core CPU ({platform.processor() or platform.machine()}), "
-        f"Python {platform.python_version()}, {platform.system()}",
+        f"Machine: {os.cpu_count()}-core CPU ({_cpu_model()}), Python {platform.python_version()}, {platform.system()}",
         f"Tree: {root}",
         "",
         "| benchmark | result | goal | met |",

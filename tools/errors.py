@@ -127,6 +127,15 @@ class CheckpointError(ToolError):
     """A checkpoint operation failed (unknown checkpoint id, git failure)."""
 
 
+class GrammarUnavailable(ToolError):
+    def __init__(self, language: str, reason: str) -> None:
+        super().__init__(
+            f"The tree-sitter grammar for {language} could not be loaded ({reason}); code_outline and repo_map "
+            "cannot parse it. Use read_file and search instead."
+        )
+        self.language = language
+
+
 class UnsupportedLanguage(ToolError):
     def __init__(self, path: str) -> None:
         super().__init__(

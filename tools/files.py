@@ -64,7 +64,7 @@ def read_file(ws: Workspace, path: str, start_line: int | None = None, end_line:
         )
     if cut_long:
         notes.append(f"[Lines longer than {MAX_LINE_CHARS} characters were cut.]")
-    if text_file.lossy_display:
+    if text_file.invalid_utf8:
         notes.append("[The file holds bytes that are not UTF-8, shown as \ufffd; edits keep them unchanged.]")
     if total == 0:
         notes.append("[The file is empty.]")

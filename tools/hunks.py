@@ -12,6 +12,9 @@ MAX_FUZZ = 2  # context lines that may be dropped from each end of a hunk, as GN
 
 def apply_hunks(text: str, hunks: list[Hunk], shown: str) -> tuple[str, list[str]]:
     """The text after all hunks, and notes on hunks applied at an offset or tolerantly."""
+    exact = _apply_verbatim(text, hunks)
+    if exact is not None:
+        return exact
     lines = split_lines(text)
     notes: list[str] = []
     drift = 0  # how far the actual positions have moved from the header's line numbers
@@ -44,6 +47,42 @@ def apply_hunks(text: str, hunks: list[Hunk], shown: str) -> tuple[str, list[str
         if hunk.old_start is not None:
             drift = floor - (_header_index(hunk) + (hunk.old_count or 0))
     return "".join(lines), notes
+
+
+def _apply_verbatim(text: str, hunks: list[Hunk]) -> tuple[str, list[str]] | None:
+    """Fast path for the common case, every hunk's old lines present verbatim: str.find on the whole text
+    instead of splitting a large file into lines. None when any hunk needs the line-based search."""
+    pieces: list[str] = []
+    notes: list[str] = []
+    cursor = cursor_line = drift = 0
+    for number, hunk in enumerate(hunks, 1):
+        if not hunk.old_lines or hunk.old_start is None:
+            return None
+        block = "\n".join(hunk.old_lines) + ("" if hunk.old_no_eol else "\n")
+        expected = _header_index(hunk) + drift
+        best: tuple[int, int] | None = None
+        position = text.find(block, cursor)
+        while position != -1:
+            at_line_start = position == 0 or text[position - 1] == "\n"
+            if at_line_start and (not hunk.old_no_eol or position + len(block) == len(text)):
+                line = cursor_line + text.count("\n", cursor, position)
+                if best is None or abs(line - expected) < abs(best[1] - expected):
+                    best = (position, line)
+                if line >= expected:
+                    break  # later hits are only farther away
+            position = text.find(block, position + 1)
+        if best is None:
+            return None
+        position, line = best
+        new_lines = hunk.new_lines
+        replacement = "\n".join(new_lines) + ("" if hunk.new_no_eol or not new_lines else "\n")
+        pieces += [text[cursor:position], replacement]
+        if line != expected:
+            notes.append(f"hunk {number} applied at line {line + 1} (offset {line - expected:+d})")
+        cursor, cursor_line = position + len(block), line + len(hunk.old_lines)
+        drift = line - _header_index(hunk)
+    pieces.append(text[cursor:])
+    return "".join(pieces), notes
 
 
 def _header_index(hunk: Hunk) -> int:

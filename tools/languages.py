@@ -13,6 +13,8 @@ from functools import cache
 import tree_sitter_language_pack as pack
 from tree_sitter import Language, Parser, Query
 
+from warpcode.tools.errors import GrammarUnavailable
+
 SUFFIXES = {
     ".py": "python", ".pyi": "python",
     ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".jsx": "javascript",
@@ -154,5 +156,8 @@ def language_of(path: str) -> str | None:
 @cache
 def parser_and_query(language: str) -> tuple[Parser, Query]:
     """One parser and compiled query per language and process (compiling a query costs milliseconds)."""
-    grammar: Language = pack.get_language(language)  # type: ignore[arg-type]
-    return pack.get_parser(language), Query(grammar, QUERIES[language])  # type: ignore[arg-type]
+    try:
+        grammar: Language = pack.get_language(language)  # type: ignore[arg-type]
+        return pack.get_parser(language), Query(grammar, QUERIES[language])  # type: ignore[arg-type]
+    except Exception as exc:  # the pack raises its own types, e.g. when a release wants to download grammars
+        raise GrammarUnavailable(language, f"{type(exc).__name__}: {exc}") from exc

@@ -22,7 +22,7 @@ from warpcode.tools.workspace import Workspace
 
 CHARS_PER_TOKEN = 4
 MIN_LINE_CHARS = 8
-# A name defined in this many files (get, run, forward...) says nothing about which one a reference means;
+# A name defined in more than this many files (get, run, forward...) says nothing about which one a reference means;
 # Aider only down-weights such names, dropping them keeps the graph small enough to rank in well under a second.
 MAX_DEFINERS = 10
 # Calling str() or len() in Python means the builtin, not a method that happens to share its name.

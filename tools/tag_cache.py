@@ -16,6 +16,7 @@ from pathlib import Path
 from pathspec import GitIgnoreSpec
 
 from warpcode.tools.atomic import atomic_write
+from warpcode.tools.errors import GrammarUnavailable
 from warpcode.tools.languages import language_of
 from warpcode.tools.tags import FileTags, extract_tags
 from warpcode.tools.workspace import Workspace
@@ -36,7 +37,10 @@ def parse_one(job: tuple[str, str, str]) -> tuple[str, list[object] | None]:
         return rel, None
     if b"\0" in source[:8192]:
         return rel, None
-    return rel, extract_tags(source, language).to_json()
+    try:
+        return rel, extract_tags(source, language).to_json()
+    except GrammarUnavailable:
+        return rel, None  # the map covers the languages it can parse
 
 
 class TagCache:

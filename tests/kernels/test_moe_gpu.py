@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from warpcode.kernels import moe, moe_expert_centric, moe_reference, moe_warp_decode, route, route_reference
-from warpcode.kernels.bench_moe import MoeShape, make_layers
+from warpcode.kernels import moe, moe_expert_centric, moe_warp_decode, route, route_reference
+from warpcode.kernels.bench_moe import MoeShape, float64_reference, make_layers
 
 pytestmark = pytest.mark.gpu
 
@@ -23,7 +23,7 @@ def relative_error(out, reference):
 @pytest.mark.parametrize("shape", SHAPES.values(), ids=SHAPES.keys())
 def test_paths_match_float64_at_model_shapes(shape, tokens):
     [layer] = make_layers(shape, tokens, torch.bfloat16, torch.device("cuda"), count=1)
-    reference = moe_reference(*layer, compute_dtype=torch.float64)
+    reference = float64_reference(*layer)
     errors = {}
     for name, call in (("warp", moe_warp_decode), ("centric", moe_expert_centric), ("dispatch", moe)):
         out = call(*layer, out=torch.full_like(layer[0], float("nan"))) if name != "dispatch" else call(*layer)
