@@ -93,6 +93,7 @@ def _grouped_gemm_kernel(
     BLOCK_K: tl.constexpr,
     MUL_SLOT_WEIGHT: tl.constexpr,
     UPCAST_DOT_OPERANDS: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
 ):
     """C[s, n] = (w[s] *) sum_k A[s // div, k] * B[e, n, k] for the slots s of one expert block."""
     block_m = tl.program_id(0)
@@ -116,7 +117,7 @@ def _grouped_gemm_kernel(
         if UPCAST_DOT_OPERANDS:
             a = a.to(tl.float32)
             b = b.to(tl.float32)
-        acc = tl.dot(a, b, acc)
+        acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)
     if MUL_SLOT_WEIGHT:
         acc *= tl.load(slot_weights_ptr + slots, mask=slot_mask, other=0.0).to(tl.float32)[:, None]
     c_ptrs = c_ptr + slots[:, None] * stride_cm + offs_n[None, :]
@@ -142,6 +143,8 @@ def _grouped_gemm(a, b, c, slot_weights, sorted_slots, block_expert, a_div, conf
         a.stride(0), b.stride(0), b.stride(1), c.stride(0),
         BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
         MUL_SLOT_WEIGHT=slot_weights is not None, UPCAST_DOT_OPERANDS=_UPCAST_DOT_OPERANDS,
+        # fp32 models get fp32 products (Triton's default for fp32 is tf32); bf16 operands are exact either way.
+        DOT_PRECISION="ieee" if a.dtype == torch.float32 else "tf32",
         num_warps=config.num_warps, num_stages=config.num_stages,
     )  # fmt: skip
 

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # One device call: install, GPU tests, warp-decode tuning and the MoE benchmarks, logs under $OUT.
-# Usage (on the GPU machine, from the repository root): bash scripts/gpu_session.sh [tests] [tune] [bench]
+# Usage (on the GPU machine, from the repository root): bash scripts/gpu_session.sh [tests] [tune] [bench] [pdl]
 set -uo pipefail
 OUT=${OUT:-/tmp/warpcode-gpu}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 steps=${*:-tests tune bench}
 
-if ! python3 -m pip install -q --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1; then
-    echo "editable install failed (see install.log); importing from a linked tree instead"
+python3 -m pip install -q --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1
+if ! (cd /tmp && python3 -c "import warpcode.kernels, warpcode.agent.cli") >>"$OUT/install.log" 2>&1; then
+    echo "the editable install does not import here (see install.log); importing from a linked tree instead"
     mkdir -p /tmp/warpcode-src/warpcode
     for folder in agent tools kernels model_runtime; do ln -sfn "$PWD/$folder" "/tmp/warpcode-src/warpcode/$folder"; done
     export PYTHONPATH=/tmp/warpcode-src
@@ -20,7 +21,7 @@ for step in $steps; do
     case $step in
     tests)
         python3 -c 'import triton, triton.language.extra.cuda as c; print("triton", triton.__version__, c.gdc_wait)'
-        python3 -m pytest -q -m gpu tests/kernels -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -25 ;;
+        python3 -m pytest -q -m gpu tests/kernels tests/model_runtime -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -25 ;;
     tune)
         # shape:largest batch (mixtral's experts are 235 MB each: beyond 16 tokens the expert-centric path wins)
         for shape_batches in ${TUNE_SHAPES:-2048,768,128,8:128 2048,1024,64,8:128 4096,14336,8,2:16}; do
@@ -36,8 +37,7 @@ for step in $steps; do
                 2>>"$OUT/bench_err.log" | tee -a "$OUT/bench_moe.jsonl" \
                 | python3 scripts/show_bench.py
         done ;;
-    probe)
-        python3 scripts/probe_down_kernel.py 2>&1 | tee "$OUT/probe.log"
+    pdl)
         for pdl in 0 1; do
             echo "WARPCODE_DISABLE_PDL=$pdl"
             WARPCODE_DISABLE_PDL=$pdl python3 -m warpcode.agent bench moe --shape 2048,768,128,8 --batch 1,2,4,8 \

@@ -12,7 +12,6 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != REPO_ROOT]
 
 
-
 def _interpret_triton_without_a_gpu() -> None:
     """Triton decides at import whether kernels compile or run in its CPU interpreter, so decide before any test
     module imports warpcode.kernels."""
