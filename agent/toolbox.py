@@ -7,13 +7,13 @@ No protocol or model code lives here.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from warpcode import tools
+from warpcode.tools.process import in_thread_cancellable
 from warpcode.tools.workspace import Workspace
 
 _STR = {"type": "string"}
@@ -204,14 +204,7 @@ class Toolbox:
 
     async def call_async(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         """`call` in a worker thread; cancelling the awaiting task kills a running command's process group."""
-        cancel = threading.Event()
-        future = asyncio.get_running_loop().run_in_executor(None, self.call, name, arguments, cancel)
-        try:
-            return await asyncio.shield(future)
-        except asyncio.CancelledError:
-            cancel.set()
-            await asyncio.wait([future])
-            raise
+        return await in_thread_cancellable(lambda cancel: self.call(name, arguments, cancel))
 
     def _dispatch(self, name: str, args: dict[str, Any], cancel: threading.Event | None) -> Any:
         ws = self.workspace

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import partial
+from typing import TypeVar
 
 from warpcode.tools.output_capture import OutputCapture
 
@@ -28,6 +28,7 @@ DEFAULT_OUTPUT_BYTES = 30_000
 KILL_GRACE_S = 2.0
 POLL_S = 0.02
 PR_SET_CHILD_SUBREAPER = 36
+T = TypeVar("T")
 
 _subreaper_set = False
 
@@ -170,14 +171,19 @@ def _pump(fd: int, capture: OutputCapture) -> None:
         capture.feed(chunk)
 
 
-async def execute_async(command: str | list[str], cwd: str | os.PathLike[str], **options: object) -> CommandResult:
-    """`execute` for asyncio callers: cancelling the awaiting task kills the process group, then re-raises."""
+async def in_thread_cancellable(function: Callable[[threading.Event], T]) -> T:
+    """Run `function(cancel)` in a worker thread. Cancelling the awaiting task sets `cancel`, waits until the
+    function has stopped what it started (a command's process group is killed), then re-raises."""
     cancel = threading.Event()
-    loop = asyncio.get_running_loop()
-    future = loop.run_in_executor(None, partial(execute, command, cwd, cancel=cancel, **options))  # type: ignore[arg-type]
+    future = asyncio.get_running_loop().run_in_executor(None, function, cancel)
     try:
         return await asyncio.shield(future)
     except asyncio.CancelledError:
         cancel.set()
         await asyncio.wait([future])
         raise
+
+
+async def execute_async(command: str | list[str], cwd: str | os.PathLike[str], **options: object) -> CommandResult:
+    """`execute` for asyncio callers: cancelling the awaiting task kills the process group, then re-raises."""
+    return await in_thread_cancellable(lambda cancel: execute(command, cwd, cancel=cancel, **options))  # type: ignore[arg-type]
