@@ -1,6 +1,6 @@
 """Sweeps the warp-decode launch parameters of each kernel on the GPU, per token count, and finds the crossover.
 
-    python -m warpcode.kernels.tune_warp_decode --shape 2048,768,128,8 --write kernels/configs/warp_decode.json
+    python -m warpcode.kernels.tune_warp_decode --shape 2048,768,128,8 --write kernels/warp_decode_configs.json
 
 Each kernel is timed alone (CUDA-graph replay over rotated layers); the winners are timed together against the
 expert-centric path, and the largest token count where warp decode is faster becomes the dispatcher's crossover.

@@ -1,7 +1,7 @@
 """Launch parameters for the warp-decode kernels and the token count where the dispatcher switches paths.
 
-Measured values live in `configs/warp_decode.json`, written on the GPU by
-`python -m warpcode.kernels.tune_warp_decode --write kernels/configs/warp_decode.json` (see BENCHMARKS.md).
+Measured values live in `warp_decode_configs.json` beside this file, written on the GPU by
+`python -m warpcode.kernels.tune_warp_decode --write kernels/warp_decode_configs.json` (see BENCHMARKS.md).
 Keys are "H,I,E,K" plus a token-count bucket; shapes that were never measured get a heuristic.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import triton
 
-CONFIG_FILE = Path(__file__).parent / "configs" / "warp_decode.json"
+CONFIG_FILE = Path(__file__).parent / "warp_decode_configs.json"
 TOKEN_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 
 

@@ -27,10 +27,10 @@ for step in $steps; do
         for shape_batches in ${TUNE_SHAPES:-2048,768,128,8:128 2048,1024,64,8:128 4096,14336,8,2:16}; do
             shape=${shape_batches%:*}
             batches=$(python3 -c "import sys; print(','.join(str(b) for b in (1,2,4,8,16,32,64,128) if b <= ${shape_batches#*:}))")
-            python3 -m warpcode.kernels.tune_warp_decode --shape $shape --batch $batches --write kernels/configs/warp_decode.json \
+            python3 -m warpcode.kernels.tune_warp_decode --shape $shape --batch $batches --write kernels/warp_decode_configs.json \
                 2>&1 | tee -a "$OUT/tune.log" | python3 scripts/show_tune.py
         done
-        cp kernels/configs/warp_decode.json "$OUT/" ;;
+        cp kernels/warp_decode_configs.json "$OUT/" ;;
     bench)
         for shape in ${BENCH_SHAPES:-2048,768,128,8 2048,1024,64,8 4096,14336,8,2}; do
             python3 -m warpcode.agent bench moe --shape $shape --batch 1,2,4,8,16,32,64,128 --json \

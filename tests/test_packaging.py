@@ -1,5 +1,6 @@
 """The install layout: one `warpcode` namespace, nothing generic at top level, a torch-free service side."""
 
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -52,26 +53,18 @@ def test_service_side_does_not_import_torch(tmp_path):
 
 @pytest.mark.slow
 def test_regular_wheel_holds_only_the_warpcode_namespace(tmp_path):
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(tmp_path),
-            str(REPO_ROOT),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    source = tmp_path / "source"  # setuptools writes build/ into the tree it builds: not into the checkout
+    for folder in FOLDERS:
+        shutil.copytree(REPO_ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO_ROOT / name, source / name)
+    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path)]
+    subprocess.run([*build, str(source)], check=True, capture_output=True, timeout=300)
     [wheel] = tmp_path.glob("warpcode-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     top_level = {name.split("/")[0] for name in names}
     assert top_level == {"warpcode", wheel.name.split("-py")[0] + ".dist-info"}, top_level
     for folder, package in FOLDERS.items():
         assert f"{package.replace('.', '/')}/__init__.py" in names, f"{folder}/ missing from the wheel"
+    assert "warpcode/kernels/warp_decode_configs.json" in names, "the measured kernel configs must ship"
+    assert "warpcode/kernels/warp_decode_configs.json" in names, "the measured kernel configs must ship"
