@@ -10,7 +10,7 @@ import argparse
 import sys
 from importlib import metadata
 
-from warpcode.agent import cli_bench, cli_generate
+from warpcode.agent import cli_bench, cli_generate, cli_run
 
 
 class CliError(Exception):
@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     cli_bench.register(commands)
     cli_generate.register(commands)
+    cli_run.register(commands)
     return parser
 
 

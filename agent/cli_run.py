@@ -1,0 +1,81 @@
+"""`warpcode run`: one headless prompt turn in a directory, shown as it happens (or as ACP JSON lines).
+
+Permissions: nobody can be asked during a headless run, so in mode `ask` (and for commands in `accept-edits`)
+calls that would ask are rejected and the model is told so, unless `--yes` answers yes to every question.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+
+from warpcode.agent.permissions import MODES
+
+EXIT_CODES = {"end_turn": 0, "cancelled": 130}
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    run = commands.add_parser(
+        "run",
+        help="run one headless agent turn on a directory",
+        description="Run one prompt turn of the agent in --cwd and print its progress. Exit code 0 when the model "
+        "ends its turn, 1 on a limit or error, 130 when cancelled (Ctrl-C).",
+    )
+    run.add_argument("instruction", help="what the agent should do")
+    run.add_argument("--cwd", default=".", help="the workspace directory (default: the current directory)")
+    run.add_argument("--model", help="openai:URL[#MODEL], local:DIR or scripted:PATH (default: WARPCODE_MODEL, config)")
+    run.add_argument("--mode", choices=MODES, help="permission mode (default: the config's, else ask)")
+    run.add_argument("--yes", action="store_true", help="answer yes to every permission question")
+    run.add_argument("--json", action="store_true", help="print each ACP session/update as one JSON line")
+    run.add_argument("--max-turn-requests", type=int, metavar="N", help="most model requests in the turn")
+    run.set_defaults(handler=run_turn)
+
+
+def run_turn(args: argparse.Namespace) -> int:
+    return asyncio.run(_run(args))
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from warpcode.agent import events
+    from warpcode.agent.backends import backend_from_spec
+    from warpcode.agent.config import load_settings
+    from warpcode.agent.loop import Agent, Limits
+    from warpcode.agent.permissions import mode_policy
+    from warpcode.agent.terminal_view import TerminalView
+
+    settings = load_settings(args.model)
+    mode = args.mode or settings.mode
+    limits = Limits(args.max_turn_requests or settings.max_turn_requests, settings.tool_output_tokens)
+
+    async def say_yes(tool_name: str, kind: str, arguments: dict) -> str:
+        return "allow"
+
+    if args.json:
+        view = None
+        emit = lambda update: print(events.to_json(update), flush=True)
+    else:
+        view = emit = TerminalView()
+    agent = Agent(
+        args.cwd,
+        backend_from_spec(settings.model),
+        emit,
+        mode,
+        mode_policy(mode, say_yes if args.yes else None),
+        limits,
+    )
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, agent.cancel)
+    try:
+        result = await agent.prompt(args.instruction)
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+    if args.json:
+        print(json.dumps({"stopReason": result.stop_reason}), flush=True)
+    else:
+        view.finish()
+        if result.stop_reason != "end_turn":
+            print(f"stopped: {result.stop_reason}" + (f": {result.error}" if result.error else ""), file=sys.stderr)
+    return EXIT_CODES.get(result.stop_reason, 1)

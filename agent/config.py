@@ -1,0 +1,63 @@
+"""User configuration: `--model`, else WARPCODE_MODEL, else ~/.config/warpcode/config.toml.
+
+config.toml keys (all optional): model, mode, host, port, token_file, max_turn_requests, tool_output_tokens.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from warpcode.agent.permissions import MODES
+
+
+class ConfigError(ValueError):
+    """The config file exists but is not valid: named with the file, so the user can fix it."""
+
+
+@dataclass
+class Settings:
+    model: str | None = None
+    mode: str = "ask"
+    host: str = "127.0.0.1"
+    port: int = 8765
+    token_file: str | None = None
+    max_turn_requests: int = 50
+    tool_output_tokens: int = 6_000
+
+
+def config_path(env: Mapping[str, str] = os.environ) -> Path:
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(env.get("HOME") or str(Path.home()), ".config")
+    return Path(base) / "warpcode" / "config.toml"
+
+
+def load_settings(model: str | None = None, env: Mapping[str, str] = os.environ, path: Path | None = None) -> Settings:
+    path = path or config_path(env)
+    values = _read(path)
+    settings = Settings(**values)
+    settings.model = model or env.get("WARPCODE_MODEL") or settings.model
+    return settings
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        values = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    types = Settings.__annotations__
+    unknown = sorted(set(values) - set(types))
+    if unknown:
+        raise ConfigError(f"{path}: unknown setting {unknown[0]!r}; known: {', '.join(types)}")
+    for key, value in values.items():
+        expected = int if types[key] == "int" else str
+        if not isinstance(value, expected) or isinstance(value, bool):
+            raise ConfigError(f"{path}: {key} must be a{'n integer' if expected is int else ' string'}")
+    if values.get("mode", "ask") not in MODES:
+        raise ConfigError(f"{path}: mode must be one of {', '.join(MODES)}")
+    return values

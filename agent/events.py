@@ -1,0 +1,114 @@
+"""Session updates: the loop's events, built as the `acp` SDK's own schema models so the ACP service sends them
+unchanged (`session/update` params `update`) and `warpcode run --json` prints them with `to_json`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from acp import schema
+from acp.helpers import (
+    plan_entry,
+    start_tool_call,
+    text_block,
+    tool_content,
+    tool_diff_content,
+    update_agent_message_text,
+    update_agent_thought_text,
+    update_plan,
+    update_tool_call,
+)
+
+from warpcode.tools import EditResult, PatchResult, WriteResult
+
+SessionUpdate = (
+    schema.AgentMessageChunk
+    | schema.AgentThoughtChunk
+    | schema.ToolCallStart
+    | schema.ToolCallProgress
+    | schema.AgentPlanUpdate
+    | schema.UsageUpdate
+)
+EventSink = Callable[[SessionUpdate], None]
+
+# update_tool_call *replaces* the content, so streamed command output is resent whole: keep only its tail.
+STREAMED_OUTPUT_CHARS = 16_000
+
+
+def to_json(update: SessionUpdate) -> str:
+    return json.dumps(update.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+def message_chunk(text: str) -> schema.AgentMessageChunk:
+    return update_agent_message_text(text)
+
+
+def thought_chunk(text: str) -> schema.AgentThoughtChunk:
+    return update_agent_thought_text(text)
+
+
+def tool_call_started(
+    call_id: str, name: str, kind: str, arguments: dict[str, Any], root: Path
+) -> schema.ToolCallStart:
+    path = arguments.get("path")
+    locations = [schema.ToolCallLocation(path=str(root / path))] if isinstance(path, str) and path else None
+    return start_tool_call(
+        call_id, tool_title(name, arguments), kind=kind, status="pending", locations=locations, raw_input=arguments
+    )
+
+
+def tool_call_running(call_id: str) -> schema.ToolCallProgress:
+    return update_tool_call(call_id, status="in_progress")
+
+
+def tool_call_output(call_id: str, output_so_far: str) -> schema.ToolCallProgress:
+    if len(output_so_far) > STREAMED_OUTPUT_CHARS:
+        output_so_far = "…" + output_so_far[-STREAMED_OUTPUT_CHARS:]
+    return update_tool_call(call_id, status="in_progress", content=[tool_content(text_block(output_so_far))])
+
+
+def tool_call_finished(call_id: str, ok: bool, observation: str, data: Any, root: Path) -> schema.ToolCallProgress:
+    """The final update: file diffs for edits (ACP `diff` content), the observation text otherwise."""
+    content: list[Any] = [tool_diff_content(str(root / d[0]), d[2], d[1]) for d in _diffs(data)] if ok else []
+    if not content:
+        content = [tool_content(text_block(observation))]
+    return update_tool_call(call_id, status="completed" if ok else "failed", content=content)
+
+
+def plan(entries: list[dict[str, str]]) -> schema.AgentPlanUpdate:
+    return update_plan(plan_entry(e["content"], priority=e["priority"], status=e["status"]) for e in entries)
+
+
+def usage(used: int, size: int) -> schema.UsageUpdate:
+    return schema.UsageUpdate(session_update="usage_update", used=used, size=size)
+
+
+def tool_title(name: str, arguments: dict[str, Any]) -> str:
+    subject = arguments.get("path") or arguments.get("command") or arguments.get("pattern") or ""
+    verb = {
+        "read_file": "Read",
+        "list_files": "List files",
+        "search": "Search",
+        "code_outline": "Outline",
+        "repo_map": "Repository map",
+        "edit_file": "Edit",
+        "write_file": "Write",
+        "apply_patch": "Apply patch",
+        "run_tests": "Run tests",
+        "run_command": "Run",
+        "update_plan": "Update plan",
+    }.get(name, name or "unknown tool")
+    return f"{verb} {subject}".strip() if isinstance(subject, str) else verb
+
+
+def _diffs(data: Any) -> list[tuple[str, str | None, str]]:
+    """(path, old text or None for a new file, new text) of each file a tool changed."""
+    if isinstance(data, EditResult):
+        return [(data.path, None if data.created else data.old_text, data.new_text)]
+    if isinstance(data, WriteResult):
+        return [(data.path, data.old_text, data.new_text)]
+    if isinstance(data, PatchResult):
+        return [(c.path, None if c.kind == "created" else c.old_text, c.new_text) for c in data.changes]
+    return []

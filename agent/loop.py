@@ -1,0 +1,248 @@
+"""The agent loop: one prompt turn is model -> tool calls -> permission -> tools -> observations -> repeat.
+
+The message list is the trajectory. A turn ends when the model answers without tool calls (end_turn), hits its
+token limit (max_tokens), runs out of model requests (max_turn_requests), fails (refusal, with the error shown to
+the user) or is cancelled. Every step is reported through `emit` as an ACP session update (see events.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+from warpcode.agent import context, events
+from warpcode.agent.backends import BackendError, Finish, ModelBackend, TextDelta, ThoughtDelta, ToolCallReady
+from warpcode.agent.messages import Message, ToolCall
+from warpcode.agent.permissions import PermissionPolicy, mode_policy, rejection_message
+from warpcode.agent.prompt import system_prompt
+from warpcode.agent.toolbox import TOOL_KINDS, TOOLS, ArgumentError, Toolbox, ToolResult, tool_schemas, validate
+from warpcode.tools import Checkpoint, CheckpointError, Checkpoints, Workspace
+
+StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
+OUTPUT_UPDATE_INTERVAL_S = 0.1  # streamed command output: at most this often per tool call
+
+
+@dataclass
+class Limits:
+    max_turn_requests: int = 50  # model requests in one prompt turn
+    tool_output_tokens: int = 6_000  # one observation, cut head + tail beyond
+    answer_reserve_tokens: int = 4_096  # context kept free for the model's answer
+
+
+@dataclass
+class TurnResult:
+    stop_reason: StopReason
+    error: str | None = None  # why the model could not answer (stop_reason "refusal")
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass
+class _Reply:
+    text: str = ""
+    calls: list[ToolCall] = field(default_factory=list)
+    finish: Finish | None = None
+
+
+class Agent:
+    """One session: a workspace, a model backend and the trajectory. `prompt` runs one turn; `cancel` stops it."""
+
+    def __init__(
+        self,
+        workspace: Workspace | str,
+        backend: ModelBackend,
+        emit: events.EventSink,
+        mode: str = "ask",
+        policy: PermissionPolicy | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        self.workspace = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
+        self.backend, self.emit, self.limits = backend, emit, limits or Limits()
+        self.toolbox = Toolbox(self.workspace, on_output=self._tool_output_from_thread)
+        self.messages = [Message("system", "")]
+        self.set_mode(mode, policy)
+        self.checkpoints: list[Checkpoint] = []  # one per turn that edited files, oldest first
+        self._tools = tool_schemas()
+        self._work: asyncio.Task[TurnResult] | None = None
+        self._cancelled = False
+        self._ids_seen: set[str] = set()
+        self._streaming: tuple[str, list[str], float] | None = None  # (call id, output so far, last update time)
+        self._event_loop: asyncio.AbstractEventLoop | None = None
+        self._checkpoint_message, self._checkpointed = "", False
+
+    def set_mode(self, mode: str, policy: PermissionPolicy | None = None) -> None:
+        self.mode, self.policy = mode, policy or mode_policy(mode)
+        self.messages[0] = Message("system", system_prompt(self.workspace, mode))
+
+    async def prompt(self, text: str) -> TurnResult:
+        self._cancelled = False
+        self._event_loop = asyncio.get_running_loop()
+        self._work = asyncio.ensure_future(self._turn(text))
+        try:
+            return await self._work
+        except asyncio.CancelledError:
+            if not self._cancelled:  # our caller was cancelled, not the turn: let it propagate
+                raise
+            return TurnResult("cancelled")
+        finally:
+            self._work = None
+
+    def cancel(self) -> None:
+        """Stop the running turn: the model stream is closed and a running command's process group killed."""
+        if self._work is not None and not self._work.done():
+            self._cancelled = True
+            self._work.cancel()
+
+    async def _turn(self, text: str) -> TurnResult:
+        self.messages.append(Message("user", text))
+        result = TurnResult("end_turn")
+        self._checkpoint_message = f"before: {' '.join(text.split())[:80]}"
+        self._checkpointed = False
+        try:
+            for _ in range(self.limits.max_turn_requests):
+                reply = await self._model_round()
+                result.input_tokens += reply.finish.input_tokens if reply.finish else 0
+                result.output_tokens += reply.finish.output_tokens if reply.finish else 0
+                if reply.finish and reply.finish.reason == "length":
+                    result.stop_reason = "max_tokens"
+                    return result
+                if not reply.calls:
+                    return result
+                for call in reply.calls:
+                    await self._run_tool(call)
+            result.stop_reason = "max_turn_requests"
+            return result
+        except BackendError as error:
+            self.emit(events.message_chunk(f"\n\nThe model could not answer: {error}"))
+            result.stop_reason, result.error = "refusal", str(error)
+            return result
+        except asyncio.CancelledError:
+            self._answer_open_calls("Not run: the user cancelled the turn.")
+            raise
+
+    async def _model_round(self) -> _Reply:
+        budget = context.ContextBudget(
+            self.backend.context_window,
+            min(self.limits.answer_reserve_tokens, self.backend.context_window // 4),
+            self.limits.tool_output_tokens,
+        )
+        context.fit(self.messages, budget, self.backend.count_tokens)
+        reply = _Reply()
+        try:
+            async for event in self.backend.stream(list(self.messages), self._tools):
+                if isinstance(event, TextDelta):
+                    reply.text += event.text
+                    self.emit(events.message_chunk(event.text))
+                elif isinstance(event, ThoughtDelta):
+                    self.emit(events.thought_chunk(event.text))
+                elif isinstance(event, ToolCallReady):
+                    reply.calls.append(self._unique_id(event.call))
+                elif isinstance(event, Finish):
+                    reply.finish = event
+        except asyncio.CancelledError:
+            self.messages.append(Message("assistant", reply.text))
+            raise
+        if reply.finish and reply.finish.reason == "length":
+            reply.calls = []  # cut off mid-call: its arguments are incomplete
+        self.messages.append(Message("assistant", reply.text, reply.calls))
+        used = context.conversation_tokens(self.messages, self.backend.count_tokens)
+        self.emit(events.usage(used, self.backend.context_window))
+        return reply
+
+    async def _run_tool(self, call: ToolCall) -> None:
+        kind = TOOL_KINDS.get(call.name, "other")
+        root = self.workspace.root
+        self.emit(events.tool_call_started(call.id, call.name, kind, call.arguments, root))
+        try:
+            result = await self._execute(call, kind)
+        except asyncio.CancelledError:
+            observation = "Stopped: the user cancelled the turn before this call finished."
+            self.emit(events.tool_call_finished(call.id, False, observation, None, root))
+            self.messages.append(Message("tool", observation, tool_call_id=call.id, name=call.name))
+            raise
+        observation = context.cut_to_budget(result.content, self.limits.tool_output_tokens, self.backend.count_tokens)
+        self.emit(events.tool_call_finished(call.id, result.ok, observation, result.data, root))
+        self.messages.append(Message("tool", observation, tool_call_id=call.id, name=call.name))
+
+    async def _execute(self, call: ToolCall, kind: str) -> ToolResult:
+        """The call's result: an error for a malformed or rejected call, else what the tool returned."""
+        result = self._check_call(call)
+        if result is None and await self.policy(call.name, kind, call.arguments) == "reject":
+            result = ToolResult(False, rejection_message(call.name, kind, self.mode), error="PermissionDenied")
+        if result is not None:
+            return result
+        if kind == "edit" and not self._checkpointed:
+            await self._checkpoint()
+        self.emit(events.tool_call_running(call.id))
+        self._streaming = (call.id, [], 0.0)
+        try:
+            result = await self.toolbox.call_async(call.name, call.arguments)
+        finally:
+            self._streaming = None
+        if result.ok and call.name == "update_plan":
+            self.emit(events.plan(result.data))
+        return result
+
+    def _check_call(self, call: ToolCall) -> ToolResult | None:
+        """The error observation for a call that cannot run as sent, or None when it is well formed."""
+        if call.error:
+            return ToolResult(
+                False,
+                f"Error: the call to {call.name or '(no name)'} was not run: {call.error}. Resend it with the "
+                f"arguments as one JSON object that matches the tool's parameters.",
+                error="MalformedToolCall",
+            )
+        if call.name not in TOOLS:
+            return self.toolbox.call(call.name, call.arguments)  # the unknown-tool message, listing the tools
+        try:
+            validate(call.arguments, TOOLS[call.name]["parameters"], "")
+        except ArgumentError as exc:
+            return ToolResult(
+                False, f"Invalid arguments for {call.name}: {exc}. Nothing was run.", error="ArgumentError"
+            )
+        return None
+
+    async def _checkpoint(self) -> None:
+        """Snapshot the workspace before the turn's first edit, so the whole turn can be undone."""
+        self._checkpointed = True
+        try:
+            checkpoint = await asyncio.to_thread(Checkpoints(self.workspace).create, self._checkpoint_message)
+        except (CheckpointError, OSError) as exc:
+            self.emit(events.thought_chunk(f"(no checkpoint could be taken before editing: {exc})"))
+            return
+        self.checkpoints.append(checkpoint)
+
+    def _unique_id(self, call: ToolCall) -> ToolCall:
+        # ACP tool call ids must be unique in the session; some servers number calls from zero every response.
+        base, n = call.id or "call", 1
+        while call.id in self._ids_seen or not call.id:
+            call.id, n = f"{base}-{n}", n + 1
+        self._ids_seen.add(call.id)
+        return call
+
+    def _answer_open_calls(self, observation: str) -> None:
+        """Give every tool call of the last model reply an answer, so the trajectory stays valid to resend."""
+        replies = [i for i, m in enumerate(self.messages) if m.role == "assistant"]
+        if not replies:
+            return
+        answered = {m.tool_call_id for m in self.messages[replies[-1] :] if m.role == "tool"}
+        for call in self.messages[replies[-1]].tool_calls:
+            if call.id not in answered:  # never announced to the client either: only the model needs to know
+                self.messages.append(Message("tool", observation, tool_call_id=call.id, name=call.name))
+
+    def _tool_output_from_thread(self, chunk: str) -> None:
+        streaming = self._streaming
+        if streaming is not None:
+            self._event_loop.call_soon_threadsafe(self._tool_output, streaming[0], chunk)
+
+    def _tool_output(self, call_id: str, chunk: str) -> None:
+        if self._streaming is None or self._streaming[0] != call_id:
+            return  # arrived after the call finished: its final update already holds the whole output
+        _, output, last = self._streaming
+        output.append(chunk)
+        now = time.monotonic()
+        if now - last >= OUTPUT_UPDATE_INTERVAL_S:
+            self._streaming = (call_id, output, now)
+            self.emit(events.tool_call_output(call_id, "".join(output)))

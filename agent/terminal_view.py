@@ -1,0 +1,83 @@
+"""Human-readable rendering of session updates on a terminal (rich): streamed text, tool calls, diffs, output."""
+
+from __future__ import annotations
+
+import difflib
+
+from acp import schema
+from rich.console import Console
+from rich.text import Text
+
+from warpcode.agent.events import SessionUpdate
+
+PLAN_MARKS = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
+DIFF_STYLES = {"+": "green", "-": "red", "@": "cyan"}
+
+
+class TerminalView:
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(highlight=False)
+        self._kinds: dict[str, str | None] = {}
+        self._shown_output: dict[str, str] = {}
+        self._mid_line = False  # streamed message text has not ended its line yet
+
+    def __call__(self, update: SessionUpdate) -> None:
+        if isinstance(update, schema.AgentMessageChunk):
+            text = update.content.text if isinstance(update.content, schema.TextContentBlock) else ""
+            self._write(Text(text))
+        elif isinstance(update, schema.AgentThoughtChunk):
+            text = update.content.text if isinstance(update.content, schema.TextContentBlock) else ""
+            self._write(Text(text, style="dim italic"))
+        elif isinstance(update, schema.ToolCallStart):
+            self._kinds[update.tool_call_id] = update.kind
+            self._line(Text(f"▶ {update.title}", style="bold cyan"))
+        elif isinstance(update, schema.ToolCallProgress):
+            self._tool_update(update)
+        elif isinstance(update, schema.AgentPlanUpdate):
+            lines = [f"  {PLAN_MARKS[e.status]} {e.content}" for e in update.entries]
+            self._line(Text("Plan:\n" + "\n".join(lines), style="magenta"))
+
+    def _tool_update(self, update: schema.ToolCallProgress) -> None:
+        for item in update.content or []:
+            if isinstance(item, schema.FileEditToolCallContent):
+                self._diff(item)
+            elif isinstance(item, schema.ContentToolCallContent) and isinstance(item.content, schema.TextContentBlock):
+                self._text_content(update, item.content.text)
+        if update.status == "failed" and not update.content:
+            self._line(Text("✗ failed", style="red"))
+
+    def _text_content(self, update: schema.ToolCallProgress, text: str) -> None:
+        call_id = update.tool_call_id
+        if update.status == "in_progress":  # streamed output: each update repeats what came before
+            shown = self._shown_output.get(call_id, "")
+            new = text[len(shown) :] if text.startswith(shown) else text
+            self._shown_output[call_id] = text
+            self._write(Text(new, style="dim"))
+        elif update.status == "failed":
+            self._line(Text("✗ " + text, style="red"))
+        elif self._kinds.get(call_id) == "execute":
+            self._line(Text("✓ " + text.split("\n", 1)[0], style="green"))
+
+    def _diff(self, item: schema.FileEditToolCallContent) -> None:
+        old, new = (item.old_text or "").splitlines(keepends=True), item.new_text.splitlines(keepends=True)
+        lines = difflib.unified_diff(old, new, item.path, item.path)
+        text = Text()
+        for line in lines:
+            text.append(line if line.endswith("\n") else line + "\n", style=DIFF_STYLES.get(line[:1], ""))
+        text.rstrip()
+        self._line(text)
+
+    def _write(self, text: Text) -> None:
+        self.console.print(text, end="", soft_wrap=True)
+        self._mid_line = not text.plain.endswith("\n")
+
+    def _line(self, text: Text) -> None:
+        if self._mid_line:
+            self.console.print()
+        self.console.print(text, soft_wrap=True)
+        self._mid_line = False
+
+    def finish(self) -> None:
+        if self._mid_line:
+            self.console.print()
+            self._mid_line = False
