@@ -10,11 +10,7 @@ import argparse
 import sys
 from importlib import metadata
 
-from warpcode.agent import cli_bench, cli_generate, cli_run
-
-
-class CliError(Exception):
-    """A failure the user can fix; printed as one line (with a hint) instead of a traceback."""
+from warpcode.agent import cli_acp, cli_bench, cli_generate, cli_run, cli_serve
 
 
 def _version() -> str:
@@ -32,9 +28,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"warpcode {_version()}")
     parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    cli_acp.register(commands)
     cli_bench.register(commands)
     cli_generate.register(commands)
     cli_run.register(commands)
+    cli_serve.register(commands)
     return parser
 
 
@@ -58,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _one_line(error: BaseException) -> str:
     message = str(error).strip() or type(error).__name__
-    if not isinstance(error, CliError | ValueError | OSError | RuntimeError):
+    if not isinstance(error, ValueError | OSError | RuntimeError):  # the errors whose message says it all
         message = f"{type(error).__name__}: {message}"
     return " ".join(message.split()) + "  (run with --debug for the traceback)"
 

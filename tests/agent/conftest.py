@@ -1,9 +1,15 @@
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import sys
 from pathlib import Path
+from typing import Any
 
+import acp
 import pytest
+from acp import schema as acp_schema
 
 from warpcode.agent.events import SessionUpdate
 
@@ -73,3 +79,61 @@ class Recorder(list):
 
     def text(self) -> str:
         return "".join(u.content.text for u in self.of("agent_message_chunk"))
+
+
+class AcpTestClient:
+    """The client end of ACP tests, driven by the SDK: records every session/update, answers permission
+    questions with the given option ids in order (then reject_once), and when given `buffers` (absolute path ->
+    text) serves fs/read_text_file and fs/write_text_file from them, like an editor's unsaved buffers."""
+
+    def __init__(self, answers: list[str] | None = None, buffers: dict[str, str] | None = None) -> None:
+        self.answers = list(answers or [])
+        self.buffers = buffers
+        self.updates: list[Any] = []
+        self.permission_requests: list[Any] = []
+        self.file_requests: list[tuple[str, str]] = []  # ("read" | "write", path)
+
+    def on_connect(self, conn: Any) -> None:
+        self.conn = conn
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.updates.append(update)
+
+    async def request_permission(self, options: list, session_id: str, tool_call: Any, **kwargs: Any) -> Any:
+        self.permission_requests.append((tool_call, [o.option_id for o in options]))
+        choice = self.answers.pop(0) if self.answers else "reject_once"
+        return acp_schema.RequestPermissionResponse(
+            outcome=acp_schema.AllowedOutcome(option_id=choice, outcome="selected")
+        )
+
+    async def read_text_file(self, path: str, session_id: str, **kwargs: Any) -> Any:
+        self.file_requests.append(("read", path))
+        if self.buffers is None or path not in self.buffers:
+            return acp_schema.ReadTextFileResponse(content=Path(path).read_text())
+        return acp_schema.ReadTextFileResponse(content=self.buffers[path])
+
+    async def write_text_file(self, path: str, content: str, session_id: str, **kwargs: Any) -> Any:
+        assert self.buffers is not None, "the client did not advertise fs.writeTextFile"
+        self.file_requests.append(("write", path))
+        self.buffers[path] = content
+        return acp_schema.WriteTextFileResponse()
+
+    def of(self, kind: str) -> list[Any]:
+        return [u for u in self.updates if u.session_update == kind]
+
+    def text(self) -> str:
+        return "".join(u.content.text for u in self.of("agent_message_chunk"))
+
+    def capabilities(self) -> Any:
+        served = self.buffers is not None
+        fs = acp_schema.FileSystemCapabilities(read_text_file=served, write_text_file=served)
+        return acp_schema.ClientCapabilities(fs=fs)
+
+
+@contextlib.asynccontextmanager
+async def acp_process(client: AcpTestClient, state_dir: Path, *options: str):
+    """`warpcode acp` as a real subprocess, initialized; yields (connection, process)."""
+    args = ["-m", "warpcode.agent", "acp", "--state-dir", str(state_dir), *options]
+    async with acp.spawn_agent_process(client, sys.executable, *args, env=dict(os.environ)) as (conn, process):
+        await conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=client.capabilities())
+        yield conn, process

@@ -1,0 +1,49 @@
+"""`warpcode acp`: the ACP agent over stdio, for editors that launch the agent as a subprocess.
+
+stdout carries JSON-RPC only: logs go to stderr, and tools capture their commands' output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+from warpcode.agent.permissions import MODES
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    acp = commands.add_parser(
+        "acp",
+        help="serve the Agent Client Protocol over stdio",
+        description="Serve ACP v1 (JSON-RPC on stdin/stdout) for an editor that launched warpcode. Sessions persist "
+        "in --state-dir and can be reopened with session/load after a restart.",
+    )
+    acp.add_argument("--model", help="openai:URL[#MODEL], local:DIR or scripted:PATH (default: WARPCODE_MODEL, config)")
+    acp.add_argument("--state-dir", type=Path, help="where sessions are kept (default: $XDG_STATE_HOME/warpcode)")
+    acp.add_argument("--mode", choices=MODES, help="permission mode of new sessions (default: the config's, else ask)")
+    acp.set_defaults(handler=serve_stdio)
+
+
+def serve_stdio(args: argparse.Namespace) -> int:
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="warpcode acp: %(levelname)s %(message)s")
+    asyncio.run(_serve(args))
+    return 0
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    import acp
+
+    from warpcode.agent.acp_agent import AcpService, ServiceConfig
+    from warpcode.agent.config import load_settings
+
+    config = ServiceConfig.from_settings(load_settings(args.model), args.state_dir, args.mode)
+    if config.model is None:
+        logging.warning("no model configured: prompts will answer with how to configure one")
+    agent = AcpService(config).new_connection_agent()
+    try:
+        await acp.run_agent(agent)
+    finally:
+        await agent.close()

@@ -1,0 +1,83 @@
+"""`warpcode serve`: the ACP agent service over WebSocket at ws://HOST:PORT/acp (the main job)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import secrets
+import signal
+import sys
+from pathlib import Path
+
+from warpcode.agent.permissions import MODES
+
+TOKEN_FILE_NAME = "serve-token"
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    serve = commands.add_parser(
+        "serve",
+        help="serve ACP over WebSocket (editors connect to ws://HOST:PORT/acp)",
+        description="Serve the agent to editors over the Agent Client Protocol on a WebSocket at /acp. Clients "
+        "send `Authorization: Bearer TOKEN` on the upgrade request; browser pages are refused unless their Origin "
+        "is allowed.",
+    )
+    serve.add_argument(
+        "--model", help="openai:URL[#MODEL], local:DIR or scripted:PATH (default: WARPCODE_MODEL, config)"
+    )
+    serve.add_argument("--host", help="address to bind (default: the config's, else 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default: the config's, else 8765; 0 picks a free one)")
+    serve.add_argument("--token", help="bearer token clients must send (default: read or create the token file)")
+    serve.add_argument("--token-file", type=Path, help="where the generated token is kept (mode 0600)")
+    serve.add_argument(
+        "--allow-origin", action="append", default=[], metavar="ORIGIN", help="a browser Origin to accept (repeatable)"
+    )
+    serve.add_argument("--state-dir", type=Path, help="where sessions are kept (default: the user's state directory)")
+    serve.add_argument("--mode", choices=MODES, help="permission mode of new sessions (default: config, else ask)")
+    serve.add_argument("--max-frame-mb", type=float, default=16.0, help="largest incoming frame (default: 16)")
+    serve.set_defaults(handler=run_server)
+
+
+def run_server(args: argparse.Namespace) -> int:
+    return asyncio.run(_serve(args))
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    from warpcode.agent.acp_agent import AcpService, ServiceConfig
+    from warpcode.agent.config import load_settings
+    from warpcode.agent.ws_server import ACP_PATH, AcpWebSocketServer, Guard, ServerLimits
+
+    settings = load_settings(args.model)
+    config = ServiceConfig.from_settings(settings, args.state_dir, args.mode)
+    token_file = args.token_file or Path(settings.token_file or config.state_dir / TOKEN_FILE_NAME)
+    token = args.token or read_or_create_token(token_file)
+    guard = Guard(token, frozenset(args.allow_origin))
+    server = AcpWebSocketServer(AcpService(config), guard, ServerLimits(max_frame_bytes=int(args.max_frame_mb * 2**20)))
+    host, port = await server.start(args.host or settings.host, settings.port if args.port is None else args.port)
+    token_note = "the token given with --token" if args.token else f"token in {token_file}"
+    model_note = config.model or "none configured (prompts will say how to set one)"
+    print(f"warpcode serve: ACP on ws://{host}:{port}{ACP_PATH} ({token_note}; model: {model_note})", file=sys.stderr)
+    sys.stderr.flush()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    await server.serve_until_stopped(stop)
+    return 0
+
+
+def read_or_create_token(path: Path) -> str:
+    """The token kept in `path`, created (0600, in a 0700 directory) on first use; refused if others can read it."""
+    if path.exists():
+        if path.stat().st_mode & 0o077:
+            raise PermissionError(f"{path} is readable by other users; run `chmod 600 {path}` or delete it")
+        token = path.read_text().strip()
+        if token:
+            return token
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    token = secrets.token_urlsafe(32)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(token + "\n")
+    return token

@@ -1,0 +1,146 @@
+"""Session persistence: one append-only JSONL event log per session, `<state_dir>/sessions/<sessionId>.jsonl`.
+
+Records, one JSON object a line, in the order they happened:
+  {"type": "created", "cwd", "mode", "time"}        first line
+  {"type": "prompt", "text"}                         a user prompt, as the model saw it
+  {"type": "update", "update": {...}}                every session/update sent to the client (ACP JSON)
+  {"type": "mode", "mode"}                           a mode change
+  {"type": "grant", "kind", "decision"}              an "always" permission answer for a tool kind
+  {"type": "turn_end", "stopReason", "messages"}     the whole trajectory (bar the system prompt) after the turn
+
+The trajectory is snapshotted whole at each turn end because context compaction rewrites older messages in
+place, so appending only the turn's new messages could not rebuild it. Batches are flushed and fsynced before
+they are sent, and a line only counts once its newline is on disk: a crash mid-write leaves at most a torn last
+line, which loading ignores and the next append cuts off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from warpcode.agent.messages import Message, ToolCall
+
+WRITER_THREADS = 4
+_SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")  # never a path: ids come from clients
+
+
+class UnknownSession(LookupError):
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"Unknown session {session_id!r}: no such session in this server's state directory.")
+        self.session_id = session_id
+
+
+@dataclass
+class SavedSession:
+    """What a session log holds, folded: enough to rebuild the session and replay it to a client."""
+
+    session_id: str
+    cwd: str
+    mode: str
+    created: str
+    grants: dict[str, str] = field(default_factory=dict)  # tool kind -> "allow" | "reject"
+    messages: list[Message] = field(default_factory=list)  # without the system prompt
+    history: list[dict[str, Any]] = field(default_factory=list)  # the prompt and update records, in order
+    title: str | None = None
+
+
+class SessionStore:
+    def __init__(self, state_dir: Path) -> None:
+        self.directory = Path(state_dir) / "sessions"
+        # Own threads for fsync: the default executor runs tools, and a few long commands must not stall logging.
+        self._writer = ThreadPoolExecutor(WRITER_THREADS, thread_name_prefix="warpcode-session-log")
+
+    def path(self, session_id: str) -> Path:
+        if not _SESSION_ID.match(session_id):
+            raise UnknownSession(session_id)
+        return self.directory / f"{session_id}.jsonl"
+
+    def create(self, session_id: str, cwd: str, mode: str) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with open(self.path(session_id), "x", encoding="utf-8") as log:
+            _write(log, [{"type": "created", "cwd": cwd, "mode": mode, "time": _now()}])
+
+    def append(self, session_id: str, records: list[dict[str, Any]]) -> None:
+        """Append a batch and make it durable (flush + fsync) before returning."""
+        with open(self.path(session_id), "a", encoding="utf-8") as log:
+            _write(log, records)
+
+    async def append_async(self, session_id: str, records: list[dict[str, Any]]) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._writer, self.append, session_id, records)
+
+    def load(self, session_id: str) -> SavedSession:
+        records = self._records(session_id)
+        first = records[0] if records else {}
+        if first.get("type") != "created":
+            raise UnknownSession(session_id)
+        saved = SavedSession(session_id, first["cwd"], first["mode"], first["time"])
+        for record in records[1:]:
+            kind = record.get("type")
+            if kind == "prompt":
+                saved.title = saved.title or " ".join(record["text"].split())[:80]
+                saved.history.append(record)
+            elif kind == "update":
+                saved.history.append(record)
+            elif kind == "mode":
+                saved.mode = record["mode"]
+            elif kind == "grant":
+                saved.grants[record["kind"]] = record["decision"]
+            elif kind == "turn_end":
+                saved.messages = [_message(m) for m in record["messages"]]
+        return saved
+
+    def repair(self, session_id: str) -> None:
+        """Cut a torn last line left by a crash, so the next append starts on a line of its own."""
+        path = self.path(session_id)
+        data = path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            with open(path, "r+b") as log:
+                log.truncate(data.rfind(b"\n") + 1)
+                os.fsync(log.fileno())
+
+    def list(self, cwd: str | None = None) -> list[tuple[SavedSession, float]]:
+        """Every stored session (with its last-change time), newest first, optionally only those of `cwd`."""
+        found = []
+        for path in self.directory.glob("*.jsonl") if self.directory.is_dir() else []:
+            try:
+                saved = self.load(path.stem)
+            except (UnknownSession, OSError, KeyError, ValueError):
+                continue  # not a log of ours (or unreadable): listing must not fail for it
+            if cwd is None or saved.cwd == cwd:
+                found.append((saved, path.stat().st_mtime))
+        return sorted(found, key=lambda item: item[1], reverse=True)
+
+    def _records(self, session_id: str) -> list[dict[str, Any]]:
+        try:
+            lines = self.path(session_id).read_text(encoding="utf-8").split("\n")
+        except FileNotFoundError:
+            raise UnknownSession(session_id) from None
+        # split leaves "" after the final newline; anything else there is a torn line from a crash.
+        return [json.loads(line) for line in lines[:-1] if line]
+
+
+def message_record(message: Message) -> dict[str, Any]:
+    return asdict(message)
+
+
+def _message(record: dict[str, Any]) -> Message:
+    calls = [ToolCall(**call) for call in record.get("tool_calls", [])]
+    return Message(record["role"], record["content"], calls, record.get("tool_call_id"), record.get("name"))
+
+
+def _write(log: Any, records: list[dict[str, Any]]) -> None:
+    log.write("".join(json.dumps(record) + "\n" for record in records))
+    log.flush()
+    os.fsync(log.fileno())
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
