@@ -10,7 +10,7 @@ import argparse
 import sys
 from importlib import metadata
 
-from warpcode.agent import cli_acp, cli_bench, cli_generate, cli_run, cli_serve
+from warpcode.agent import cli_acp, cli_bench, cli_chat, cli_generate, cli_run, cli_serve
 
 
 def _version() -> str:
@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     cli_acp.register(commands)
     cli_bench.register(commands)
+    cli_chat.register(commands)
     cli_generate.register(commands)
     cli_run.register(commands)
     cli_serve.register(commands)

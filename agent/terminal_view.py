@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable
+from typing import Any
 
 from acp import schema
 from rich.console import Console
@@ -22,7 +24,10 @@ class TerminalView:
         self._mid_line = False  # streamed message text has not ended its line yet
 
     def __call__(self, update: SessionUpdate) -> None:
-        if isinstance(update, schema.AgentMessageChunk):
+        if isinstance(update, schema.UserMessageChunk):  # a loaded session's history, replayed
+            text = update.content.text if isinstance(update.content, schema.TextContentBlock) else ""
+            self._line(Text(f"> {text}", style="bold"))
+        elif isinstance(update, schema.AgentMessageChunk):
             text = update.content.text if isinstance(update.content, schema.TextContentBlock) else ""
             self._write(Text(text))
         elif isinstance(update, schema.AgentThoughtChunk):
@@ -36,6 +41,18 @@ class TerminalView:
         elif isinstance(update, schema.AgentPlanUpdate):
             lines = [f"  {PLAN_MARKS[e.status]} {e.content}" for e in update.entries]
             self._line(Text("Plan:\n" + "\n".join(lines), style="magenta"))
+
+    def proposed_call(self, arguments: dict[str, Any]) -> None:
+        """What a tool call waiting for permission would do: an edit as a diff, a new file, a patch, a command."""
+        path = str(arguments.get("path", ""))
+        if isinstance(arguments.get("new_text"), str):
+            self._file_diff(path, str(arguments.get("old_text") or ""), arguments["new_text"])
+        elif isinstance(arguments.get("content"), str):
+            self._file_diff(path, "", arguments["content"])
+        elif isinstance(arguments.get("patch"), str):
+            self._diff_lines(arguments["patch"].splitlines(keepends=True))
+        elif isinstance(arguments.get("command"), str):
+            self._line(Text(f"$ {arguments['command']}", style="bold"))
 
     def _tool_update(self, update: schema.ToolCallProgress) -> None:
         for item in update.content or []:
@@ -59,8 +76,13 @@ class TerminalView:
             self._line(Text("✓ " + text.split("\n", 1)[0], style="green"))
 
     def _diff(self, item: schema.FileEditToolCallContent) -> None:
-        old, new = (item.old_text or "").splitlines(keepends=True), item.new_text.splitlines(keepends=True)
-        lines = difflib.unified_diff(old, new, item.path, item.path)
+        self._file_diff(item.path, item.old_text or "", item.new_text)
+
+    def _file_diff(self, path: str, old: str, new: str) -> None:
+        lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), path, path)
+        self._diff_lines(lines)
+
+    def _diff_lines(self, lines: Iterable[str]) -> None:
         text = Text()
         for line in lines:
             text.append(line if line.endswith("\n") else line + "\n", style=DIFF_STYLES.get(line[:1], ""))
