@@ -14,14 +14,16 @@ from warpcode.tools.commands import run_command_async
 from warpcode.tools.process import execute
 
 # A parent that forks a child, both ignoring SIGTERM and sleeping; each prints its pid first.
+# One os.write per line: a small pipe write is atomic, print() under PYTHONUNBUFFERED writes word by word and the
+# two processes' words could interleave.
 STUBBORN = """
 import os, signal, sys, time
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 if os.fork() == 0:
-    print("child", os.getpid(), flush=True)
+    os.write(1, f"child {os.getpid()}\\n".encode())
     time.sleep(600)
     sys.exit(0)
-print("parent", os.getpid(), flush=True)
+os.write(1, f"parent {os.getpid()}\\n".encode())
 time.sleep(600)
 """
 
