@@ -2,9 +2,9 @@
 
 Clients that advertise fs.readTextFile / fs.writeTextFile own the open buffers, so their unsaved text must win
 over the disk and our edits must land in the buffer. Every tool goes through `Workspace.read_text` /
-`write_text`, so overriding those two covers read_file, edit_file and write_file; the workspace's own path rules
-(resolve, refuse escapes and protected directories) always run first. apply_patch writes the disk directly (all
-or nothing, with temporary files) and stays on the disk.
+`write_text`, so overriding those two covers read_file, edit_file and write_file, and apply_patch for the files it
+modifies (`text_kept_elsewhere`; files it creates, deletes or renames are written on the disk); the workspace's
+own path rules (resolve, refuse escapes and protected directories) always run first.
 
 Tools run in worker threads while the connection lives on the event loop: each call is handed to the loop and
 waited for. `cancel_pending` fails the waits at once, so a cancelled turn never hangs on a silent client.
@@ -66,6 +66,7 @@ class ClientFileWorkspace(Workspace):
     def __init__(self, root: str | os.PathLike[str], files: ClientFiles) -> None:
         super().__init__(root)
         self.files = files
+        self.text_kept_elsewhere = files.can_read or files.can_write
 
     def read_text(self, path: str | os.PathLike[str], max_bytes: int = MAX_TEXT_BYTES) -> TextFile:
         on_disk = super().read_text(path, max_bytes)  # path rules, and the missing/binary/too-large errors

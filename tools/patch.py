@@ -1,4 +1,9 @@
-"""apply_patch: all or nothing. Every file is patched in memory first; only then is anything written."""
+"""apply_patch: all or nothing. Every file is patched in memory first; only then is anything written.
+
+On a workspace whose text is kept elsewhere (`Workspace.text_kept_elsewhere`: an editor's buffers), the files the
+patch modifies are read and written through the workspace's text methods, one by one after validation; files it
+creates, deletes or renames are always written on the disk.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from warpcode.tools import errors
 from warpcode.tools.atomic import write_temp
 from warpcode.tools.hunks import apply_hunks
 from warpcode.tools.patch_parse import FilePatch, parse_patch
-from warpcode.tools.textcodec import SNIFF_BYTES, looks_binary
+from warpcode.tools.textcodec import SNIFF_BYTES, TextFile, looks_binary
 from warpcode.tools.workspace import Workspace
 
 
@@ -52,6 +57,7 @@ class _Plan:
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
         self.files: dict[Path, _Planned] = {}
+        self.kept_elsewhere: dict[Path, TextFile] = {}  # files read through the workspace's text methods
 
     def exists(self, target: Path) -> bool:
         if target in self.files:
@@ -59,6 +65,12 @@ class _Plan:
         return target.is_file()
 
     def read(self, target: Path, shown: str) -> str:
+        if self.ws.text_kept_elsewhere and target not in self.files:
+            try:
+                self.kept_elsewhere[target] = self.ws.read_text(target)
+            except errors.ToolError as exc:
+                raise errors.PatchError(str(exc), shown) from None
+            return self.kept_elsewhere[target].text
         if target in self.files and self.files[target].data is not None:
             data = self.files[target].data
         elif self.exists(target):
@@ -159,16 +171,23 @@ def _encode(text: str) -> bytes:
 
 
 def _commit(plan: _Plan) -> None:
-    """Write every temp file first; rename them into place only when all were written."""
+    """Write every temp file first; rename them into place only when all were written (and, for text kept
+    elsewhere, only when every write through the workspace succeeded)."""
     temps: list[tuple[Path, Path]] = []
     try:
         for planned in plan.files.values():
-            if planned.data is not None:
+            if planned.data is not None and planned.target not in plan.kept_elsewhere:
                 temps.append((write_temp(planned.target, planned.data, planned.mode), planned.target))
-    except OSError as exc:
+        for target, original in plan.kept_elsewhere.items():
+            planned = plan.files[target]
+            if planned.data is not None:
+                plan.ws.write_text(target, planned.data.decode("utf-8", "surrogateescape"), like=original)
+    except (OSError, errors.ToolError) as exc:
         for tmp, _ in temps:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
+        if isinstance(exc, errors.ToolError):
+            raise
         raise errors.PatchError(f"writing failed ({exc}); no file was changed.") from exc
     for tmp, target in temps:
         os.replace(tmp, target)

@@ -22,6 +22,11 @@ class Workspace:
     `state_dir` is where warpcode keeps its own data (checkpoints, caches); default `<root>/.warpcode`.
     """
 
+    # A subclass whose read_text/write_text reach text kept elsewhere (an editor's unsaved buffers) sets this:
+    # apply_patch then reads and writes the files it modifies through them, one file at a time after every hunk
+    # of every file has been validated, instead of its all-at-once commit of temporary files on the disk.
+    text_kept_elsewhere = False
+
     def __init__(
         self,
         root: str | os.PathLike[str],

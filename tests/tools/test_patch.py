@@ -4,11 +4,13 @@ import difflib
 import os
 import re
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from warpcode.tools import PatchError, Workspace, apply_patch
+from warpcode.tools.workspace import MAX_TEXT_BYTES
 
 from .conftest import git
 
@@ -126,3 +128,53 @@ def test_patch_errors_name_the_problem(root: Path, tmp_path: Path) -> None:
         apply_patch(ws, unified("a\n", "b\n", "missing.txt"))
     with pytest.raises(PatchError, match="outside the workspace"):
         apply_patch(ws, unified("a\n", "b\n", "../escape.txt"))
+
+
+class BufferedWorkspace(Workspace):
+    """Text kept elsewhere, as an editor keeps unsaved buffers: reads prefer the buffer, writes go to it."""
+
+    text_kept_elsewhere = True
+
+    def __init__(self, root: Path, buffers: dict[Path, str]) -> None:
+        super().__init__(root)
+        self.buffers = buffers
+
+    def read_text(self, path, max_bytes=MAX_TEXT_BYTES):
+        on_disk = super().read_text(path, max_bytes)  # the path rules and missing/binary errors stay the tools'
+        target = self.resolve(path)
+        return on_disk if target not in self.buffers else replace(on_disk, text=on_disk.normalize(self.buffers[target]))
+
+    def write_text(self, path, text, like=None):
+        target = self.resolve_for_write(path)
+        self.buffers[target] = text
+        return target
+
+
+def test_patch_on_text_kept_elsewhere_reads_and_writes_the_buffers(root: Path) -> None:
+    (root / "a.py").write_text("x = 1\ny = 2\n")  # the buffer holds unsaved work the patch is made against
+    (root / "crlf.txt").write_bytes(b"one\r\ntwo\r\n")
+    buffers = {(root / "a.py").resolve(): "x = 1\ny = 2\nz = 3  # unsaved\n"}
+    ws = BufferedWorkspace(root, buffers)
+    patch = (
+        unified("x = 1\ny = 2\nz = 3  # unsaved\n", "x = 10\ny = 2\nz = 3  # unsaved\n", "a.py")
+        + unified("one\ntwo\n", "one\n2\n", "crlf.txt")
+        + unified("", "fresh\n", "new.txt").replace("--- a/new.txt", "--- /dev/null")
+    )
+
+    result = apply_patch(ws, patch)
+
+    assert sorted(change.kind for change in result.changes) == ["created", "modified", "modified"]
+    assert buffers[(root / "a.py").resolve()] == "x = 10\ny = 2\nz = 3  # unsaved\n"
+    assert (root / "a.py").read_text() == "x = 1\ny = 2\n"  # the disk is not the patch's target
+    assert buffers[(root / "crlf.txt").resolve()] == "one\n2\n"  # LF inside; the editor keeps its newline style
+    assert (root / "new.txt").read_text() == "fresh\n"  # created files land on the disk
+
+
+def test_patch_on_text_kept_elsewhere_writes_nothing_when_a_hunk_fails(root: Path) -> None:
+    (root / "a.py").write_text("x = 1\n")
+    (root / "b.py").write_text("y = 2\n")
+    buffers: dict[Path, str] = {}
+    patch = unified("x = 1\n", "x = 10\n", "a.py") + unified("nope\n", "y = 20\n", "b.py")
+    with pytest.raises(PatchError, match=r"b\.py"):
+        apply_patch(BufferedWorkspace(root, buffers), patch)
+    assert buffers == {} and (root / "a.py").read_text() == "x = 1\n"
