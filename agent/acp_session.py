@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 
 class SessionBusy(RuntimeError):
-    pass
+    """A prompt (or restore) arrived while the session's turn is still running: refused, never interleaved."""
 
 
 class AcpSession:

@@ -134,7 +134,7 @@ class ToolResult:
 
 
 class ArgumentError(Exception):
-    pass
+    """A tool call's arguments do not match the tool's JSON schema; the message names the field."""
 
 
 _JSON_TYPES = {"string": str, "boolean": bool, "object": dict, "array": list}
