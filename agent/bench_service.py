@@ -27,6 +27,8 @@ import acp
 from acp.schema import ToolCallProgress
 from acp.ws import create_websocket_stream
 
+from warpcode.agent.cli_serve import listening_url
+
 TOKEN = "bench-token-" + "0" * 24
 STAMP = re.compile(r"\b(\d{10}\.\d{6,9})\b")
 
@@ -63,8 +65,9 @@ def start_server(workdir: Path) -> tuple[subprocess.Popen, str]:
     while True:
         select.select([server.stderr], [], [], 30)
         line = server.stderr.readline()
-        if "ACP on ws://" in line:
-            return server, line.split("ACP on ", 1)[1].split(" ", 1)[0]
+        url = listening_url(line)
+        if url:
+            return server, url
         if not line:
             raise RuntimeError(f"the server did not start: {server.stderr.read()}")
 

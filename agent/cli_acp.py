@@ -9,9 +9,8 @@ import argparse
 import asyncio
 import logging
 import sys
-from pathlib import Path
 
-from warpcode.agent.permissions import MODES
+from warpcode.agent.config import add_agent_options
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -21,9 +20,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Serve ACP v1 (JSON-RPC on stdin/stdout) for an editor that launched warpcode. Sessions persist "
         "in --state-dir and can be reopened with session/load after a restart.",
     )
-    acp.add_argument("--model", help="openai:URL[#MODEL], local:DIR or scripted:PATH (default: WARPCODE_MODEL, config)")
-    acp.add_argument("--state-dir", type=Path, help="where sessions are kept (default: $XDG_STATE_HOME/warpcode)")
-    acp.add_argument("--mode", choices=MODES, help="permission mode of new sessions (default: the config's, else ask)")
+    add_agent_options(acp)
     acp.set_defaults(handler=serve_stdio)
 
 

@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from warpcode.agent.cli_serve import TOKEN_FILE_NAME
-from warpcode.agent.permissions import MODES
+from warpcode.agent.cli_serve import default_token_file
+from warpcode.agent.config import add_agent_options
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -29,9 +29,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "Ctrl-C at the prompt, Ctrl-D or /quit leaves. /help lists the commands (/undo, /checkpoints, /mode).",
     )
     chat.add_argument("--cwd", help="the workspace directory (default: a resumed session's, else the current one)")
-    chat.add_argument("--model", help="openai:URL[#MODEL], local:DIR or scripted:PATH (default: WARPCODE_MODEL)")
-    chat.add_argument("--mode", choices=MODES, help="permission mode (default: the config's, else ask)")
-    chat.add_argument("--state-dir", type=Path, help="where sessions (and serve's token file) are kept")
+    add_agent_options(chat)
     chat.add_argument("--session", metavar="ID", help="continue a stored session, replaying its history")
     chat.add_argument("--connect", metavar="URL", help="a running `warpcode serve`, e.g. ws://127.0.0.1:8765/acp")
     chat.add_argument("--token", help="bearer token for --connect (default: the token file `warpcode serve` wrote)")
@@ -102,7 +100,7 @@ def _saved_token(state_dir: Path | None) -> str:
     from warpcode.agent.acp_agent import default_state_dir
     from warpcode.agent.config import load_settings
 
-    path = Path(load_settings().token_file or (state_dir or default_state_dir()) / TOKEN_FILE_NAME)
+    path = default_token_file(load_settings().token_file, state_dir or default_state_dir())
     try:
         return path.read_text().strip()
     except FileNotFoundError:

@@ -12,7 +12,7 @@ import json
 import signal
 import sys
 
-from warpcode.agent.permissions import MODES
+from warpcode.agent.config import add_agent_options
 
 EXIT_CODES = {"end_turn": 0, "cancelled": 130}
 
@@ -26,8 +26,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     run.add_argument("instruction", help="what the agent should do")
     run.add_argument("--cwd", default=".", help="the workspace directory (default: the current directory)")
-    run.add_argument("--model", help="openai:URL[#MODEL], local:DIR or scripted:PATH (default: WARPCODE_MODEL, config)")
-    run.add_argument("--mode", choices=MODES, help="permission mode (default: the config's, else ask)")
+    add_agent_options(run, state_dir=False)
     run.add_argument("--yes", action="store_true", help="answer yes to every permission question")
     run.add_argument("--json", action="store_true", help="print each ACP session/update as one JSON line")
     run.add_argument("--max-turn-requests", type=int, metavar="N", help="most model requests in the turn")

@@ -10,9 +10,22 @@ import signal
 import sys
 from pathlib import Path
 
-from warpcode.agent.permissions import MODES
+from warpcode.agent.config import add_agent_options
 
 TOKEN_FILE_NAME = "serve-token"
+LISTENING = "warpcode serve: ACP on"  # the start-up line on stderr; scripts and tests read the URL from it
+
+
+def listening_url(stderr_line: str) -> str | None:
+    """The ws:// URL from `serve`'s start-up line, None for any other line."""
+    if not stderr_line.startswith(LISTENING):
+        return None
+    return stderr_line[len(LISTENING) :].split()[0]
+
+
+def default_token_file(configured: str | None, state_dir: Path) -> Path:
+    """Where `serve` keeps its generated token: the config's token_file, else beside the sessions."""
+    return Path(configured) if configured else state_dir / TOKEN_FILE_NAME
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -23,9 +36,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "send `Authorization: Bearer TOKEN` on the upgrade request; browser pages are refused unless their Origin "
         "is allowed.",
     )
-    serve.add_argument(
-        "--model", help="openai:URL[#MODEL], local:DIR or scripted:PATH (default: WARPCODE_MODEL, config)"
-    )
+    add_agent_options(serve)
     serve.add_argument("--host", help="address to bind (default: the config's, else 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default: the config's, else 8765; 0 picks a free one)")
     serve.add_argument("--token", help="bearer token clients must send (default: read or create the token file)")
@@ -33,8 +44,6 @@ def register(commands: argparse._SubParsersAction) -> None:
     serve.add_argument(
         "--allow-origin", action="append", default=[], metavar="ORIGIN", help="a browser Origin to accept (repeatable)"
     )
-    serve.add_argument("--state-dir", type=Path, help="where sessions are kept (default: the user's state directory)")
-    serve.add_argument("--mode", choices=MODES, help="permission mode of new sessions (default: config, else ask)")
     serve.add_argument("--max-frame-mb", type=float, default=16.0, help="largest incoming frame (default: 16)")
     serve.set_defaults(handler=run_server)
 
@@ -50,14 +59,14 @@ async def _serve(args: argparse.Namespace) -> int:
 
     settings = load_settings(args.model)
     config = ServiceConfig.from_settings(settings, args.state_dir, args.mode)
-    token_file = args.token_file or Path(settings.token_file or config.state_dir / TOKEN_FILE_NAME)
+    token_file = args.token_file or default_token_file(settings.token_file, config.state_dir)
     token = args.token or read_or_create_token(token_file)
     guard = Guard(token, frozenset(args.allow_origin))
     server = AcpWebSocketServer(AcpService(config), guard, ServerLimits(max_frame_bytes=int(args.max_frame_mb * 2**20)))
     host, port = await server.start(args.host or settings.host, settings.port if args.port is None else args.port)
     token_note = "the token given with --token" if args.token else f"token in {token_file}"
     model_note = config.model or "none configured (prompts will say how to set one)"
-    print(f"warpcode serve: ACP on ws://{host}:{port}{ACP_PATH} ({token_note}; model: {model_note})", file=sys.stderr)
+    print(f"{LISTENING} ws://{host}:{port}{ACP_PATH} ({token_note}; model: {model_note})", file=sys.stderr)
     sys.stderr.flush()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

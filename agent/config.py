@@ -5,6 +5,7 @@ config.toml keys (all optional): model, mode, host, port, token_file, max_turn_r
 
 from __future__ import annotations
 
+import argparse
 import os
 import tomllib
 from collections.abc import Mapping
@@ -61,3 +62,17 @@ def _read(path: Path) -> dict[str, Any]:
     if values.get("mode", "ask") not in MODES:
         raise ConfigError(f"{path}: mode must be one of {', '.join(MODES)}")
     return values
+
+
+def add_agent_options(parser: argparse.ArgumentParser, state_dir: bool = True) -> None:
+    """The options every agent command shares (run, acp, serve, chat), with one wording and one set of defaults."""
+    parser.add_argument(
+        "--model", help="openai:URL[#MODEL], local:DIR or scripted:PATH (default: WARPCODE_MODEL, config)"
+    )
+    parser.add_argument("--mode", choices=MODES, help="permission mode (default: the config's, else ask)")
+    if state_dir:
+        parser.add_argument(
+            "--state-dir",
+            type=Path,
+            help="where sessions and serve's token file are kept (default: $XDG_STATE_HOME/warpcode)",
+        )

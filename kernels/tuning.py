@@ -64,8 +64,13 @@ def measured() -> dict:
 
 
 def warp_decode_config(hidden: int, intermediate: int, experts: int, top_k: int, tokens: int) -> WarpDecodeConfig:
+    return _config_for_bucket(hidden, intermediate, experts, top_k, token_bucket(tokens))
+
+
+@functools.cache  # asked for every MoE layer of every decode step: look each shape and bucket up once
+def _config_for_bucket(hidden: int, intermediate: int, experts: int, top_k: int, bucket: int) -> WarpDecodeConfig:
     tuned = measured()["configs"].get(shape_key(hidden, intermediate, experts, top_k), {})
-    values = tuned.get(str(token_bucket(tokens)))
+    values = tuned.get(str(bucket))
     if values is not None:
         return WarpDecodeConfig(**values)
     return WarpDecodeConfig(
@@ -76,6 +81,7 @@ def warp_decode_config(hidden: int, intermediate: int, experts: int, top_k: int,
     )
 
 
+@functools.cache
 def warp_decode_max_tokens(hidden: int, intermediate: int, experts: int, top_k: int) -> int:
     """The largest token count at which warp decode beats the expert-centric path: measured where the config
     file has the shape, else while each expert sees about two tokens on average."""

@@ -18,6 +18,8 @@ import websockets
 from acp.schema import AgentMessageChunk, ToolCallProgress, ToolCallStart
 from acp.ws import create_websocket_stream
 
+from warpcode.agent.cli_serve import listening_url
+
 TOKEN = "test-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -58,8 +60,9 @@ def start_server(tmp_path: Path, script: Path, *options: str) -> tuple[subproces
         ready, _, _ = select.select([process.stderr], [], [], 0.5)
         if ready:
             line = process.stderr.readline()
-            if "ACP on ws://" in line:
-                return process, line.split("ACP on ", 1)[1].split(" ", 1)[0]
+            url = listening_url(line)
+            if url:
+                return process, url
             if not line and process.poll() is not None:
                 break
     process.kill()
