@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 
 
@@ -18,6 +19,22 @@ def register(commands: argparse._SubParsersAction) -> None:
     moe.add_argument("--device", default="cuda", help="CUDA device (default: %(default)s)")
     moe.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
     moe.set_defaults(handler=_run_moe)
+
+    decode = kinds.add_parser("decode", help="whole-model decode: tok/s, ms/token, %% of the copy-bandwidth roofline")
+    decode.add_argument("--preset", default="qwen3-30b-a3b", help="model shape (default: %(default)s)")
+    decode.add_argument(
+        "--random-weights", action="store_true", help="build the model with random weights (required for now)"
+    )
+    decode.add_argument("--batch", default="1,8,32", help="rows decoded together (default: %(default)s)")
+    decode.add_argument("--context", default="512", help="tokens already in each row's cache (default: %(default)s)")
+    decode.add_argument("--steps", type=int, default=64, help="timed decode steps per configuration")
+    decode.add_argument(
+        "--prefill", type=int, default=2000, help="also time the prefill of one prompt this long (0: skip)"
+    )
+    decode.add_argument("--compare-hf", action="store_true", help="also time transformers on the same shape")
+    decode.add_argument("--device", default="cuda", help="device (default: %(default)s)")
+    decode.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
+    decode.set_defaults(handler=_run_decode)
 
 
 def _parse_ints(text: str, what: str) -> list[int]:
@@ -76,6 +93,59 @@ def _run_moe(args: argparse.Namespace) -> int:
                 speedup,
                 row.timing,
             )
+    if not args.json:
+        Console().print(table)
+    return 0
+
+
+def _run_decode(args: argparse.Namespace) -> int:
+    import torch
+    from rich.console import Console
+    from rich.table import Table
+
+    from warpcode.model_runtime import bench_decode, load_random
+
+    if not args.random_weights:
+        raise ValueError("bench decode needs --random-weights (to time a checkpoint, use `warpcode generate`)")
+    batches, contexts = _parse_ints(args.batch, "--batch"), _parse_ints(args.context, "--context")
+    console = Console(stderr=True)
+    with console.status("measuring copy bandwidth..."):
+        copy_bandwidth = bench_decode.copy_bandwidth(args.device)
+    console.print(f"copy bandwidth: {copy_bandwidth / 1e12:.2f} TB/s (read + write)")
+    with console.status(f"building {args.preset} with random weights on {args.device}..."):
+        engine = load_random(args.preset, device=args.device)
+    table = Table(title=f"decode, {args.preset}, random weights, {engine.dtype}".replace("torch.", ""))
+    for column in ("path", "batch", "context", "tok/s", "ms/step", "GB/step", "% roofline"):
+        table.add_column(column, justify="left" if column == "path" else "right")
+
+    def report(row: bench_decode.DecodeBenchRow) -> None:
+        if args.json:
+            print(json.dumps({"preset": args.preset, "copy_tb_s": copy_bandwidth / 1e12, **vars(row)}), flush=True)
+            return
+        console.print(f"  {row.path} batch {row.batch} context {row.context}: {row.tokens_per_second:.1f} tok/s")
+        table.add_row(
+            row.path, str(row.batch), str(row.context), f"{row.tokens_per_second:.1f}", f"{row.ms_per_step:.3f}",
+            f"{row.bytes_per_step / 1e9:.2f}", f"{row.percent_of_roofline:.0f}",
+        )  # fmt: skip
+
+    with console.status("decoding (the first step of each configuration captures its CUDA graph)..."):
+        for row in bench_decode.run_decode_bench(engine, batches, contexts, copy_bandwidth, args.steps):
+            report(row)
+        prefill_seconds = bench_decode.time_prefill(engine, args.prefill) if args.prefill else None
+    if prefill_seconds is not None:
+        if args.json:
+            print(json.dumps({"preset": args.preset, "prefill_tokens": args.prefill, "ms": prefill_seconds * 1e3}))
+        else:
+            console.print(f"prefill of {args.prefill} tokens (+ first token): {prefill_seconds * 1e3:.1f} ms")
+    if args.compare_hf:
+        config, device = engine.config, engine.device
+        del engine  # two copies of a large model may not fit together
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        with console.status("building and timing the same model in transformers..."):
+            for context, batch in ((c, b) for c in contexts for b in batches):
+                report(bench_decode.transformers_decode_row(config, batch, context, device))
     if not args.json:
         Console().print(table)
     return 0

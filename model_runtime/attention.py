@@ -32,6 +32,26 @@ class Attention(nn.Module):
         elif config.qk_norm == "full":  # olmoe: over the whole q and k projections, before the head split
             self.q_norm = RMSNorm(q_size, config.rms_norm_eps)
             self.k_norm = RMSNorm(kv_size, config.rms_norm_eps)
+        self.qkv_weight: torch.Tensor | None = None  # [(Hq + 2 Hkv) * D, H] once fuse_qkv() ran
+        self.qkv_bias: torch.Tensor | None = None
+
+    @torch.no_grad()
+    def fuse_qkv(self) -> None:
+        """Stores q, k and v projections in one tensor so decode computes them in one matmul; the three
+        projections become views into it (no second copy of the weights)."""
+        if self.qkv_weight is not None:
+            return
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        self.qkv_weight = torch.cat([p.weight for p in projections])
+        if self.q_proj.bias is not None:
+            self.qkv_bias = torch.cat([p.bias for p in projections])
+        start = 0
+        for projection in projections:
+            end = start + projection.weight.shape[0]
+            projection.weight = nn.Parameter(self.qkv_weight[start:end], requires_grad=False)
+            if self.qkv_bias is not None:
+                projection.bias = nn.Parameter(self.qkv_bias[start:end], requires_grad=False)
+            start = end
 
     def forward(
         self,

@@ -1,11 +1,14 @@
 """The inference engine: load a checkpoint (or random weights), full-sequence logits, batched generation, streaming.
 
-Generation left-pads a batch of prompts, prefills them in one forward pass, then decodes one token per step for
-the whole batch with the KV cache. Sequences that finish keep their slot until the batch is done.
+Generation prefills a batch of prompts in one forward pass into a static KV cache, then decodes one token per step
+for the whole batch (decode_runner.py: CUDA graphs on the GPU, the same step eagerly elsewhere). Sequences that
+finish keep their row until the batch is done.
 """
 
 from __future__ import annotations
 
+import itertools
+import random
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -14,11 +17,11 @@ from pathlib import Path
 import torch
 
 from warpcode.model_runtime.config import ModelConfig
+from warpcode.model_runtime.decode_runner import DecodeRunner
 from warpcode.model_runtime.detokenize import IncrementalDetokenizer, StopStringFilter
-from warpcode.model_runtime.kv_cache import KVCache
 from warpcode.model_runtime.model import MoeForCausalLM, build_model, init_random_weights
 from warpcode.model_runtime.presets import get_preset
-from warpcode.model_runtime.sampling import SamplingParams, sample
+from warpcode.model_runtime.sampling import SamplingParams
 from warpcode.model_runtime.tokenizer import Tokenizer, eos_token_ids
 from warpcode.model_runtime.weights import load_weights
 
@@ -54,6 +57,14 @@ class Engine:
         parameter = next(model.parameters())
         self.device, self.dtype = parameter.device, parameter.dtype
         self.last_stats = GenerationStats()
+        self._runner: DecodeRunner | None = None  # created at the first generation
+
+    @property
+    def runner(self) -> DecodeRunner:
+        """The decode path (static KV cache, CUDA graphs on the GPU), created at first use."""
+        if self._runner is None:
+            self._runner = DecodeRunner(self.model)
+        return self._runner
 
     @torch.inference_mode()
     def logits(self, input_ids, attention_mask=None) -> torch.Tensor:
@@ -170,7 +181,6 @@ class Engine:
             raise ValueError(f"{purpose} needs a tokenizer, and this model was loaded without tokenizer.json")
         return self.tokenizer
 
-    @torch.inference_mode()
     def _decode(
         self, prompts: list[list[int]], max_new_tokens: int, sampling: SamplingParams, seed: int | None
     ) -> Iterator[list[int]]:
@@ -179,37 +189,23 @@ class Engine:
             raise ValueError("every prompt needs at least one token")
         if max_new_tokens <= 0:
             return
+        for prompt in prompts:
+            self._check_token_ids(torch.as_tensor(prompt))
         batch, longest = len(prompts), max(len(p) for p in prompts)
-        input_ids = torch.zeros(batch, longest, dtype=torch.long)
-        token_valid = torch.zeros(batch, longest, dtype=torch.bool)
-        for i, prompt in enumerate(prompts):  # left padding: every sequence's next token lands in the same slot
-            input_ids[i, longest - len(prompt) :] = torch.as_tensor(prompt, dtype=torch.long)
-            token_valid[i, longest - len(prompt) :] = True
-        self._check_token_ids(input_ids)
-        input_ids, token_valid = input_ids.to(self.device), token_valid.to(self.device)
-        positions = (token_valid.long().cumsum(dim=1) - 1).clamp(min=0)
-        cache = KVCache.allocate(self.config, batch, longest + max_new_tokens, self.device, self.dtype)
-        generator = None if seed is None else torch.Generator(device=self.device).manual_seed(seed)
+        self.runner.reserve(batch, longest + max_new_tokens)
         stats = self.last_stats = GenerationStats(prompt_tokens=sum(len(p) for p in prompts))
-
+        seed = random.getrandbits(31) if seed is None else seed
         start = time.perf_counter()
-        logits = self.model(input_ids, positions, token_valid, cache, last_only=True)[:, -1]
-        tokens = sample(logits, sampling, generator)
-        next_positions = positions[:, -1:] + 1  # [B, 1]
-        decode_valid = torch.ones(batch, 1, dtype=torch.bool, device=self.device)
-        token_list = tokens.tolist()  # synchronises, so the timing is real on asynchronous devices too
+        tokens = self.runner.prefill(prompts, sampling, seed)
         stats.prompt_seconds = time.perf_counter() - start
-        for step in range(max_new_tokens):
-            yield token_list
-            if step == max_new_tokens - 1:
-                break
-            start = time.perf_counter()
-            logits = self.model(tokens[:, None], next_positions, decode_valid, cache)[:, -1]
-            tokens = sample(logits, sampling, generator)
-            next_positions = next_positions + 1
-            token_list = tokens.tolist()
-            stats.decode_seconds += time.perf_counter() - start
+        yield tokens
+        start = time.perf_counter()  # wall time from here: the device keeps decoding while the caller works
+        steps = self.runner.decode(batch, sampling)
+        for tokens in itertools.islice(steps, max_new_tokens - 1):
             stats.new_tokens += batch
+            stats.decode_seconds = time.perf_counter() - start
+            yield tokens
+        steps.close()
 
 
 def load(

@@ -46,10 +46,15 @@ class RotaryEmbedding(nn.Module):
         inv_freq, self.attention_scaling = rope_frequencies(config.head_dim, config.rope_theta, config.rope_scaling)
         self._inv_freq = inv_freq  # fp32 [head_dim / 2]; a plain attribute so to_empty() and loading leave it alone
 
+    def frequencies(self, device: torch.device) -> tuple[torch.Tensor, float]:
+        """(inv_freq fp32 [head_dim / 2] on `device`, cos/sin scale), for kernels that compute the angles."""
+        if self._inv_freq.device != device:
+            self._inv_freq = self._inv_freq.to(device)
+        return self._inv_freq, self.attention_scaling
+
     def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        if self._inv_freq.device != positions.device:
-            self._inv_freq = self._inv_freq.to(positions.device)
-        freqs = positions[..., None].float() * self._inv_freq  # [B, T, head_dim / 2]
+        inv_freq, _ = self.frequencies(positions.device)
+        freqs = positions[..., None].float() * inv_freq  # [B, T, head_dim / 2]
         angles = torch.cat((freqs, freqs), dim=-1)  # [B, T, head_dim]
         cos = angles.cos() * self.attention_scaling
         sin = angles.sin() * self.attention_scaling

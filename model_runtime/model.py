@@ -62,7 +62,7 @@ class MoeForCausalLM(nn.Module):
         positions: torch.Tensor,  # int64 [B, T]: rotary positions, counted from each sequence's first real token
         token_valid: torch.Tensor,  # bool [B, T]: False for padding
         cache: KVCache | None = None,
-        last_only: bool = False,  # logits of the last position only (prefill), saving the vocab matmul elsewhere
+        logits_at: torch.Tensor | None = None,  # int [B]: logits of that position only (prefill), else all
     ) -> torch.Tensor:  # fp [B, T or 1, V]
         start = 0
         if cache is None:
@@ -78,8 +78,8 @@ class MoeForCausalLM(nn.Module):
             x = layer(x, cos, sin, mask, cache)
         if cache is not None:
             cache.advance(input_ids.shape[1])
-        if last_only:
-            x = x[:, -1:]
+        if logits_at is not None:  # saves the vocabulary matmul for every other position
+            x = x[torch.arange(x.shape[0], device=x.device), logits_at][:, None]
         return F.linear(self.model.norm(x), self.output_weight)
 
 

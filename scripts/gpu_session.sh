@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call: install, GPU tests, warp-decode tuning and the MoE benchmarks, logs under $OUT.
-# Usage (on the GPU machine, from the repository root): bash scripts/gpu_session.sh [tests] [tune] [bench] [pdl]
+# Usage (on the GPU machine, from the repository root):
+#   bash scripts/gpu_session.sh [tests] [tune] [bench] [pdl] [decode-tests] [profile] [decode] [decode-hf]
 set -uo pipefail
 OUT=${OUT:-/tmp/warpcode-gpu}
 mkdir -p "$OUT"
@@ -37,6 +38,20 @@ for step in $steps; do
                 2>>"$OUT/bench_err.log" | tee -a "$OUT/bench_moe.jsonl" \
                 | python3 scripts/show_bench.py
         done ;;
+    decode-tests)
+        python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_decode_attention_gpu.py \
+            tests/kernels/test_decode_small_kernels_gpu.py tests/model_runtime/test_sampling_device.py \
+            tests/model_runtime/test_decode_gpu.py 2>&1 | tee "$OUT/decode_tests.log" | tail -30 ;;
+    profile)
+        python3 scripts/profile_decode.py --batch ${PROFILE_BATCH:-1} 2>&1 | tee -a "$OUT/profile.log" | tail -45 ;;
+    decode)
+        python3 -m warpcode.agent bench decode --preset qwen3-30b-a3b --random-weights --batch ${DECODE_BATCH:-1,8,32} \
+            --context ${DECODE_CONTEXT:-512,8192} --json 2>"$OUT/decode_err.log" | tee -a "$OUT/bench_decode.jsonl"
+        tail -5 "$OUT/decode_err.log" ;;
+    decode-hf)
+        python3 -m warpcode.agent bench decode --preset qwen3-30b-a3b --random-weights --batch 1 --context 512 \
+            --steps 16 --prefill 0 --compare-hf --json 2>"$OUT/decode_hf_err.log" | tee -a "$OUT/bench_decode_hf.jsonl"
+        tail -5 "$OUT/decode_hf_err.log" ;;
     pdl)
         for pdl in 0 1; do
             echo "WARPCODE_DISABLE_PDL=$pdl"

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from warpcode.model_runtime import load_random
-from warpcode.model_runtime.sampling import SamplingParams, filter_logits, sample
+from warpcode.model_runtime.sampling import SamplingParams, filter_logits
 
 LOGITS = torch.log(torch.tensor([[0.5, 0.25, 0.15, 0.07, 0.03]]))
 
@@ -25,14 +25,11 @@ def test_filters():
     assert kept(SamplingParams(temperature=1.0, top_k=4, min_p=0.1, top_p=0.9)) == [0, 1, 2]
 
 
-def test_sample_distribution_and_validation():
-    generator = torch.Generator().manual_seed(0)
-    draws = sample(LOGITS.expand(4000, 5), SamplingParams(temperature=1.0), generator)
-    frequencies = torch.bincount(draws, minlength=5).float() / 4000
-    torch.testing.assert_close(frequencies, LOGITS.exp()[0], atol=0.03, rtol=0)
-    assert sample(LOGITS, SamplingParams(), None).tolist() == [0]
+def test_sampling_params_are_validated():
     with pytest.raises(ValueError, match="top_p"):
         SamplingParams(top_p=0.0)
+    with pytest.raises(ValueError, match="temperature"):
+        SamplingParams(temperature=-1.0)
 
 
 def test_sampled_generation_is_seeded():

@@ -1,0 +1,275 @@
+"""Flash decoding: one new query token per sequence attends to its preallocated KV cache (GQA, fp32 softmax).
+
+For row b, KV head h and query head j = h*G + g (G = Hq / Hkv), with L = seq_lens[b] and c = scale * log2(e):
+    s_n = c * <q[b, j], K[b, h, n]>                      n in [0, L)     (base-2 logits: exp2 replaces exp)
+    out[b, j] = sum_n 2^(s_n - m) V[b, h, n] / sum_n 2^(s_n - m)         m = max_n s_n
+The keys are cut into NUM_SPLITS chunks, read in parallel (kernel 1, grid (B, Hkv, NUM_SPLITS)):
+    chunk = cdiv(cdiv(L, NUM_SPLITS), BLOCK_N) * BLOCK_N      split i covers [i*chunk, min((i+1)*chunk, L))
+    m_i = max s_n,  l_i = sum 2^(s_n - m_i),  acc_i = sum 2^(s_n - m_i) V_n     online softmax over BLOCK_N keys
+Non-empty splits are a prefix, i < cdiv(L, chunk); an empty split writes m_i = -inf, l_i = 0, acc_i = 0.
+Kernel 2 (grid (B, Hq)) merges the splits, giving weight 0 to empty ones:
+    M = max_i m_i,  out = sum_i 2^(m_i - M) acc_i / sum_i 2^(m_i - M) l_i
+L is read inside both kernels, so the launch depends only on shapes and one captured CUDA graph serves every
+length. A kernel-1 program holds all G query heads of its KV head (padded to 16 rows for tl.dot, the padding
+masked off), so each K/V tile is loaded once per group. Logits and the accumulator are fp32; the probabilities
+enter the P V product in the cache dtype (the usual flash-attention rounding, far below the bf16 output's own).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+_BLOCK_N = 64  # keys per iteration (D = 128: one 16 KB bf16 K tile and one V tile per step)
+_NUM_WARPS = 4
+_NUM_STAGES = 2
+_COMBINE_BLOCK_S = 32  # splits merged per iteration of kernel 2
+_PROGRAMS_PER_SM = 4  # kernel 1 aims at about this many programs per SM
+_FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+_TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}
+
+
+@triton.jit
+def _split_chunk(seq_len, NUM_SPLITS: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Keys per split for this row: a whole number of BLOCK_N tiles (both kernels must agree on it). Plain
+    arithmetic rather than tl.cdiv: nested jit calls are slow in the CPU interpreter."""
+    chunk = ((seq_len + NUM_SPLITS - 1) // NUM_SPLITS + BLOCK_N - 1) // BLOCK_N * BLOCK_N
+    return tl.maximum(chunk, BLOCK_N)
+
+
+@triton.jit
+def _decode_attention_split_kernel(
+    q_ptr, k_ptr, v_ptr, seq_lens_ptr, m_ptr, l_ptr, acc_ptr,
+    S, D, qk_scale,
+    stride_qb, stride_qh,
+    stride_kb, stride_kh, stride_kn,
+    stride_vb, stride_vh, stride_vn,
+    stride_lens,
+    stride_mb, stride_mh,
+    stride_ab, stride_ah, stride_as,
+    G: tl.constexpr, NUM_SPLITS: tl.constexpr, DOT_DTYPE: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+):  # fmt: skip
+    b = tl.program_id(0)
+    kv_head = tl.program_id(1)
+    split = tl.program_id(2)
+    seq_len = tl.load(seq_lens_ptr + b * stride_lens)
+    seq_len = tl.minimum(tl.maximum(seq_len, 0), S)  # never read outside the row, whatever the lengths hold
+    chunk = _split_chunk(seq_len, NUM_SPLITS, BLOCK_N)
+    start = split * chunk
+    end = tl.minimum(start + chunk, seq_len)
+
+    offs_g = tl.arange(0, BLOCK_G)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    g_mask = offs_g < G
+    d_mask = offs_d < D
+    heads = kv_head * G + offs_g
+    b64 = b.to(tl.int64)
+    q_ptrs = q_ptr + b64 * stride_qb + heads[:, None] * stride_qh + offs_d[None, :]
+    q = tl.load(q_ptrs, mask=g_mask[:, None] & d_mask[None, :], other=0.0).to(DOT_DTYPE)
+    k_base = k_ptr + b64 * stride_kb + kv_head.to(tl.int64) * stride_kh
+    v_base = v_ptr + b64 * stride_vb + kv_head.to(tl.int64) * stride_vh
+
+    m_i = tl.full([BLOCK_G], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_G], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_G, BLOCK_D], dtype=tl.float32)
+    for n_start in range(start, end, BLOCK_N):  # every tile holds at least one key < end
+        keys = n_start + offs_n
+        tile_mask = (keys < end)[:, None] & d_mask[None, :]
+        k = tl.load(k_base + keys[:, None] * stride_kn + offs_d[None, :], mask=tile_mask, other=0.0).to(DOT_DTYPE)
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale
+        s = tl.where((keys < end)[None, :], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        # Masked V rows load as 0: slots past the length may hold anything (NaN * 0 would leak).
+        v = tl.load(v_base + keys[:, None] * stride_vn + offs_d[None, :], mask=tile_mask, other=0.0).to(DOT_DTYPE)
+        acc = acc * alpha[:, None] + tl.dot(p.to(DOT_DTYPE), v, input_precision=DOT_PRECISION)
+        m_i = m_new
+
+    ml_offsets = b64 * stride_mb + heads * stride_mh + split
+    tl.store(m_ptr + ml_offsets, m_i, mask=g_mask)
+    tl.store(l_ptr + ml_offsets, l_i, mask=g_mask)
+    acc_ptrs = acc_ptr + b64 * stride_ab + heads[:, None] * stride_ah + split * stride_as + offs_d[None, :]
+    tl.store(acc_ptrs, acc, mask=g_mask[:, None] & d_mask[None, :])
+
+
+@triton.jit
+def _decode_attention_combine_kernel(
+    m_ptr, l_ptr, acc_ptr, seq_lens_ptr, out_ptr,
+    S, D,
+    stride_lens,
+    stride_mb, stride_mh,
+    stride_ab, stride_ah, stride_as,
+    stride_ob, stride_oh,
+    NUM_SPLITS: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_S_ALL: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr,
+):  # fmt: skip
+    b = tl.program_id(0)
+    head = tl.program_id(1)
+    seq_len = tl.load(seq_lens_ptr + b * stride_lens)
+    seq_len = tl.minimum(tl.maximum(seq_len, 0), S)
+    chunk = _split_chunk(seq_len, NUM_SPLITS, BLOCK_N)
+    num_active = (seq_len + chunk - 1) // chunk  # the splits past it are empty
+    b64 = b.to(tl.int64)
+    ml_base = b64 * stride_mb + head * stride_mh
+    acc_base = acc_ptr + b64 * stride_ab + head * stride_ah
+
+    all_splits = tl.arange(0, BLOCK_S_ALL)
+    m_all = tl.load(m_ptr + ml_base + all_splits, mask=all_splits < num_active, other=float("-inf"))
+    m_max = tl.max(m_all, axis=0)
+    m_max = tl.where(m_max == float("-inf"), 0.0, m_max)  # no key at all: every weight is 0, not NaN
+
+    offs_s = tl.arange(0, BLOCK_S)
+    offs_d = tl.arange(0, BLOCK_D)
+    d_mask = offs_d < D
+    l_sum = tl.zeros([BLOCK_S], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_D], dtype=tl.float32)
+    for s_start in range(0, num_active, BLOCK_S):
+        splits = s_start + offs_s
+        s_mask = splits < num_active
+        m = tl.load(m_ptr + ml_base + splits, mask=s_mask, other=float("-inf"))
+        weight = tl.exp2(m - m_max)  # 0 for empty splits (m = -inf) and masked lanes
+        l_sum += weight * tl.load(l_ptr + ml_base + splits, mask=s_mask, other=0.0)
+        part = tl.load(
+            acc_base + splits[:, None] * stride_as + offs_d[None, :], mask=s_mask[:, None] & d_mask[None, :], other=0.0
+        )
+        acc += tl.sum(part * weight[:, None], axis=0)
+    denominator = tl.sum(l_sum, axis=0)
+    out = acc / tl.where(denominator > 0, denominator, 1.0)  # no key: acc is 0, so is out
+    tl.store(out_ptr + b64 * stride_ob + head * stride_oh + offs_d, out.to(out_ptr.dtype.element_ty), mask=d_mask)
+
+
+def _check_args(q, k_cache, v_cache, seq_lens, dtypes) -> None:
+    if q.dim() != 3 or k_cache.dim() != 4 or v_cache.dim() != 4:
+        raise ValueError(
+            f"expected q [B, Hq, D] and k_cache, v_cache [Bc, Hkv, S, D], got q {tuple(q.shape)}, "
+            f"k_cache {tuple(k_cache.shape)}, v_cache {tuple(v_cache.shape)}"
+        )
+    batch, q_heads, head_dim = q.shape
+    cache_batch, kv_heads, slots, cache_dim = k_cache.shape
+    if v_cache.shape != k_cache.shape:
+        raise ValueError(f"v_cache {tuple(v_cache.shape)} must have the shape of k_cache {tuple(k_cache.shape)}")
+    if cache_dim != head_dim or cache_batch < batch or slots < 1 or kv_heads < 1:
+        raise ValueError(
+            f"k_cache {tuple(k_cache.shape)} does not fit q {tuple(q.shape)}: expected [Bc >= {batch}, Hkv, S >= 1, "
+            f"{head_dim}]"
+        )
+    if q_heads % kv_heads:
+        raise ValueError(f"query heads ({q_heads}) must be a multiple of KV heads ({kv_heads})")
+    if q.dtype not in dtypes or k_cache.dtype != q.dtype or v_cache.dtype != q.dtype:
+        raise ValueError(
+            f"q, k_cache and v_cache must share one dtype of {dtypes}, got {q.dtype}, {k_cache.dtype}, {v_cache.dtype}"
+        )
+    if seq_lens.dim() != 1 or seq_lens.shape[0] != batch or seq_lens.dtype != torch.int32:
+        raise ValueError(f"seq_lens must be int32 [B={batch}], got {seq_lens.dtype} {tuple(seq_lens.shape)}")
+    devices = {t.device for t in (q, k_cache, v_cache, seq_lens)}
+    if len(devices) != 1:
+        raise ValueError(f"all tensors must be on one device, got {sorted(map(str, devices))}")
+
+
+@functools.cache
+def _sm_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def _default_num_splits(batch: int, kv_heads: int, slots: int, block_n: int, sms: int) -> int:
+    """About _PROGRAMS_PER_SM * sms programs in kernel 1, at most one split per BLOCK_N tile of S, and a whole
+    number of tiles per split, so that no split is empty when a row is full."""
+    tiles = triton.cdiv(slots, block_n)
+    wanted = max(1, min(tiles, _PROGRAMS_PER_SM * sms // (batch * kv_heads)))
+    return triton.cdiv(tiles, triton.cdiv(tiles, wanted))
+
+
+def decode_attention_triton(
+    q: torch.Tensor,  # [B, Hq, D]
+    k_cache: torch.Tensor,  # [Bc, Hkv, S, D]
+    v_cache: torch.Tensor,  # [Bc, Hkv, S, D]
+    seq_lens: torch.Tensor,  # int32 [B], read only on the device
+    scale: float,
+    num_splits: int | None = None,
+    out: torch.Tensor | None = None,  # [B, Hq, D] q.dtype, e.g. a static buffer for CUDA graphs
+) -> torch.Tensor:  # [B, Hq, D], q.dtype
+    _check_args(q, k_cache, v_cache, seq_lens, _FLOAT_DTYPES)
+    for name, tensor in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
+        if tensor.stride(-1) != 1:
+            raise ValueError(f"{name} must be contiguous in its last dimension (strides {tensor.stride()})")
+    batch, q_heads, head_dim = q.shape
+    _, kv_heads, slots, _ = k_cache.shape
+    if out is None:
+        out = torch.empty_like(q)
+    elif out.shape != q.shape or out.dtype != q.dtype or out.device != q.device or out.stride(-1) != 1:
+        raise ValueError(f"out must be a {tuple(q.shape)} {q.dtype} tensor on {q.device} with unit last stride")
+    block_n = _BLOCK_N
+    if num_splits is None:
+        on_gpu = q.is_cuda and os.environ.get("TRITON_INTERPRET") != "1"
+        sms = _sm_count(q.device.index if q.device.index is not None else torch.cuda.current_device()) if on_gpu else 1
+        num_splits = _default_num_splits(batch, kv_heads, slots, block_n, sms)
+    if not isinstance(num_splits, int) or num_splits < 1:
+        raise ValueError(f"num_splits must be a positive int, got {num_splits!r}")
+    if batch == 0:
+        return out
+    group = q_heads // kv_heads
+    dot_dtype = _TL_DTYPES[q.dtype]
+    if dot_dtype == tl.bfloat16 and os.environ.get("TRITON_INTERPRET") == "1":
+        dot_dtype = tl.float32  # the CPU interpreter multiplies bf16 dot operands as their raw uint16 bits
+    dot_precision = "ieee" if dot_dtype == tl.float32 else "tf32"  # fp32 logits stay fp32 (no TF32 rounding)
+    splits_pow2 = triton.next_power_of_2(num_splits)
+    block_d = max(16, triton.next_power_of_2(head_dim))  # tl.dot needs every dimension >= 16
+    m = torch.empty((batch, q_heads, num_splits), device=q.device, dtype=torch.float32)
+    l = torch.empty_like(m)
+    acc = torch.empty((batch, q_heads, num_splits, head_dim), device=q.device, dtype=torch.float32)
+    _decode_attention_split_kernel[(batch, kv_heads, num_splits)](
+        q, k_cache, v_cache, seq_lens, m, l, acc,
+        slots, head_dim, float(scale) * math.log2(math.e),
+        q.stride(0), q.stride(1),
+        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
+        seq_lens.stride(0),
+        m.stride(0), m.stride(1),
+        acc.stride(0), acc.stride(1), acc.stride(2),
+        G=group, NUM_SPLITS=num_splits, DOT_DTYPE=dot_dtype, DOT_PRECISION=dot_precision,
+        BLOCK_G=max(16, triton.next_power_of_2(group)), BLOCK_N=block_n, BLOCK_D=block_d,
+        num_warps=_NUM_WARPS, num_stages=_NUM_STAGES,
+    )  # fmt: skip
+    _decode_attention_combine_kernel[(batch, q_heads)](
+        m, l, acc, seq_lens, out,
+        slots, head_dim,
+        seq_lens.stride(0),
+        m.stride(0), m.stride(1),
+        acc.stride(0), acc.stride(1), acc.stride(2),
+        out.stride(0), out.stride(1),
+        NUM_SPLITS=num_splits, BLOCK_N=block_n,
+        BLOCK_S_ALL=splits_pow2, BLOCK_S=min(_COMBINE_BLOCK_S, splits_pow2),
+        BLOCK_D=block_d, num_warps=_NUM_WARPS,
+    )  # fmt: skip
+    return out
+
+
+def decode_attention_reference(q, k_cache, v_cache, seq_lens, scale: float) -> torch.Tensor:
+    """Plain PyTorch, fp32 math (fp64 for fp64 inputs); slots past seq_lens[b] never reach the result."""
+    _check_args(q, k_cache, v_cache, seq_lens, (*_FLOAT_DTYPES, torch.float64))
+    batch, q_heads, head_dim = q.shape
+    _, kv_heads, slots, _ = k_cache.shape
+    compute = torch.float64 if q.dtype == torch.float64 else torch.float32
+    valid = torch.arange(slots, device=q.device) < seq_lens.to(torch.int64)[:, None]  # [B, S]
+    k = k_cache[:batch].to(compute).masked_fill(~valid[:, None, :, None], 0.0)
+    v = v_cache[:batch].to(compute).masked_fill(~valid[:, None, :, None], 0.0)
+    queries = q.to(compute).reshape(batch, kv_heads, q_heads // kv_heads, head_dim)
+    scores = torch.einsum("bhgd,bhsd->bhgs", queries, k) * scale
+    probs = torch.softmax(scores.masked_fill(~valid[:, None, None, :], float("-inf")), dim=-1)
+    return torch.einsum("bhgs,bhsd->bhgd", probs, v).reshape(batch, q_heads, head_dim).to(q.dtype)
+
+
+def decode_attention(q, k_cache, v_cache, seq_lens, scale: float) -> torch.Tensor:
+    """The Triton kernels on CUDA, the PyTorch reference elsewhere."""
+    if q.is_cuda:
+        return decode_attention_triton(q, k_cache, v_cache, seq_lens, scale)
+    return decode_attention_reference(q, k_cache, v_cache, seq_lens, scale)

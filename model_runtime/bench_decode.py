@@ -1,0 +1,158 @@
+"""Decode benchmark of the engine path: tok/s, ms/token, bytes read per step and % of the copy-bandwidth roofline.
+
+    warpcode bench decode --preset qwen3-30b-a3b --random-weights --batch 1,8,32 --context 512,8192 [--json]
+
+Each (batch, context) starts from a cache already holding `context` tokens per row (random keys and values; a
+prefill that long would only add set-up time) and decodes through `DecodeRunner.decode`, the path `generate` uses:
+CUDA-graph replays with the tokens read back one step behind. tok/s counts every row's tokens (batch x steps over
+the wall time). Bytes per step: every weight except the routed experts and the embedding table, the experts that
+uniform random routing touches in expectation (E * (1 - (1 - K/E)^B) per layer), the B embedding rows, and the keys
+and values attended to.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from warpcode.model_runtime.config import ModelConfig
+from warpcode.model_runtime.engine import Engine
+from warpcode.model_runtime.sampling import SamplingParams
+
+
+@dataclass
+class DecodeBenchRow:
+    path: str  # "warpcode" or "transformers"
+    batch: int
+    context: int
+    tokens_per_second: float  # over all rows
+    ms_per_step: float
+    bytes_per_step: int  # weights + KV cache read by one step
+    percent_of_roofline: float  # the time reading those bytes at copy bandwidth takes, over the measured step time
+
+
+def bytes_per_step(config: ModelConfig, model: torch.nn.Module, batch: int, context: int) -> int:
+    """Bytes one decode step reads: weights (routed experts in expectation under uniform routing) + KV cache."""
+    element = next(model.parameters()).element_size()
+    experts, top_k = config.num_experts, config.num_experts_per_tok
+    expert_fraction = 1 - (1 - top_k / experts) ** batch  # expected share of a layer's experts touched
+    total = 0
+    for name, param in model.named_parameters():
+        if name.endswith(("experts.w13", "experts.w2")):
+            total += round(param.numel() * expert_fraction) * element
+        elif name.endswith("embed_tokens.weight") and not config.tie_word_embeddings:
+            total += batch * param.shape[1] * element
+        else:
+            total += param.numel() * element
+    kv_per_token = 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * element
+    return total + batch * (context + 1) * kv_per_token
+
+
+def run_decode_bench(
+    engine: Engine, batches: list[int], contexts: list[int], copy_bandwidth: float, steps: int = 64
+) -> Iterator[DecodeBenchRow]:
+    runner = engine.runner
+    greedy = SamplingParams()
+    for context, batch in itertools.product(contexts, batches):
+        runner.reserve(batch, context + steps + 2)
+        runner.start_from_random_cache(batch, context)
+        decode = runner.decode(batch, greedy)
+        next(decode)  # captures the graph and compiles kernels outside the timed region
+        _synchronize(engine.device)
+        start = time.perf_counter()
+        for _ in itertools.islice(decode, steps):
+            pass
+        seconds = (time.perf_counter() - start) / steps
+        decode.close()
+        read = bytes_per_step(engine.config, engine.model, batch, context)
+        yield DecodeBenchRow(
+            "warpcode", batch, context, batch / seconds, seconds * 1e3, read, 100 * read / copy_bandwidth / seconds
+        )
+
+
+def time_prefill(engine: Engine, prompt_tokens: int, repeats: int = 3) -> float:
+    """Seconds to prefill one prompt of `prompt_tokens` random tokens and sample its first token (best of runs)."""
+    prompt = torch.randint(engine.config.vocab_size, (prompt_tokens,), generator=torch.Generator().manual_seed(0))
+    best = float("inf")
+    for _ in range(repeats + 1):  # the first run compiles kernels
+        start = time.perf_counter()
+        engine.generate(prompt.tolist(), 1, stop_token_ids=[])
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def transformers_decode_row(
+    config: ModelConfig, batch: int, context: int, device: torch.device, steps: int = 16
+) -> DecodeBenchRow:
+    """The same random-weight model in transformers (its fastest experts implementation, grouped_mm), timed as
+    (generate steps + 1 tokens) - (generate 1 token) after a prompt of `context` tokens."""
+    import transformers
+
+    hf_config = to_transformers_config(config)
+    hf_config._experts_implementation = "grouped_mm"
+    with torch.device(device):
+        hf_model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.bfloat16).eval()
+    prompt = torch.randint(config.vocab_size, (batch, context), device=device)
+
+    def generate_seconds(new_tokens: int) -> float:
+        _synchronize(device)
+        start = time.perf_counter()
+        hf_model.generate(prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
+        _synchronize(device)
+        return time.perf_counter() - start
+
+    generate_seconds(2)  # warm-up
+    seconds = (generate_seconds(steps + 1) - generate_seconds(1)) / steps
+    read = bytes_per_step(config, hf_model, batch, context)
+    return DecodeBenchRow("transformers", batch, context, batch / seconds, seconds * 1e3, read, float("nan"))
+
+
+def to_transformers_config(config: ModelConfig):
+    """A transformers config of the same architecture and shape (random-weight comparisons)."""
+    import transformers
+
+    fields = dict(
+        vocab_size=config.vocab_size,
+        hidden_size=config.hidden_size,
+        intermediate_size=config.intermediate_size,
+        num_hidden_layers=config.num_hidden_layers,
+        num_attention_heads=config.num_attention_heads,
+        num_key_value_heads=config.num_key_value_heads,
+        num_experts_per_tok=config.num_experts_per_tok,
+        rms_norm_eps=config.rms_norm_eps,
+        max_position_embeddings=config.max_position_embeddings,
+        tie_word_embeddings=config.tie_word_embeddings,
+        rope_parameters={"rope_type": "default", "rope_theta": config.rope_theta},
+    )
+    if config.model_type == "mixtral":
+        fields["num_local_experts"] = config.num_experts
+    else:
+        fields.update(num_experts=config.num_experts, norm_topk_prob=config.norm_topk_prob)
+    if config.model_type in ("qwen3_moe", "qwen2_moe"):
+        fields.update(head_dim=config.head_dim, moe_intermediate_size=config.expert_intermediate_size)
+    return transformers.AutoConfig.for_model(config.model_type, **fields)
+
+
+def copy_bandwidth(device: str | torch.device) -> float:
+    """Device-to-device copy bandwidth in bytes/s (read + write), the ceiling decode is measured against."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        from warpcode.kernels.timing import measure_copy_bandwidth
+
+        return measure_copy_bandwidth(device)
+    source = torch.ones(2**26)  # 256 MiB
+    target = torch.empty_like(source)
+    target.copy_(source)
+    start = time.perf_counter()
+    for _ in range(5):
+        target.copy_(source)
+    return 2 * 5 * source.numel() * source.element_size() / (time.perf_counter() - start)

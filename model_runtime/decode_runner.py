@@ -1,0 +1,177 @@
+"""Runs generation on a static decode state: batched prefill, then decode steps replayed from CUDA graphs.
+
+One `DecodeState` (KV cache + per-row buffers) is kept and grown when a request needs more rows or context; graphs
+are captured lazily per (batch bucket, sampling variant) and dropped when the state is reallocated. On the GPU the
+host only replays graphs and reads the sampled tokens back one step behind, so the device never waits on Python.
+Off the GPU (or with graphs disabled) the same step function runs eagerly.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+
+import torch
+
+from warpcode.model_runtime.decode_step import DecodeState, decode_step, prepare_for_decode
+from warpcode.model_runtime.kv_cache import KVCache
+from warpcode.model_runtime.model import MoeForCausalLM
+from warpcode.model_runtime.sampling import SamplingParams, sample_on_device
+
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32)
+CAPACITY_STEP = 256  # context is reserved in multiples of this, so nearby request sizes share one state and graphs
+
+
+def batch_bucket(batch: int) -> int:
+    """The graph batch size that serves `batch` rows: the next bucket, or the next multiple of the largest."""
+    for bucket in BATCH_BUCKETS:
+        if batch <= bucket:
+            return bucket
+    return -(-batch // BATCH_BUCKETS[-1]) * BATCH_BUCKETS[-1]
+
+
+class DecodeRunner:
+    def __init__(self, model: MoeForCausalLM, use_graphs: bool | None = None):
+        prepare_for_decode(model)
+        self.model = model
+        parameter = next(model.parameters())
+        self.device, self.dtype = parameter.device, parameter.dtype
+        self.use_graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
+        self.state: DecodeState | None = None
+        self._graphs: dict[tuple[int, str], torch.cuda.CUDAGraph] = {}
+        self._pool = None
+        self._longest = 0  # tokens in the longest row's cache, tracked on the host to refuse overflowing it
+
+    def reserve(self, batch: int, tokens_per_row: int) -> DecodeState:
+        """A state with at least `batch_bucket(batch)` rows and room for `tokens_per_row` tokens in each."""
+        rows = batch_bucket(batch) if self.use_graphs else batch
+        capacity = -(-tokens_per_row // CAPACITY_STEP) * CAPACITY_STEP
+        state = self.state
+        if state is None or state.slots < rows or state.capacity < capacity:
+            if state is not None:
+                rows, capacity = max(rows, state.slots), max(capacity, state.capacity)
+            self._graphs.clear()
+            self._pool = self.state = state = None  # free the old cache before allocating the new one
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+            self.state = state = DecodeState.allocate(self.model.config, rows, capacity, self.device, self.dtype)
+        return state
+
+    @torch.inference_mode()
+    def prefill(self, prompts: list[list[int]], sampling: SamplingParams, seed: int) -> list[int]:
+        """Writes every prompt into its row's cache in one right-padded forward pass and samples each row's first
+        token. Call `reserve` first."""
+        state = self.state
+        batch, longest = len(prompts), max(len(p) for p in prompts)
+        input_ids = torch.zeros(batch, longest, dtype=torch.long)
+        token_valid = torch.zeros(batch, longest, dtype=torch.bool)
+        for row, prompt in enumerate(prompts):
+            input_ids[row, : len(prompt)] = torch.as_tensor(prompt, dtype=torch.long)
+            token_valid[row, : len(prompt)] = True
+        lengths = token_valid.sum(dim=1).to(self.device)
+        input_ids, token_valid = input_ids.to(self.device), token_valid.to(self.device)
+        positions = (token_valid.long().cumsum(dim=1) - 1).clamp(min=0)
+        cache = KVCache(
+            keys=[k[:batch] for k in state.keys],
+            values=[v[:batch] for v in state.values],
+            key_valid=torch.zeros(batch, state.capacity, dtype=torch.bool, device=self.device),
+        )
+        logits = self.model(input_ids, positions, token_valid, cache, logits_at=lengths - 1)[:, 0]  # [B, V]
+        # Rows beyond the batch (graph padding) decode harmlessly from an empty cache, greedily.
+        state.seq_lens.zero_()[:batch] = lengths.to(torch.int32)
+        state.tokens.zero_()
+        state.steps.zero_()
+        state.seeds.copy_(torch.arange(state.slots, device=self.device) + seed * state.slots)
+        state.sampling.set_rows([sampling] * batch)
+        variant = sampling_variant(sampling)
+        first = sample_on_device(
+            logits, state.sampling.rows(batch), state.seeds[:batch], state.steps[:batch], variant == "filtered"
+        )
+        state.tokens[:batch] = first
+        state.steps[:batch] += 1
+        self._longest = longest
+        return first.tolist()
+
+    @torch.inference_mode()
+    def start_from_random_cache(self, batch: int, context: int, seed: int = 0) -> None:
+        """Benchmarks: rows [0, batch) as if each had prefilled `context` tokens (random keys and values, random
+        next tokens, greedy), without running a prefill that long. Call `reserve` first."""
+        state = self.state
+        generator = torch.Generator(self.device).manual_seed(seed)
+        for tensor in (*state.keys, *state.values):
+            tensor.normal_(generator=generator)
+        state.seq_lens.zero_()[:batch] = context
+        state.tokens.random_(self.model.config.vocab_size, generator=generator)
+        state.steps.zero_()
+        state.sampling.set_rows([SamplingParams()] * batch)
+        self._longest = context
+
+    @torch.inference_mode()
+    def decode(self, batch: int, sampling: SamplingParams) -> Iterator[list[int]]:
+        """Yields the next token of rows [0, batch) after each step, for as long as the caller iterates and the
+        reserved context lasts. With graphs, the step after the yielded one is already running on the device."""
+        step = self._step_function(batch, sampling_variant(sampling))
+        if not self.use_graphs:
+            while self._advance():
+                step()
+                yield self.state.tokens[:batch].tolist()
+            return
+        tokens = self.state.tokens
+        # Two pinned host buffers: the reader converts one while the next step's copy lands in the other.
+        slots = [(torch.empty(tokens.shape, dtype=tokens.dtype, pin_memory=True), torch.cuda.Event()) for _ in "ab"]
+        in_flight: deque[tuple[torch.Tensor, torch.cuda.Event]] = deque()
+        launched = 0
+        while True:
+            while len(in_flight) < 2 and self._advance():
+                step()
+                host, ready = slots[launched % 2]
+                host.copy_(tokens, non_blocking=True)
+                ready.record()
+                in_flight.append((host, ready))
+                launched += 1
+            if not in_flight:
+                return
+            host, ready = in_flight.popleft()
+            ready.synchronize()
+            yield host[:batch].tolist()
+
+    def _advance(self) -> bool:
+        """Accounts for one more step on the host; False once the longest row's reserved context is full."""
+        if self._longest >= self.state.capacity:
+            return False
+        self._longest += 1
+        return True
+
+    def _step_function(self, batch: int, variant: str):
+        if not self.use_graphs:
+            return lambda: decode_step(self.model, self.state, batch, variant)
+        bucket = batch_bucket(batch)
+        key = (bucket, variant)
+        if key not in self._graphs:
+            self._graphs[key] = self._capture(bucket, variant)
+        return self._graphs[key].replay
+
+    def _capture(self, bucket: int, variant: str) -> torch.cuda.CUDAGraph:
+        state = self.state
+        saved = [t.clone() for t in (state.tokens, state.seq_lens, state.steps)]
+        # A warm-up run outside the graph compiles the Triton kernels and creates cuBLAS workspaces; it writes the
+        # slots the first replay writes again, and the row buffers are restored afterwards.
+        stream = torch.cuda.Stream(self.device)
+        stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(stream):
+            decode_step(self.model, state, bucket, variant)
+        torch.cuda.current_stream(self.device).wait_stream(stream)
+        for buffer, value in zip((state.tokens, state.seq_lens, state.steps), saved, strict=True):
+            buffer.copy_(value)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self._pool):
+            decode_step(self.model, state, bucket, variant)
+        self._pool = graph.pool()
+        return graph
+
+
+def sampling_variant(sampling: SamplingParams) -> str:
+    """The decode step's static sampling variant: "greedy", "sample", or "filtered" (sorted top-k / top-p)."""
+    if sampling.greedy:
+        return "greedy"
+    return "filtered" if sampling.top_k > 0 or sampling.top_p < 1 else "sample"

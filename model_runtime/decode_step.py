@@ -1,0 +1,131 @@
+"""One decode step for a batch of rows: one new token per row through every layer, sampled on the device.
+
+Everything the step reads or changes lives in `DecodeState` device tensors and the step has static shapes and no
+host synchronisation, so CUDA graphs capture it once per batch size and replay it (see decode_runner.py).
+Row b holds `seq_lens[b]` tokens in its cache: the step embeds `tokens[b]` at position seq_lens[b], writes its key
+and value to that slot, attends to slots [0, seq_lens[b]], samples the next token into `tokens[b]` and adds 1.
+
+Per layer (fused kernels from warpcode.kernels; their PyTorch references off the GPU):
+    normed, residual = add_rmsnorm(mlp_out, input_norm, residual)        # residual add + RMSNorm, one kernel
+    qkv = normed @ Wqkv                                                   # q, k, v projections in one matmul
+    q = qk_norm_rope_cache(qkv, ...)                                      # q/k norm, RoPE, K/V cache write
+    attn = decode_attention(q, cache, seq_lens + 1)                       # split-KV flash decoding
+    normed, residual = add_rmsnorm(attn @ Wo, post_norm, residual)
+    mlp_out = moe(normed)                                                 # route + warp decode (or dense MLP)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from warpcode.kernels.decode_attention import decode_attention
+from warpcode.kernels.norm import add_rmsnorm
+from warpcode.kernels.rope_cache import qk_norm_rope_cache
+from warpcode.model_runtime.attention import Attention
+from warpcode.model_runtime.config import ModelConfig
+from warpcode.model_runtime.layers import RotaryEmbedding
+from warpcode.model_runtime.model import MoeForCausalLM
+from warpcode.model_runtime.sampling import SamplingTensors, sample_on_device
+
+
+@dataclass
+class DecodeState:
+    """Device buffers of a batch of `slots` rows decoding with a static KV cache of `capacity` tokens per row."""
+
+    keys: list[torch.Tensor]  # per layer [slots, kv_heads, capacity, head_dim]
+    values: list[torch.Tensor]  # per layer [slots, kv_heads, capacity, head_dim]
+    tokens: torch.Tensor  # int64 [slots]: each row's next input token; the step overwrites it with the sampled one
+    seq_lens: torch.Tensor  # int32 [slots]: tokens already cached per row (= the new token's position and slot)
+    sampling: SamplingTensors  # per-row sampling parameters [slots]
+    seeds: torch.Tensor  # int64 [slots]: per-row random seeds; with `steps` they make sampling reproducible
+    steps: torch.Tensor  # int64 [slots]: tokens sampled so far per row
+
+    @classmethod
+    def allocate(
+        cls, config: ModelConfig, slots: int, capacity: int, device: torch.device, dtype: torch.dtype
+    ) -> DecodeState:
+        shape = (slots, config.num_key_value_heads, capacity, config.head_dim)
+        # Zeroed so that rows never written (batch padding) hold finite values.
+        layers = range(config.num_hidden_layers)
+        return cls(
+            keys=[torch.zeros(shape, device=device, dtype=dtype) for _ in layers],
+            values=[torch.zeros(shape, device=device, dtype=dtype) for _ in layers],
+            tokens=torch.zeros(slots, device=device, dtype=torch.long),
+            seq_lens=torch.zeros(slots, device=device, dtype=torch.int32),
+            sampling=SamplingTensors.allocate(slots, device),
+            seeds=torch.zeros(slots, device=device, dtype=torch.long),
+            steps=torch.zeros(slots, device=device, dtype=torch.long),
+        )
+
+    @property
+    def slots(self) -> int:
+        return self.tokens.shape[0]
+
+    @property
+    def capacity(self) -> int:
+        return self.keys[0].shape[2]
+
+
+def prepare_for_decode(model: MoeForCausalLM) -> None:
+    """One-time weight preparation the decode step relies on (fused q/k/v projections)."""
+    for layer in model.model.layers:
+        layer.self_attn.fuse_qkv()
+
+
+def decode_step(model: MoeForCausalLM, state: DecodeState, batch: int, sampling: str) -> torch.Tensor:
+    """Advances rows [0, batch) of `state` by one token (see the module docstring). `sampling` is the static
+    variant ("greedy", "sample", or "filtered" when some row uses top-k or top-p), so each captured graph does only
+    the work its rows need. Returns the logits [batch, V] the tokens were taken from."""
+    config = model.config
+    seq_lens = state.seq_lens[:batch]
+    attend_lens = seq_lens + 1
+    x = model.model.embed_tokens(state.tokens[:batch])  # [B, H]
+    residual, eps = None, config.rms_norm_eps
+    for index, layer in enumerate(model.model.layers):
+        normed, residual = add_rmsnorm(x, layer.input_layernorm.weight, eps, residual)
+        attn = _attention(layer.self_attn, model.model.rotary, eps, normed, seq_lens, attend_lens, state, index, batch)
+        normed, residual = add_rmsnorm(attn, layer.post_attention_layernorm.weight, eps, residual)
+        x = layer.mlp(normed[:, None])[:, 0]
+    normed, _ = add_rmsnorm(x, model.model.norm.weight, eps, residual)
+    logits = F.linear(normed, model.output_weight)  # [B, V]
+    if sampling == "greedy":
+        next_tokens = logits.argmax(dim=-1)
+    else:
+        rows = state.sampling.rows(batch)
+        next_tokens = sample_on_device(logits, rows, state.seeds[:batch], state.steps[:batch], sampling == "filtered")
+    state.tokens[:batch].copy_(next_tokens)
+    state.seq_lens[:batch] += 1
+    state.steps[:batch] += 1
+    return logits
+
+
+def _attention(
+    attn: Attention,
+    rotary: RotaryEmbedding,
+    eps: float,
+    normed: torch.Tensor,  # [B, H]
+    seq_lens: torch.Tensor,  # int32 [B]
+    attend_lens: torch.Tensor,  # int32 [B]: seq_lens + 1
+    state: DecodeState,
+    layer: int,
+    batch: int,
+) -> torch.Tensor:  # [B, H]
+    qkv = F.linear(normed, attn.qkv_weight, attn.qkv_bias)  # [B, (Hq + 2 Hkv) * D]
+    q_size, kv_size = attn.num_heads * attn.head_dim, attn.num_kv_heads * attn.head_dim
+    if attn.qk_norm == "full":  # olmoe normalises the whole q and k projections: not per head, so not fused
+        q, k, v = qkv.split((q_size, kv_size, kv_size), dim=-1)
+        qkv = torch.cat((attn.q_norm(q), attn.k_norm(k), v), dim=-1)
+    if attn.clip_qkv is not None:
+        qkv = qkv.clamp(-attn.clip_qkv, attn.clip_qkv)
+    per_head = attn.qk_norm == "per_head"
+    inv_freq, rope_scaling = rotary.frequencies(normed.device)
+    q = qk_norm_rope_cache(
+        qkv, attn.num_heads, attn.num_kv_heads, attn.head_dim,
+        attn.q_norm.weight if per_head else None, attn.k_norm.weight if per_head else None, eps,
+        inv_freq, rope_scaling, seq_lens, state.keys[layer], state.values[layer], seq_lens,
+    )  # fmt: skip
+    out = decode_attention(q, state.keys[layer], state.values[layer], attend_lens, attn.head_dim**-0.5)
+    return attn.o_proj(out.reshape(batch, q_size))

@@ -1,0 +1,188 @@
+"""Flash-decoding attention against the float64 reference (CPU: TRITON_INTERPRET=1, small odd shapes)."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from warpcode.kernels import decode_attention as module
+from warpcode.kernels.decode_attention import decode_attention, decode_attention_reference, decode_attention_triton
+
+# (B, Hq, Hkv, D, S): GQA groups of 4, 4, 2 and 1; head dims below, at and above 16; S below, across and past
+# one 64-key tile.
+SHAPES = [(1, 4, 1, 16, 37), (3, 8, 2, 32, 70), (2, 6, 3, 16, 129), (1, 2, 2, 64, 5)]
+TOLERANCE = {torch.float32: dict(atol=1e-5, rtol=1e-5), torch.bfloat16: dict(atol=2e-2, rtol=2e-2)}
+DTYPES = pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+
+
+def make_case(batch, q_heads, kv_heads, head_dim, slots, dtype, extra_rows=1, garbage=float("nan"), seed=0):
+    """Caches with `extra_rows` rows past B and `garbage` in every slot past each row's length."""
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(batch, q_heads, head_dim, generator=generator).to(dtype)
+    k_cache = torch.randn(batch + extra_rows, kv_heads, slots, head_dim, generator=generator).to(dtype)
+    v_cache = torch.randn(batch + extra_rows, kv_heads, slots, head_dim, generator=generator).to(dtype)
+    # Lengths 1, S and values off the tile grid, in turn over the rows.
+    choices = [1, slots, max(1, slots - 3), max(1, (slots * 2) // 3 + 1)]
+    seq_lens = torch.tensor([choices[(b + seed) % len(choices)] for b in range(batch)], dtype=torch.int32)
+    past_end = torch.arange(slots) >= seq_lens[:, None]
+    for cache in (k_cache, v_cache):
+        cache[:batch].masked_fill_(past_end[:, None, :, None], garbage)
+        cache[batch:] = garbage
+    return q, k_cache, v_cache, seq_lens, head_dim**-0.5
+
+
+def float64_reference(q, k_cache, v_cache, seq_lens, scale):
+    return decode_attention_reference(q.double(), k_cache.double(), v_cache.double(), seq_lens, scale)
+
+
+def assert_matches(out, reference, dtype):
+    assert out.dtype == dtype and out.shape == reference.shape
+    assert not out.isnan().any()
+    torch.testing.assert_close(out.double(), reference, **TOLERANCE[dtype])
+
+
+@pytest.fixture
+def small_tiles(monkeypatch):
+    """16-key tiles and 2-split combine steps: several loop iterations in both kernels at these small S."""
+    monkeypatch.setattr(module, "_BLOCK_N", 16)
+    monkeypatch.setattr(module, "_COMBINE_BLOCK_S", 2)
+
+
+@DTYPES
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_matches_float64_reference(shape, dtype):
+    """Default tiles and splits; NaN past every length and in the cache rows past B."""
+    case = make_case(*shape, dtype, seed=sum(shape))
+    assert_matches(decode_attention_triton(*case), float64_reference(*case), dtype)
+
+
+@pytest.mark.parametrize(("num_splits", "dtype"), [(2, torch.bfloat16), (5, torch.float32)], ids=["2-bf16", "5-fp32"])
+def test_small_tiles_and_explicit_splits(small_tiles, num_splits, dtype):
+    case = make_case(3, 8, 2, 32, 70, dtype, seed=num_splits)
+    assert_matches(decode_attention_triton(*case, num_splits=num_splits), float64_reference(*case), dtype)
+
+
+def test_huge_values_past_the_lengths_are_ignored(small_tiles):
+    """Finite garbage would win the softmax if any masked slot leaked into it."""
+    case = make_case(2, 6, 3, 16, 129, torch.float32, extra_rows=2, garbage=1e30)
+    assert_matches(decode_attention_triton(*case, num_splits=3), float64_reference(*case), torch.float32)
+
+
+@pytest.mark.parametrize("num_splits", [4, 17])
+def test_more_splits_than_chunks(num_splits):
+    """S = 37 is one 64-key tile: every split but the first is empty (and 17 pads the combine's vector to 32)."""
+    case = make_case(2, 4, 1, 16, 37, torch.float32)
+    assert_matches(decode_attention_triton(*case, num_splits=num_splits), float64_reference(*case), torch.float32)
+
+
+def test_writes_every_element_of_a_strided_out_buffer_and_reads_strided_caches():
+    batch, q_heads, kv_heads, head_dim, slots = 3, 8, 2, 32, 70
+    q, k_cache, v_cache, seq_lens, scale = make_case(batch, q_heads, kv_heads, head_dim, slots, torch.bfloat16)
+    # [Bc, S, Hkv, D] storage viewed as [Bc, Hkv, S, D], and q and out as slices of wider buffers.
+    k_strided = k_cache.transpose(1, 2).contiguous().transpose(1, 2)
+    v_strided = v_cache.transpose(1, 2).contiguous().transpose(1, 2)
+    q_strided = torch.cat([q, torch.zeros_like(q)], dim=1)[:, :q_heads]
+    storage = torch.full((batch, q_heads + 1, head_dim), float("nan"), dtype=torch.bfloat16)
+    out = storage[:, 1:]
+    result = decode_attention_triton(q_strided, k_strided, v_strided, seq_lens, scale, out=out)
+    assert result.data_ptr() == out.data_ptr()
+    assert storage[:, 0].isnan().all(), "wrote outside out"
+    assert_matches(out, float64_reference(q, k_cache, v_cache, seq_lens, scale), torch.bfloat16)
+
+
+def test_zero_length_rows_give_zeros_not_nan():
+    """Outside the contract (lengths >= 1), but padded batch rows of a captured graph may carry 0."""
+    q, k_cache, v_cache, seq_lens, scale = make_case(3, 8, 2, 32, 70, torch.float32)
+    seq_lens[1] = 0
+    out = decode_attention_triton(q, k_cache, v_cache, seq_lens, scale, num_splits=2)
+    assert torch.equal(out[1], torch.zeros_like(out[1]))
+    keep = [0, 2]
+    expected = float64_reference(q[keep], k_cache[keep], v_cache[keep], seq_lens[keep], scale)
+    assert_matches(out[keep], expected, torch.float32)
+
+
+def test_fp16():
+    case = make_case(2, 6, 3, 16, 129, torch.float16)
+    torch.testing.assert_close(decode_attention_triton(*case).double(), float64_reference(*case), atol=2e-3, rtol=2e-3)
+
+
+def test_dispatcher_uses_the_reference_off_the_gpu():
+    case = make_case(3, 8, 2, 32, 70, torch.float32)
+    torch.testing.assert_close(decode_attention(*case), decode_attention_reference(*case), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_reference_matches_sdpa(dtype):
+    """The reference checked independently: SDPA with GQA broadcasting and an explicit boolean mask."""
+    batch, q_heads, kv_heads, head_dim, slots = 3, 8, 2, 32, 70
+    q, k_cache, v_cache, seq_lens, scale = make_case(batch, q_heads, kv_heads, head_dim, slots, dtype, garbage=0.0)
+    mask = torch.arange(slots) < seq_lens[:, None]  # [B, S]: True attends
+    expected = F.scaled_dot_product_attention(
+        q[:, :, None, :],
+        k_cache[:batch],
+        v_cache[:batch],
+        attn_mask=mask[:, None, None, :],
+        scale=scale,
+        enable_gqa=True,
+    )[:, :, 0]
+    tolerance = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=1e-12, rtol=1e-12)
+    torch.testing.assert_close(decode_attention_reference(q, k_cache, v_cache, seq_lens, scale), expected, **tolerance)
+
+
+def test_default_num_splits():
+    """H200 (132 SMs): about 4 programs per SM, never more splits than 64-key tiles, whole tiles per split."""
+    for batch, slots, expected in [(1, 8192, 128), (8, 8192, 16), (32, 8192, 4), (1, 512, 8), (256, 8192, 1)]:
+        splits = module._default_num_splits(batch, 4, slots, 64, 132)
+        assert splits == expected, (batch, slots, splits)
+        tiles = -(-slots // 64)
+        per_split = -(-tiles // splits)
+        assert per_split * (splits - 1) < tiles <= per_split * splits  # a full row leaves no split empty
+    assert module._default_num_splits(1, 1, 5, 64, 1) == 1
+
+
+def good_args():
+    return make_case(2, 4, 2, 16, 9, torch.float32)
+
+
+BAD_INPUTS = {
+    "q rank": lambda q, k, v, lens, scale: (q[0], k, v, lens, scale),
+    "cache rank": lambda q, k, v, lens, scale: (q, k[0], v[0], lens, scale),
+    "v shape": lambda q, k, v, lens, scale: (q, k, v[:, :, :4], lens, scale),
+    "heads not a multiple": lambda q, k, v, lens, scale: (q[:, :3], k, v, lens, scale),
+    "head dim": lambda q, k, v, lens, scale: (q[..., :8], k, v, lens, scale),
+    "cache rows < B": lambda q, k, v, lens, scale: (q, k[:1], v[:1], lens, scale),
+    "q dtype": lambda q, k, v, lens, scale: (q.double(), k, v, lens, scale),
+    "k dtype": lambda q, k, v, lens, scale: (q, k.bfloat16(), v, lens, scale),
+    "v dtype": lambda q, k, v, lens, scale: (q, k, v.half(), lens, scale),
+    "seq_lens dtype": lambda q, k, v, lens, scale: (q, k, v, lens.long(), scale),
+    "seq_lens shape": lambda q, k, v, lens, scale: (q, k, v, lens[:1], scale),
+    "q not contiguous in D": lambda q, k, v, lens, scale: (
+        q.transpose(1, 2).contiguous().transpose(1, 2),
+        k,
+        v,
+        lens,
+        scale,
+    ),
+    "k not contiguous in D": lambda q, k, v, lens, scale: (
+        q,
+        k.transpose(2, 3).contiguous().transpose(2, 3),
+        v,
+        lens,
+        scale,
+    ),
+}
+
+
+@pytest.mark.parametrize("mutate", BAD_INPUTS.values(), ids=BAD_INPUTS.keys())
+def test_bad_inputs_raise(mutate):
+    with pytest.raises(ValueError):
+        decode_attention_triton(*mutate(*good_args()))
+
+
+def test_bad_out_and_num_splits_raise():
+    args = good_args()
+    with pytest.raises(ValueError, match="out"):
+        decode_attention_triton(*args, out=torch.empty(2, 4, 16, dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match="num_splits"):
+        decode_attention_triton(*args, num_splits=0)
+    with pytest.raises(ValueError, match="multiple"):
+        decode_attention_reference(args[0][:, :3], *args[1:])

@@ -1,0 +1,173 @@
+"""add_rmsnorm and qk_norm_rope_cache on the GPU at Qwen3-30B-A3B shapes, and replayed from CUDA graphs after
+their inputs change in place (run on the device: pytest -m gpu tests/kernels)."""
+
+import pytest
+import torch
+
+from warpcode.kernels.norm import add_rmsnorm, add_rmsnorm_reference, add_rmsnorm_triton
+from warpcode.kernels.rope_cache import qk_norm_rope_cache, qk_norm_rope_cache_reference, qk_norm_rope_cache_triton
+from warpcode.model_runtime.config import RopeScaling
+from warpcode.model_runtime.layers import rope_frequencies
+
+pytestmark = pytest.mark.gpu
+
+EPS = 1e-6
+SENTINEL = 77.0
+HEADS, KV_HEADS, HEAD_DIM, SLOTS = 32, 4, 128, 4096
+CUDA = torch.device("cuda")
+
+
+def generator(seed: int) -> torch.Generator:
+    return torch.Generator(device=CUDA).manual_seed(seed)
+
+
+def ordered_bits(t: torch.Tensor) -> torch.Tensor:
+    bits = t.view(torch.int16).int()
+    magnitude = bits & 0x7FFF
+    return torch.where(bits < 0, -magnitude, magnitude)
+
+
+def next_value(t: torch.Tensor, direction: int) -> torch.Tensor:
+    key = ordered_bits(t) + direction
+    return torch.where(key < 0, -key - 32768, key).to(torch.int16).view(t.dtype)
+
+
+def assert_reference_but_rare_one_ulp_flips(normed, x, weight, residual, max_fraction=1e-3):
+    """Bit for bit the reference, except where the normalised value n before the weight is one bf16 ulp away
+    (the fp32 sum of squares and rsqrt differ from PyTorch's in their last bits)."""
+    expected, summed = add_rmsnorm_reference(x, weight, EPS, residual)
+    s32 = summed.float()
+    n = (s32 * torch.rsqrt(s32.pow(2).mean(-1, keepdim=True) + EPS)).to(x.dtype)
+    flips = [weight * next_value(n, direction) for direction in (-1, 1)]
+    differ = normed != expected
+    assert ((normed == flips[0]) | (normed == flips[1]))[differ].all(), "more than a 1-ulp flip of n"
+    assert differ.float().mean().item() <= max_fraction, f"{int(differ.sum())} of {differ.numel()} differ"
+
+
+def norm_inputs(rows, hidden, seed=0):
+    g = generator(seed)
+    x = (torch.randn(rows, hidden, generator=g, device=CUDA) * 3).bfloat16()
+    weight = (1 + torch.randn(hidden, generator=g, device=CUDA) / 4).bfloat16()
+    residual = torch.randn(rows, hidden, generator=g, device=CUDA).bfloat16()
+    return x, weight, residual
+
+
+@pytest.mark.parametrize("with_residual", [False, True])
+@pytest.mark.parametrize("rows", [1, 8, 32])
+@pytest.mark.parametrize("hidden", [2048, 4096])
+def test_add_rmsnorm_at_model_shapes(hidden, rows, with_residual):
+    x, weight, residual = norm_inputs(rows, hidden)
+    residual = residual if with_residual else None
+    normed, summed = add_rmsnorm_triton(x, weight, EPS, residual)
+    assert torch.equal(summed, x if residual is None else x + residual)
+    assert_reference_but_rare_one_ulp_flips(normed, x, weight, residual)
+    double = None if residual is None else residual.double()
+    expected, _ = add_rmsnorm_reference(x.double(), weight.double(), EPS, double)
+    torch.testing.assert_close(normed.double(), expected, rtol=1e-2, atol=1e-2)
+    assert torch.equal(add_rmsnorm(x, weight, EPS, residual)[0], normed)
+
+
+def rope_inputs(batch, dtype, with_norm, index_dtype=torch.int64, seed=0):
+    g = generator(seed + batch)
+    qkv = (torch.randn(batch, (HEADS + 2 * KV_HEADS) * HEAD_DIM, generator=g, device=CUDA) * 2).to(dtype)
+    norms = [(1 + torch.randn(HEAD_DIM, generator=g, device=CUDA) / 4).to(dtype) if with_norm else None for _ in "qk"]
+    inv_freq, scaling = rope_frequencies(
+        HEAD_DIM, 1e6, RopeScaling("yarn", 4.0, original_max_position_embeddings=32768)
+    )  # attention_scaling 1.139; positions up to 131071 reach the slow range reduction of sin/cos
+    positions = torch.randint(0, 131072, (batch,), generator=g, device=CUDA).to(index_dtype)
+    slots = torch.randperm(SLOTS, generator=g, device=CUDA)[:batch].to(index_dtype)
+    k_cache = torch.full((batch + 2, KV_HEADS, SLOTS, HEAD_DIM), SENTINEL, dtype=dtype, device=CUDA)
+    return [qkv, HEADS, KV_HEADS, HEAD_DIM, *norms, EPS, inv_freq.to(CUDA), scaling, positions, k_cache,
+            k_cache.clone(), slots]  # fmt: skip
+
+
+def float64_expected(args):
+    """(q, k, v) [B, heads, D] in float64: the reference writing into one-slot caches at slot 0."""
+    args = list(args)
+    for i in (0, 4, 5):
+        args[i] = None if args[i] is None else args[i].double()
+    batch = args[0].shape[0]
+    args[10] = torch.zeros(batch, KV_HEADS, 1, HEAD_DIM, dtype=torch.float64, device=CUDA)
+    args[11] = torch.zeros_like(args[10])
+    args[12] = torch.zeros(batch, dtype=torch.int64, device=CUDA)
+    q = qk_norm_rope_cache_reference(*args)
+    return q, args[10][:, :, 0], args[11][:, :, 0]
+
+
+def check_written(args, q, tolerance):
+    expected_q, expected_k, expected_v = float64_expected(args)
+    torch.testing.assert_close(q.double(), expected_q, **tolerance)
+    k_cache, v_cache, slots = args[10], args[11], args[12]
+    rows = torch.arange(len(slots), device=CUDA)
+    torch.testing.assert_close(k_cache[rows, :, slots].double(), expected_k, **tolerance)
+    assert torch.equal(v_cache[rows, :, slots].double(), expected_v)
+    for cache in (k_cache, v_cache):
+        untouched = cache.clone()
+        untouched[rows, :, slots] = SENTINEL
+        assert (untouched == SENTINEL).all(), "a slot other than slots[b] was written"
+
+
+@pytest.mark.parametrize("with_norm", [True, False])
+@pytest.mark.parametrize(
+    ("dtype", "tolerance"),
+    [(torch.bfloat16, {"rtol": 1e-2, "atol": 1e-2}), (torch.float32, {"rtol": 1e-5, "atol": 1e-5})],
+    ids=["bf16", "fp32"],
+)
+@pytest.mark.parametrize("batch", [1, 8, 32])
+def test_qk_norm_rope_cache_at_model_shapes(batch, dtype, tolerance, with_norm):
+    args = rope_inputs(batch, dtype, with_norm)
+    q = qk_norm_rope_cache_triton(*args)
+    check_written(args, q, tolerance)
+    again = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    again[10].fill_(SENTINEL)
+    again[11].fill_(SENTINEL)
+    assert torch.equal(qk_norm_rope_cache(*again), q)  # the dispatcher takes the kernel on CUDA
+    assert torch.equal(again[10], args[10]) and torch.equal(again[11], args[11])
+
+
+def capture(call):
+    """A CUDA graph of call(), warmed up (compiled) on a side stream first."""
+    graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        call()
+        with torch.cuda.graph(graph, stream=stream):
+            call()
+    torch.cuda.current_stream().wait_stream(stream)
+    return graph
+
+
+@pytest.mark.parametrize("index_dtype", [torch.int64, torch.int32])
+def test_qk_norm_rope_cache_replays_from_a_cuda_graph_with_new_positions_and_slots(index_dtype):
+    args = rope_inputs(8, torch.bfloat16, True, index_dtype)
+    out = torch.empty(8, HEADS, HEAD_DIM, dtype=torch.bfloat16, device=CUDA)
+    graph = capture(lambda: qk_norm_rope_cache_triton(*args, out=out))
+    new = rope_inputs(8, torch.bfloat16, True, index_dtype, seed=1)
+    assert not torch.equal(new[9], args[9]) and not torch.equal(new[12], args[12])
+    old_slots = args[12].clone()
+    for i in (0, 9, 12):  # qkv, positions and slots change in place; the caches are reset
+        args[i].copy_(new[i])
+    for cache in args[10:12]:
+        cache.fill_(SENTINEL)
+    graph.replay()
+    torch.cuda.synchronize()
+    eager = qk_norm_rope_cache_triton(*[new[0], *args[1:9], new[9], *new[10:12], new[12]])
+    assert torch.equal(out, eager)
+    assert torch.equal(args[10], new[10]) and torch.equal(args[11], new[11])
+    rows = torch.arange(8, device=CUDA)
+    moved = old_slots != args[12]
+    assert (args[10][rows, :, old_slots][moved] == SENTINEL).all()  # the slots of the capture were not written
+    check_written(args, out, {"rtol": 1e-2, "atol": 1e-2})
+
+
+def test_add_rmsnorm_replays_from_a_cuda_graph():
+    x, weight, residual = norm_inputs(8, 2048)
+    normed, summed = torch.empty_like(x), torch.empty_like(x)
+    graph = capture(lambda: add_rmsnorm_triton(x, weight, EPS, residual, out=normed, summed_out=summed))
+    new_x, _, new_residual = norm_inputs(8, 2048, seed=1)
+    x.copy_(new_x)
+    residual.copy_(new_residual)
+    graph.replay()
+    torch.cuda.synchronize()
+    expected_normed, expected_summed = add_rmsnorm_triton(new_x, weight, EPS, new_residual)
+    assert torch.equal(normed, expected_normed) and torch.equal(summed, expected_summed)

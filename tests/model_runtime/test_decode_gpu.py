@@ -1,0 +1,58 @@
+"""The CUDA-graph decode path at the qwen3-30b-a3b shape (run on the device: pytest -m gpu tests/model_runtime)."""
+
+import pytest
+import torch
+
+from warpcode.model_runtime import load_random
+from warpcode.model_runtime.decode_runner import DecodeRunner
+from warpcode.model_runtime.decode_step import decode_step
+from warpcode.model_runtime.engine import Engine
+from warpcode.model_runtime.model import build_model
+from warpcode.model_runtime.presets import get_preset
+from warpcode.model_runtime.sampling import SamplingParams
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def qwen3():
+    engine = load_random("qwen3-30b-a3b", device="cuda")
+    yield engine
+    del engine
+    torch.cuda.empty_cache()
+
+
+@pytest.mark.parametrize("sampling", [SamplingParams(), SamplingParams(temperature=0.8, top_k=40, top_p=0.9)])
+@pytest.mark.parametrize("prompts", [[[11, 12, 13, 14]], [[5] * 30, [7, 8], [9] * 100]], ids=["batch1", "batch3"])
+def test_graph_decode_equals_eager_decode_for_256_tokens(qwen3, prompts, sampling):
+    outputs = []
+    for use_graphs in (True, False):
+        runner = DecodeRunner(qwen3.model, use_graphs=use_graphs)
+        runner.reserve(len(prompts), 400)
+        steps = [runner.prefill(prompts, sampling, seed=7)]
+        decode = runner.decode(len(prompts), sampling)
+        steps += [next(decode) for _ in range(255)]
+        decode.close()
+        outputs.append(steps)
+        del runner
+    assert outputs[0] == outputs[1]
+    assert len({tuple(step) for step in outputs[0]}) > 1  # not one token repeated: the comparison can fail
+
+
+def test_decode_logits_within_bf16_tolerance_of_float32():
+    config = get_preset("qwen3-30b-a3b")
+    config.num_hidden_layers = 4
+    bf16 = load_random(config, device="cuda", dtype=torch.bfloat16, seed=3)
+    fp32 = Engine(build_model(config, "cuda", torch.float32))
+    fp32.model.load_state_dict({k: v.float() for k, v in bf16.model.state_dict().items()})
+    prompts = [[3, 1, 4, 1, 5, 9, 2, 6], [2, 7, 1, 8]]
+    runner = DecodeRunner(bf16.model, use_graphs=False)
+    runner.reserve(2, 64)
+    sequences = [[*p, t] for p, t in zip(prompts, runner.prefill(prompts, SamplingParams(), seed=0), strict=True)]
+    for _ in range(6):
+        logits = decode_step(bf16.model, runner.state, 2, "greedy").float()
+        for row, sequence in enumerate(sequences):
+            reference = fp32.logits([sequence])[0, -1]
+            error = ((logits[row] - reference).norm() / reference.norm()).item()
+            assert error < 2e-2, error
+        sequences = [[*s, t] for s, t in zip(sequences, runner.state.tokens[:2].tolist(), strict=True)]
