@@ -21,6 +21,8 @@ import torch
 import triton
 import triton.language as tl
 
+from warpcode.kernels.launch import pdl_options
+
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 MAX_BLOCK_H = 65536  # one program holds a whole row in registers
 
@@ -54,7 +56,11 @@ def _add_rmsnorm_kernel(
     stride_s,
     BLOCK_H: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    if USE_PDL:  # inputs come from the kernel launched just before
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_H)
     mask = cols < H
@@ -142,6 +148,7 @@ def add_rmsnorm_triton(
             hidden, float(eps), x.stride(0), x.stride(0) if residual is None else residual.stride(0), out.stride(0),
             summed.stride(0),
             BLOCK_H=block_h, HAS_RESIDUAL=residual is not None, num_warps=_num_warps(block_h),
+            **pdl_options(x.device),
         )  # fmt: skip
     return out, summed
 

@@ -29,6 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
+from warpcode.kernels.launch import pdl_options
 from warpcode.kernels.norm import add_rmsnorm_reference, round_to
 
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -75,7 +76,11 @@ def _qk_norm_rope_cache_kernel(
     BLOCK_HALF: tl.constexpr,
     HAS_Q_NORM: tl.constexpr,
     HAS_K_NORM: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    if USE_PDL:  # inputs come from the kernel launched just before
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1).to(tl.int64)
     cols = tl.arange(0, BLOCK_HALF)
@@ -218,7 +223,7 @@ def qk_norm_rope_cache_triton(
             v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
             D=head_dim, HALF=half, BLOCK_HALF=block_half,
             HAS_Q_NORM=q_norm_weight is not None, HAS_K_NORM=k_norm_weight is not None,
-            num_warps=_num_warps(block_half),
+            num_warps=_num_warps(block_half), **pdl_options(qkv.device),
         )  # fmt: skip
     return out
 

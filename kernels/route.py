@@ -10,6 +10,8 @@ import torch
 import triton
 import triton.language as tl
 
+from warpcode.kernels.launch import pdl_options
+
 
 @triton.jit
 def _route_kernel(
@@ -22,7 +24,11 @@ def _route_kernel(
     BLOCK_E: tl.constexpr,
     BLOCK_K: tl.constexpr,
     NORMALIZE: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    if USE_PDL:  # inputs come from the kernel launched just before
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     token = tl.program_id(0).to(tl.int64)
     experts = tl.arange(0, BLOCK_E)
     valid = experts < E
@@ -59,5 +65,6 @@ def route_triton(router_logits: torch.Tensor, k: int, normalize: bool = True) ->
         _route_kernel[(tokens,)](
             router_logits, weights, ids, experts, router_logits.stride(0),
             K=k, BLOCK_E=triton.next_power_of_2(experts), BLOCK_K=triton.next_power_of_2(k), NORMALIZE=normalize,
+            **pdl_options(router_logits.device),
         )  # fmt: skip
     return weights, ids

@@ -3,7 +3,7 @@
 One `DecodeState` (KV cache + per-row buffers) is kept and grown when a request needs more rows or context; graphs
 are captured lazily per (batch bucket, sampling variant) and dropped when the state is reallocated. On the GPU the
 host only replays graphs and reads the sampled tokens back one step behind, so the device never waits on Python.
-Off the GPU (or with graphs disabled) the same step function runs eagerly.
+Off the GPU (or with graphs disabled) the same step function runs eagerly, on the same bucket of rows.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class DecodeRunner:
 
     def reserve(self, batch: int, tokens_per_row: int) -> DecodeState:
         """A state with at least `batch_bucket(batch)` rows and room for `tokens_per_row` tokens in each."""
-        rows = batch_bucket(batch) if self.use_graphs else batch
+        rows = batch_bucket(batch)
         capacity = -(-tokens_per_row // CAPACITY_STEP) * CAPACITY_STEP
         state = self.state
         if state is None or state.slots < rows or state.capacity < capacity:
@@ -143,9 +143,11 @@ class DecodeRunner:
         return True
 
     def _step_function(self, batch: int, variant: str):
-        if not self.use_graphs:
-            return lambda: decode_step(self.model, self.state, batch, variant)
+        # Eager or captured, the step runs the whole bucket: matrix products then have the same shapes, so the
+        # two paths give the same numbers.
         bucket = batch_bucket(batch)
+        if not self.use_graphs:
+            return lambda: decode_step(self.model, self.state, bucket, variant)
         key = (bucket, variant)
         if key not in self._graphs:
             self._graphs[key] = self._capture(bucket, variant)
