@@ -24,7 +24,7 @@ from acp import schema
 from acp.exceptions import RequestError
 from pydantic import BaseModel, Field
 
-from warpcode.agent.acp_session import AcpSession, SessionBusy, flatten_prompt
+from warpcode.agent.acp_session import AcpSession, SessionBusy, StepPacer, flatten_prompt
 from warpcode.agent.backends import ModelBackend, backend_from_spec
 from warpcode.agent.client_fs import ClientFiles
 from warpcode.agent.config import Settings
@@ -81,6 +81,7 @@ class AcpService:
         self.config = config
         self.store = SessionStore(config.state_dir)
         self.open_sessions: dict[str, WarpcodeAcpAgent] = {}  # session id -> the connection serving it
+        self.pacer = StepPacer()  # all sessions' model events take turns with each other and with I/O
         # A scripted model replays its script per session; any other backend (a loaded model, an HTTP client) is
         # built once, now, so a bad spec fails at start-up rather than at the first prompt.
         self._scripted = (config.model or "").startswith("scripted:")
@@ -240,6 +241,7 @@ class WarpcodeAcpAgent:
             self.service.config.limits,
             files,
             saved,
+            self.service.pacer,
         )
         self.sessions[session_id] = session
         self.service.open_sessions[session_id] = self

@@ -1,10 +1,18 @@
 """One ACP session: the agent loop, its session/update stream to the client, permission questions, persistence.
 
 Streaming policy: the loop's `emit` is synchronous, so updates are queued per session and one sender task
-sends each batch, in order, while the batch is written to the session log (fsync) beside it. The queue is
-bounded by backpressure on the turn: each model event and each tool call waits while MAX_QUEUED_UPDATES updates
-are unsent, so a slow client slows the turn instead of growing memory. Streamed command output, the only thing
-produced without the model, is coalesced: a newer output snapshot of a call replaces one still waiting in the queue.
+sends each batch, in order. Each update is serialised once: its ACP JSON is the log record and, over the SDK's
+connection, the notification's params as they are (no second SessionNotification model and dump). A second
+task writes the session log in the same order; a send never waits for the disk. During a turn the log is
+written in groups, at least every LOG_GROUP_S (each write is an fsync) and at the turn's end, which the prompt's
+answer waits for: a crash mid-turn loses at most that much of the turn's display history, and the turn's
+trajectory is only ever saved at its end anyway. The queues are bounded by backpressure on the turn: each model
+event and each tool call waits while MAX_QUEUED_UPDATES updates are unsent (or unwritten), so a slow client or
+disk slows the turn instead of growing memory. While still queued, updates are coalesced where the protocol
+allows it: consecutive plain text chunks of one kind (message or thought) go out as one chunk with their texts
+joined, and a newer output snapshot of a call replaces one still waiting (command output is resent whole).
+Model events of all the server's sessions take turns (StepPacer): one per pass of the event loop, so a tool's
+output arriving from its worker thread is sent before the next event, not after a burst of other sessions'.
 """
 
 from __future__ import annotations
@@ -17,8 +25,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from acp import schema
+from acp.connection import Connection
 from acp.exceptions import RequestError
-from acp.helpers import update_user_message_text
+from acp.helpers import update_agent_message_text, update_agent_thought_text, update_user_message_text
+from acp.meta import CLIENT_METHODS
 
 from warpcode.agent.backends import ModelBackend, ModelEvent
 from warpcode.agent.client_fs import ClientFiles, ClientFileWorkspace
@@ -29,7 +39,10 @@ from warpcode.agent.permissions import Decision, PermissionPolicy, mode_policy
 from warpcode.agent.session_store import SavedSession, SessionStore, message_record
 
 MAX_QUEUED_UPDATES = 256
+SESSION_UPDATE = CLIENT_METHODS["session_update"]
+_DUMP: dict[str, Any] = {"mode": "json", "by_alias": True, "exclude_none": True}
 CLOSE_FLUSH_S = 2.0
+LOG_GROUP_S = 1.0  # during a turn, the session log is written at least this often (and at its end)
 PERMISSION_OPTIONS = [
     schema.PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
     schema.PermissionOption(option_id="allow_always", name="Always allow this kind of action", kind="allow_always"),
@@ -55,16 +68,22 @@ class AcpSession:
         limits: Limits,
         client_files: ClientFiles | None = None,
         saved: SavedSession | None = None,
+        pacer: StepPacer | None = None,
     ) -> None:
+        self.pacer = pacer or StepPacer()  # the server's, shared by its sessions
         self.session_id, self.cwd, self.conn, self.store, self.client_files = session_id, cwd, conn, store, client_files
         self.grants: dict[str, Decision] = dict(saved.grants) if saved else {}  # tool kind -> the "always" answer
-        self._queue: deque[tuple[dict[str, Any], SessionUpdate | None]] = deque()
-        self._wake = asyncio.Event()
+        self._queue: deque[_Pending] = deque()  # to send, in order (records to log travel in it too)
+        self._unlogged: list[dict[str, Any]] = []  # taken from the queue, not yet written to the log
+        self._wake, self._log_wake = asyncio.Event(), asyncio.Event()
         self._idle = asyncio.Event()  # set when nothing is queued or being sent
+        self._logged = asyncio.Event()  # set when nothing is waiting for the log or being written
+        self._log_due = asyncio.Event()  # set: write the log now (the turn ends, the session closes, a backlog)
         self._room = asyncio.Event()  # cleared while the queue is over MAX_QUEUED_UPDATES
         self._no_turn = asyncio.Event()
-        for event in (self._idle, self._room, self._no_turn):
+        for event in (self._idle, self._logged, self._room, self._no_turn):
             event.set()
+        self._notify = _raw_notifier(conn)
         self._connected = True
         self._current_call: schema.ToolCallStart | None = None  # the call the policy is asked about
         workspace = ClientFileWorkspace(cwd, client_files) if client_files else cwd
@@ -72,6 +91,7 @@ class AcpSession:
         if saved:
             self.agent.messages[1:] = saved.messages
         self._sender = asyncio.create_task(self._send_loop(), name=f"warpcode.session.{session_id}.sender")
+        self._writer = asyncio.create_task(self._log_loop(), name=f"warpcode.session.{session_id}.log")
 
     @property
     def mode(self) -> str:
@@ -88,6 +108,7 @@ class AcpSession:
                 f"or send session/cancel first."
             )
         self._no_turn.clear()
+        self._log_due.clear()
         result = TurnResult("cancelled")
         try:
             self._record({"type": "prompt", "text": text})
@@ -121,7 +142,11 @@ class AcpSession:
             await self.conn.session_update(session_id=self.session_id, update=update)
 
     async def flush(self) -> None:
+        """Wait until everything queued so far is sent and written to the log (the sender hands each batch to
+        the log before sending it, so once it is idle the log has every record)."""
+        self._log_due.set()
         await self._idle.wait()
+        await self._logged.wait()
 
     async def wait_for_room(self) -> None:
         await self._room.wait()
@@ -133,12 +158,16 @@ class AcpSession:
         self.cancel()
         await self._no_turn.wait()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.flush(), CLOSE_FLUSH_S)
+            await asyncio.wait_for(self._idle.wait(), CLOSE_FLUSH_S)
         self._sender.cancel()
         await asyncio.gather(self._sender, return_exceptions=True)
         if self._queue:
-            await self.store.append_async(self.session_id, [record for record, _ in self._queue])
+            self._to_log([entry.finish() for entry in self._queue])
             self._queue.clear()
+        self._log_due.set()
+        await self._logged.wait()
+        self._writer.cancel()
+        await asyncio.gather(self._writer, return_exceptions=True)
 
     @property
     def queued_updates(self) -> int:
@@ -156,7 +185,7 @@ class AcpSession:
     async def _ask(self, tool_name: str, kind: str, arguments: dict[str, Any]) -> Decision:
         if kind in self.grants:
             return self.grants[kind]
-        await self.flush()  # the client hears of the tool call before it is asked about it
+        await self._idle.wait()  # the client hears of the tool call before it is asked about it
         call = self._current_call
         tool_call = schema.ToolCallUpdate(
             tool_call_id=call.tool_call_id if call else "unknown",
@@ -185,22 +214,37 @@ class AcpSession:
     def _emit(self, update: SessionUpdate) -> None:
         if isinstance(update, schema.ToolCallStart):
             self._current_call = update
-        if _is_output_snapshot(update) and self._queue:
-            _, last = self._queue[-1]
-            if _is_output_snapshot(last) and last.tool_call_id == update.tool_call_id:  # type: ignore[union-attr]
-                self._queue.pop()
-        update_json = update.model_dump(mode="json", by_alias=True, exclude_none=True)
-        self._enqueue({"type": "update", "update": update_json}, update)
+        last = self._queue[-1] if self._queue else None
+        if last is not None and last.update is not None:
+            if _is_output_snapshot(update) and _is_output_snapshot(last.update):
+                if last.update.tool_call_id == update.tool_call_id:  # type: ignore[union-attr]
+                    self._queue.pop()
+            elif last.merge(update):
+                return
+        self._enqueue(_Pending(None, update))
 
     def _record(self, record: dict[str, Any]) -> None:
-        self._enqueue(record, None)
+        self._enqueue(_Pending(record, None))
 
-    def _enqueue(self, record: dict[str, Any], update: SessionUpdate | None) -> None:
-        self._queue.append((record, update))
+    def _enqueue(self, entry: _Pending) -> None:
+        self._queue.append(entry)
         self._idle.clear()
         self._wake.set()
         if len(self._queue) >= MAX_QUEUED_UPDATES:
             self._room.clear()
+
+    def _to_log(self, records: list[dict[str, Any]]) -> None:
+        self._unlogged.extend(records)
+        self._logged.clear()
+        self._log_wake.set()
+        if len(self._unlogged) >= MAX_QUEUED_UPDATES // 2:
+            self._log_due.set()  # a chatty turn: write now rather than hold the turn up for room
+        if len(self._unlogged) >= MAX_QUEUED_UPDATES:
+            self._room.clear()
+
+    def _check_room(self) -> None:
+        if len(self._queue) < MAX_QUEUED_UPDATES and len(self._unlogged) < MAX_QUEUED_UPDATES:
+            self._room.set()
 
     async def _send_loop(self) -> None:
         while True:
@@ -209,34 +253,98 @@ class AcpSession:
             while self._queue:
                 batch = list(self._queue)
                 self._queue.clear()
-                # The fsync runs beside the sends (a client sees an update without waiting for the disk); the next
-                # batch waits for both, so the log keeps the order and batches grow under load (group commit).
-                records = [record for record, _ in batch]
-                persisted, _ = await asyncio.gather(
-                    self.store.append_async(self.session_id, records), self._send_batch(batch), return_exceptions=True
-                )
-                if isinstance(persisted, OSError):  # a full disk must not silence the session: the client got it
-                    log.error("session %s: could not persist %d events: %s", self.session_id, len(batch), persisted)
-                elif isinstance(persisted, BaseException):
-                    raise persisted
-                self._room.set()
+                self._to_log([entry.finish() for entry in batch])  # the log keeps the order the client sees
+                for entry in batch:
+                    if entry.update is not None and self._connected:
+                        await self._send(entry)
+                self._check_room()
             self._idle.set()
 
-    async def _send_batch(self, batch: list[tuple[dict[str, Any], SessionUpdate | None]]) -> None:
-        for _, update in batch:
-            if update is not None and self._connected:
-                await self._send(update)
+    async def _log_loop(self) -> None:
+        """Write the session log, in order. During a turn, records are gathered for up to LOG_GROUP_S and
+        written together (each write is an fsync); the turn's end writes at once, and its answer waits for it."""
+        while True:
+            await self._log_wake.wait()
+            self._log_wake.clear()
+            if self.running and not self._log_due.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._log_due.wait(), LOG_GROUP_S)
+            while self._unlogged:
+                records, self._unlogged = self._unlogged, []
+                try:
+                    await self.store.append_async(self.session_id, records)
+                except OSError as exc:  # a full disk must not silence the session: the client got it
+                    log.error("session %s: could not persist %d events: %s", self.session_id, len(records), exc)
+                self._check_room()
+            self._logged.set()
 
-    async def _send(self, update: SessionUpdate) -> None:
+    async def _send(self, entry: _Pending) -> None:
         try:
-            await self.conn.session_update(session_id=self.session_id, update=update)
+            if self._notify is not None:  # the update's JSON as dumped for the log: no second serialisation
+                await self._notify(SESSION_UPDATE, {"sessionId": self.session_id, "update": entry.record["update"]})
+            else:
+                await self.conn.session_update(session_id=self.session_id, update=entry.update)
         except Exception as exc:  # the connection is gone: keep persisting, stop sending
             log.warning("session %s: client unreachable, updates are only persisted now: %s", self.session_id, exc)
             self._connected = False
 
 
+class _Pending:
+    """A queued session update (or a log-only record). Consecutive text chunks of one kind merge into one."""
+
+    __slots__ = ("record", "texts", "update")
+
+    def __init__(self, record: dict[str, Any] | None, update: SessionUpdate | None) -> None:
+        self.record, self.update = record, update
+        self.texts: list[str] | None = None  # the texts of chunks merged into this one, in order
+
+    def merge(self, update: SessionUpdate) -> bool:
+        if type(update) is not type(self.update) or _plain_chunk_text(self.update) is None:
+            return False
+        text = _plain_chunk_text(update)
+        if text is None:
+            return False
+        if self.texts is None:
+            self.texts = [_plain_chunk_text(self.update)]  # type: ignore[list-item]
+        self.texts.append(text)
+        return True
+
+    def finish(self) -> dict[str, Any]:
+        """The log record, built once: for an update, its ACP JSON (which is also what is sent)."""
+        if self.record is None:
+            if self.texts is not None:
+                merged = "".join(self.texts)
+                if isinstance(self.update, schema.AgentThoughtChunk):
+                    self.update = update_agent_thought_text(merged)
+                else:
+                    self.update = update_agent_message_text(merged)
+                self.texts = None
+            assert self.update is not None
+            self.record = {"type": "update", "update": self.update.model_dump(**_DUMP)}
+        return self.record
+
+
+def _plain_chunk_text(update: SessionUpdate | None) -> str | None:
+    """The text of a message or thought chunk that is nothing but text (no annotations, no _meta)."""
+    if not isinstance(update, schema.AgentMessageChunk | schema.AgentThoughtChunk) or update.field_meta is not None:
+        return None
+    content = update.content
+    if not isinstance(content, schema.TextContentBlock) or content.annotations is not None:
+        return None
+    return None if content.field_meta is not None else content.text
+
+
+def _raw_notifier(conn: Any) -> Any:
+    """The SDK connection's JSON-RPC notification sender, when `conn` is the SDK's AgentSideConnection: session
+    updates already dumped to ACP JSON for the log go out as they are, without building and dumping the SDK's
+    SessionNotification model again. None for anything else (tests' fakes), which gets the models."""
+    inner = getattr(conn, "_conn", None)
+    return inner.send_notification if isinstance(inner, Connection) else None
+
+
 class _PacedBackend:
-    """The session's model backend, paused between events while the client is behind (the backpressure)."""
+    """The session's model backend, paused between events while the client is behind (the backpressure), and
+    taking turns with the other sessions' model events (the pacer)."""
 
     def __init__(self, backend: ModelBackend, session: AcpSession) -> None:
         self.backend, self.session = backend, session
@@ -248,7 +356,39 @@ class _PacedBackend:
     async def stream(self, messages: list[Message], tools: list[dict[str, Any]]) -> AsyncIterator[ModelEvent]:
         async for event in self.backend.stream(messages, tools):
             await self.session.wait_for_room()
+            await self.session.pacer.wait_turn()
             yield event
+
+
+class StepPacer:
+    """Fair turns for the model events of all sessions of a server: each is handled in a pass of the event loop
+    of its own, in the order they arrived, so the I/O that became ready meanwhile (a tool's output from its worker
+    thread, a client's message, the sends) is handled before the next one and never waits behind a burst of other
+    sessions' model output. Without contention an event goes on at once."""
+
+    def __init__(self) -> None:
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._granting: asyncio.AbstractEventLoop | None = None  # the loop a grant is scheduled on
+
+    async def wait_turn(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._granting is not loop:  # nobody is being served (or a stale grant on a closed loop): go on
+            self._granting = loop
+            self._waiters.clear()
+            loop.call_soon(self._grant)
+            return
+        future = loop.create_future()
+        self._waiters.append(future)
+        await future
+
+    def _grant(self) -> None:
+        while self._waiters:
+            future = self._waiters.popleft()
+            if not future.done():  # not cancelled while it waited
+                future.set_result(None)
+                asyncio.get_running_loop().call_soon(self._grant)  # the next one after that event's pass
+                return
+        self._granting = None
 
 
 def flatten_prompt(blocks: list[Any]) -> str:

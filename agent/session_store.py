@@ -9,9 +9,10 @@ Records, one JSON object a line, in the order they happened:
   {"type": "turn_end", "stopReason", "messages"}     the whole trajectory (bar the system prompt) after the turn
 
 The trajectory is snapshotted whole at each turn end because context compaction rewrites older messages in
-place, so appending only the turn's new messages could not rebuild it. Batches are flushed and fsynced before
-they are sent, and a line only counts once its newline is on disk: a crash mid-write leaves at most a torn last
-line, which loading ignores and the next append cuts off.
+place, so appending only the turn's new messages could not rebuild it. Each batch is flushed and fsynced (the
+ACP session writes them in order, in groups, beside the sends: see acp_session.py), and a line only counts once
+its newline is on disk: a crash mid-write leaves at most a torn last line, which loading ignores and the next
+append cuts off.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import json
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -128,7 +129,19 @@ class SessionStore:
 
 
 def message_record(message: Message) -> dict[str, Any]:
-    return asdict(message)
+    """`dataclasses.asdict(message)` without its deep copies (a turn end snapshots every message): the same keys,
+    sharing the tool calls' argument dicts, which nothing changes once a call is made."""
+    calls = [
+        {"id": c.id, "name": c.name, "arguments": c.arguments, "error": c.error, "raw_arguments": c.raw_arguments}
+        for c in message.tool_calls
+    ]
+    return {
+        "role": message.role,
+        "content": message.content,
+        "tool_calls": calls,
+        "tool_call_id": message.tool_call_id,
+        "name": message.name,
+    }
 
 
 def _message(record: dict[str, Any]) -> Message:
