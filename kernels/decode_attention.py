@@ -3,16 +3,20 @@
 For row b, KV head h and query head j = h*G + g (G = Hq / Hkv), with L = seq_lens[b] and c = scale * log2(e):
     s_n = c * <q[b, j], K[b, h, n]>                      n in [0, L)     (base-2 logits: exp2 replaces exp)
     out[b, j] = sum_n 2^(s_n - m) V[b, h, n] / sum_n 2^(s_n - m)         m = max_n s_n
-The keys are cut into NUM_SPLITS chunks, read in parallel (kernel 1, grid (B, Hkv, NUM_SPLITS)):
+The keys are cut into NUM_SPLITS chunks, read in parallel by one kernel (grid (B, Hkv, NUM_SPLITS)):
     chunk = cdiv(cdiv(L, NUM_SPLITS), BLOCK_N) * BLOCK_N      split i covers [i*chunk, min((i+1)*chunk, L))
     m_i = max s_n,  l_i = sum 2^(s_n - m_i),  acc_i = sum 2^(s_n - m_i) V_n     online softmax over BLOCK_N keys
-Non-empty splits are a prefix, i < cdiv(L, chunk); an empty split writes m_i = -inf, l_i = 0, acc_i = 0.
-Kernel 2 (grid (B, Hq)) merges the splits, giving weight 0 to empty ones:
-    M = max_i m_i,  out = sum_i 2^(m_i - M) acc_i / sum_i 2^(m_i - M) l_i
-L is read inside both kernels, so the launch depends only on shapes and one captured CUDA graph serves every
-length. A kernel-1 program holds all G query heads of its KV head (padded to 16 rows for tl.dot, the padding
-masked off), so each K/V tile is loaded once per group. Logits and the accumulator are fp32; the probabilities
-enter the P V product in the cache dtype (the usual flash-attention rounding, far below the bf16 output's own).
+Non-empty splits are a prefix, i < cdiv(L, chunk), and only they write partials (fp32 workspaces). The merge
+    M = max_i m_i,  out = sum_i 2^(m_i - M) acc_i / sum_i 2^(m_i - M) l_i         over the non-empty splits
+runs in the same launch, "last program finishes": every program of a (row, KV head) group, empty split or not,
+increments the group's int32 counter (acq_rel, after a barrier), and the one that sees NUM_SPLITS - 1 earlier
+arrivals merges the group's G heads, writes out and resets the counter to 0 for the next call. The counters are
+zeroed once and persist across calls (see _COUNTERS). With NUM_SPLITS = 1 there is no workspace and no counter:
+the program normalises and writes out itself.
+L is read inside the kernel, so the launch depends only on shapes and one captured CUDA graph serves every
+length. A program holds all G query heads of its KV head (padded to 16 rows for tl.dot, the padding masked off),
+so each K/V tile is loaded once per group. Logits and the accumulator are fp32; the probabilities enter the P V
+product in the cache dtype (the usual flash-attention rounding, far below the bf16 output's own).
 """
 
 from __future__ import annotations
@@ -25,36 +29,44 @@ import torch
 import triton
 import triton.language as tl
 
+from warpcode.kernels.launch import pdl_options
+
 _BLOCK_N = 64  # keys per iteration (D = 128: one 16 KB bf16 K tile and one V tile per step)
 _NUM_WARPS = 4
 _NUM_STAGES = 2
-_COMBINE_BLOCK_S = 32  # splits merged per iteration of kernel 2
-_PROGRAMS_PER_SM = 4  # kernel 1 aims at about this many programs per SM
+_MERGE_ELEMENTS = 8192  # partial-accumulator elements (G heads x splits x D) the merge reads per step
+_PROGRAMS_PER_SM = 2  # the split heuristic aims at about this many programs per SM
+_MIN_COUNTERS = 4096  # arrival counters allocated at first use (16 KB), so that growing is rare
 _FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 _TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}
 
 
 @triton.jit
 def _split_chunk(seq_len, NUM_SPLITS: tl.constexpr, BLOCK_N: tl.constexpr):
-    """Keys per split for this row: a whole number of BLOCK_N tiles (both kernels must agree on it). Plain
+    """Keys per split for this row: a whole number of BLOCK_N tiles (every program must agree on it). Plain
     arithmetic rather than tl.cdiv: nested jit calls are slow in the CPU interpreter."""
     chunk = ((seq_len + NUM_SPLITS - 1) // NUM_SPLITS + BLOCK_N - 1) // BLOCK_N * BLOCK_N
     return tl.maximum(chunk, BLOCK_N)
 
 
 @triton.jit
-def _decode_attention_split_kernel(
-    q_ptr, k_ptr, v_ptr, seq_lens_ptr, m_ptr, l_ptr, acc_ptr,
+def _decode_attention_kernel(
+    q_ptr, k_ptr, v_ptr, seq_lens_ptr, out_ptr, m_ptr, l_ptr, acc_ptr, counter_ptr,
     S, D, qk_scale,
     stride_qb, stride_qh,
     stride_kb, stride_kh, stride_kn,
     stride_vb, stride_vh, stride_vn,
     stride_lens,
+    stride_ob, stride_oh,
     stride_mb, stride_mh,
     stride_ab, stride_ah, stride_as,
     G: tl.constexpr, NUM_SPLITS: tl.constexpr, DOT_DTYPE: tl.constexpr, DOT_PRECISION: tl.constexpr,
     BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    MERGE_G: tl.constexpr, MERGE_S: tl.constexpr, USE_PDL: tl.constexpr,
 ):  # fmt: skip
+    if USE_PDL:  # inputs (and the counters' last reset) come from the kernels launched before
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     b = tl.program_id(0)
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
@@ -94,57 +106,56 @@ def _decode_attention_split_kernel(
         acc = acc * alpha[:, None] + tl.dot(p.to(DOT_DTYPE), v, input_precision=DOT_PRECISION)
         m_i = m_new
 
-    ml_offsets = b64 * stride_mb + heads * stride_mh + split
-    tl.store(m_ptr + ml_offsets, m_i, mask=g_mask)
-    tl.store(l_ptr + ml_offsets, l_i, mask=g_mask)
-    acc_ptrs = acc_ptr + b64 * stride_ab + heads[:, None] * stride_ah + split * stride_as + offs_d[None, :]
-    tl.store(acc_ptrs, acc, mask=g_mask[:, None] & d_mask[None, :])
-
-
-@triton.jit
-def _decode_attention_combine_kernel(
-    m_ptr, l_ptr, acc_ptr, seq_lens_ptr, out_ptr,
-    S, D,
-    stride_lens,
-    stride_mb, stride_mh,
-    stride_ab, stride_ah, stride_as,
-    stride_ob, stride_oh,
-    NUM_SPLITS: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_S_ALL: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr,
-):  # fmt: skip
-    b = tl.program_id(0)
-    head = tl.program_id(1)
-    seq_len = tl.load(seq_lens_ptr + b * stride_lens)
-    seq_len = tl.minimum(tl.maximum(seq_len, 0), S)
-    chunk = _split_chunk(seq_len, NUM_SPLITS, BLOCK_N)
-    num_active = (seq_len + chunk - 1) // chunk  # the splits past it are empty
-    b64 = b.to(tl.int64)
-    ml_base = b64 * stride_mb + head * stride_mh
-    acc_base = acc_ptr + b64 * stride_ab + head * stride_ah
-
-    all_splits = tl.arange(0, BLOCK_S_ALL)
-    m_all = tl.load(m_ptr + ml_base + all_splits, mask=all_splits < num_active, other=float("-inf"))
-    m_max = tl.max(m_all, axis=0)
-    m_max = tl.where(m_max == float("-inf"), 0.0, m_max)  # no key at all: every weight is 0, not NaN
-
-    offs_s = tl.arange(0, BLOCK_S)
-    offs_d = tl.arange(0, BLOCK_D)
-    d_mask = offs_d < D
-    l_sum = tl.zeros([BLOCK_S], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_D], dtype=tl.float32)
-    for s_start in range(0, num_active, BLOCK_S):
-        splits = s_start + offs_s
-        s_mask = splits < num_active
-        m = tl.load(m_ptr + ml_base + splits, mask=s_mask, other=float("-inf"))
-        weight = tl.exp2(m - m_max)  # 0 for empty splits (m = -inf) and masked lanes
-        l_sum += weight * tl.load(l_ptr + ml_base + splits, mask=s_mask, other=0.0)
-        part = tl.load(
-            acc_base + splits[:, None] * stride_as + offs_d[None, :], mask=s_mask[:, None] & d_mask[None, :], other=0.0
-        )
-        acc += tl.sum(part * weight[:, None], axis=0)
-    denominator = tl.sum(l_sum, axis=0)
-    out = acc / tl.where(denominator > 0, denominator, 1.0)  # no key: acc is 0, so is out
-    tl.store(out_ptr + b64 * stride_ob + head * stride_oh + offs_d, out.to(out_ptr.dtype.element_ty), mask=d_mask)
+    if NUM_SPLITS == 1:  # the whole row: normalise and write out, no workspace, no counter
+        out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]  # no key: acc is 0, so is out
+        out_ptrs = out_ptr + b64 * stride_ob + heads[:, None] * stride_oh + offs_d[None, :]
+        tl.store(out_ptrs, out.to(out_ptr.dtype.element_ty), mask=g_mask[:, None] & d_mask[None, :])
+    else:
+        if start < end:  # the merge reads only the non-empty splits, so empty ones write nothing
+            ml_offsets = b64 * stride_mb + heads * stride_mh + split
+            tl.store(m_ptr + ml_offsets, m_i, mask=g_mask)
+            tl.store(l_ptr + ml_offsets, l_i, mask=g_mask)
+            acc_ptrs = acc_ptr + b64 * stride_ab + heads[:, None] * stride_ah + split * stride_as + offs_d[None, :]
+            tl.store(acc_ptrs, acc, mask=g_mask[:, None] & d_mask[None, :])
+        # Every program arrives, empty split or not: all threads' stores are done (barrier), then one release-acquire
+        # increment publishes them, and the program that sees NUM_SPLITS - 1 earlier arrivals acquires all of them.
+        tl.debug_barrier()
+        counter = counter_ptr + b * tl.num_programs(1) + kv_head
+        arrived = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
+        if arrived == NUM_SPLITS - 1:
+            tl.store(counter, 0)  # every program of the group has arrived: the next call (or replay) starts at 0
+            num_active = (seq_len + chunk - 1) // chunk  # non-empty splits are a prefix
+            offs_mg = tl.arange(0, MERGE_G)
+            offs_s = tl.arange(0, MERGE_S)
+            mg_mask = offs_mg < G
+            merge_heads = kv_head * G + offs_mg
+            ml_base = b64 * stride_mb + merge_heads[:, None] * stride_mh  # [MERGE_G, 1]
+            acc_base = acc_ptr + b64 * stride_ab + merge_heads[:, None, None] * stride_ah + offs_d[None, None, :]
+            run_max = tl.full([MERGE_G], float("-inf"), dtype=tl.float32)
+            run_sum = tl.zeros([MERGE_G], dtype=tl.float32)
+            run_acc = tl.zeros([MERGE_G, BLOCK_D], dtype=tl.float32)
+            for s_start in range(0, num_active, MERGE_S):  # online softmax over blocks of MERGE_S splits
+                splits = s_start + offs_s
+                ml_mask = mg_mask[:, None] & (splits < num_active)[None, :]
+                # .cg: from L2, past this SM's L1, which holds nothing written by the other programs.
+                m = tl.load(m_ptr + ml_base + splits[None, :], mask=ml_mask, other=float("-inf"), cache_modifier=".cg")
+                l = tl.load(l_ptr + ml_base + splits[None, :], mask=ml_mask, other=0.0, cache_modifier=".cg")
+                part = tl.load(
+                    acc_base + splits[None, :, None] * stride_as,
+                    mask=ml_mask[:, :, None] & d_mask[None, None, :],
+                    other=0.0,
+                    cache_modifier=".cg",
+                )  # [MERGE_G, MERGE_S, BLOCK_D]
+                new_max = tl.maximum(run_max, tl.max(m, axis=1))
+                safe_max = tl.where(new_max == float("-inf"), 0.0, new_max)  # no split yet: weights 0, not NaN
+                rescale = tl.exp2(run_max - safe_max)
+                weight = tl.exp2(m - safe_max[:, None])  # 0 for masked lanes (m = -inf)
+                run_sum = run_sum * rescale + tl.sum(weight * l, axis=1)
+                run_acc = run_acc * rescale[:, None] + tl.sum(part * weight[:, :, None], axis=1)
+                run_max = new_max
+            out = run_acc / tl.where(run_sum > 0, run_sum, 1.0)[:, None]  # no key: run_acc is 0, so is out
+            out_ptrs = out_ptr + b64 * stride_ob + merge_heads[:, None] * stride_oh + offs_d[None, :]
+            tl.store(out_ptrs, out.to(out_ptr.dtype.element_ty), mask=mg_mask[:, None] & d_mask[None, :])
 
 
 def _check_args(q, k_cache, v_cache, seq_lens, dtypes) -> None:
@@ -181,11 +192,33 @@ def _sm_count(device_index: int) -> int:
 
 
 def _default_num_splits(batch: int, kv_heads: int, slots: int, block_n: int, sms: int) -> int:
-    """About _PROGRAMS_PER_SM * sms programs in kernel 1, at most one split per BLOCK_N tile of S, and a whole
-    number of tiles per split, so that no split is empty when a row is full."""
+    """About _PROGRAMS_PER_SM * sms programs, at most one split per BLOCK_N tile of S, and a whole number of tiles
+    per split, so that no split is empty when a row is full. Two programs per SM rather than more: the last program
+    of each group reads every split's partials back, so more splits lengthen that serial tail."""
     tiles = triton.cdiv(slots, block_n)
     wanted = max(1, min(tiles, _PROGRAMS_PER_SM * sms // (batch * kv_heads)))
     return triton.cdiv(tiles, triton.cdiv(tiles, wanted))
+
+
+# Arrival counters, one int32 per (row, KV head), zeroed once and left at zero by every call (its last program per
+# group resets its counter). Keyed by (device, capacity); a larger one is added when a call needs more, and the
+# older ones stay alive, because CUDA graphs captured earlier keep their addresses. Every call on a device shares
+# the largest, so calls running concurrently on different streams of one device are not supported (decode runs on
+# one stream; kernels on one stream, PDL included, never overlap on the counters: each waits on gdc_wait first).
+_COUNTERS: dict[tuple[torch.device, int], torch.Tensor] = {}
+
+
+def _arrival_counters(device: torch.device, needed: int) -> torch.Tensor:
+    capacity = max((size for dev, size in _COUNTERS if dev == device), default=0)
+    if capacity < needed:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError(
+                f"decode_attention_triton needs {needed} arrival counters on {device} and has {capacity}: call it "
+                "once with this batch outside CUDA-graph capture first (a warm-up run), so they are allocated"
+            )
+        capacity = max(_MIN_COUNTERS, triton.next_power_of_2(needed))
+        _COUNTERS[(device, capacity)] = torch.zeros(capacity, dtype=torch.int32, device=device)
+    return _COUNTERS[(device, capacity)]
 
 
 def decode_attention_triton(
@@ -221,34 +254,32 @@ def decode_attention_triton(
     if dot_dtype == tl.bfloat16 and os.environ.get("TRITON_INTERPRET") == "1":
         dot_dtype = tl.float32  # the CPU interpreter multiplies bf16 dot operands as their raw uint16 bits
     dot_precision = "ieee" if dot_dtype == tl.float32 else "tf32"  # fp32 logits stay fp32 (no TF32 rounding)
-    splits_pow2 = triton.next_power_of_2(num_splits)
     block_d = max(16, triton.next_power_of_2(head_dim))  # tl.dot needs every dimension >= 16
-    m = torch.empty((batch, q_heads, num_splits), device=q.device, dtype=torch.float32)
-    l = torch.empty_like(m)
-    acc = torch.empty((batch, q_heads, num_splits, head_dim), device=q.device, dtype=torch.float32)
-    _decode_attention_split_kernel[(batch, kv_heads, num_splits)](
-        q, k_cache, v_cache, seq_lens, m, l, acc,
+    merge_g = triton.next_power_of_2(group)
+    merge_s = min(triton.next_power_of_2(num_splits), max(1, _MERGE_ELEMENTS // (merge_g * block_d)))
+    if num_splits == 1:  # the kernel writes out directly: no partials, no counters (never dereferenced)
+        m = l = acc = counters = out
+        stride_m = stride_a = (0, 0, 0)
+    else:
+        m = torch.empty((batch, q_heads, num_splits), device=q.device, dtype=torch.float32)
+        l = torch.empty_like(m)
+        acc = torch.empty((batch, q_heads, num_splits, head_dim), device=q.device, dtype=torch.float32)
+        counters = _arrival_counters(q.device, batch * kv_heads)
+        stride_m, stride_a = m.stride(), acc.stride()
+    _decode_attention_kernel[(batch, kv_heads, num_splits)](
+        q, k_cache, v_cache, seq_lens, out, m, l, acc, counters,
         slots, head_dim, float(scale) * math.log2(math.e),
         q.stride(0), q.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
         seq_lens.stride(0),
-        m.stride(0), m.stride(1),
-        acc.stride(0), acc.stride(1), acc.stride(2),
+        out.stride(0), out.stride(1),
+        stride_m[0], stride_m[1],
+        stride_a[0], stride_a[1], stride_a[2],
         G=group, NUM_SPLITS=num_splits, DOT_DTYPE=dot_dtype, DOT_PRECISION=dot_precision,
         BLOCK_G=max(16, triton.next_power_of_2(group)), BLOCK_N=block_n, BLOCK_D=block_d,
-        num_warps=_NUM_WARPS, num_stages=_NUM_STAGES,
-    )  # fmt: skip
-    _decode_attention_combine_kernel[(batch, q_heads)](
-        m, l, acc, seq_lens, out,
-        slots, head_dim,
-        seq_lens.stride(0),
-        m.stride(0), m.stride(1),
-        acc.stride(0), acc.stride(1), acc.stride(2),
-        out.stride(0), out.stride(1),
-        NUM_SPLITS=num_splits, BLOCK_N=block_n,
-        BLOCK_S_ALL=splits_pow2, BLOCK_S=min(_COMBINE_BLOCK_S, splits_pow2),
-        BLOCK_D=block_d, num_warps=_NUM_WARPS,
+        MERGE_G=merge_g, MERGE_S=merge_s,
+        num_warps=_NUM_WARPS, num_stages=_NUM_STAGES, **pdl_options(q.device),
     )  # fmt: skip
     return out
 
@@ -269,7 +300,7 @@ def decode_attention_reference(q, k_cache, v_cache, seq_lens, scale: float) -> t
 
 
 def decode_attention(q, k_cache, v_cache, seq_lens, scale: float) -> torch.Tensor:
-    """The Triton kernels on CUDA, the PyTorch reference elsewhere."""
+    """The Triton kernel on CUDA, the PyTorch reference elsewhere."""
     if q.is_cuda:
         return decode_attention_triton(q, k_cache, v_cache, seq_lens, scale)
     return decode_attention_reference(q, k_cache, v_cache, seq_lens, scale)

@@ -6,12 +6,11 @@ Row b holds `seq_lens[b]` tokens in its cache: the step embeds `tokens[b]` at po
 and value to that slot, attends to slots [0, seq_lens[b]], samples the next token into `tokens[b]` and adds 1.
 
 Per layer (fused kernels from warpcode.kernels; their PyTorch references off the GPU):
-    normed, residual = add_rmsnorm(mlp_out, input_norm, residual)        # residual add + RMSNorm, one kernel
-    qkv = normed @ Wqkv                                                   # q, k, v projections in one matmul
+    qkv, residual = norm_gemv(mlp_out, input_norm, Wqkv, residual)       # residual add + RMSNorm + q/k/v GEMV
     q = qk_norm_rope_cache(qkv, ...)                                      # q/k norm, RoPE, K/V cache write
     attn = decode_attention(q, cache, seq_lens + 1)                       # split-KV flash decoding
-    normed, residual = add_rmsnorm(attn @ Wo, post_norm, residual)
-    mlp_out = moe(normed)                                                 # route + warp decode (or dense MLP)
+    router_logits, normed, residual = norm_gemv(gemv(attn, Wo), post_norm, Wrouter, residual)
+    mlp_out = moe(normed, route(router_logits))                           # warp decode (or a dense MLP)
 """
 
 from __future__ import annotations
@@ -22,12 +21,15 @@ import torch
 import torch.nn.functional as F
 
 from warpcode.kernels.decode_attention import decode_attention
+from warpcode.kernels.gemv import MAX_BATCH as GEMV_MAX_ROWS
+from warpcode.kernels.gemv import gemv, norm_gemv
 from warpcode.kernels.norm import add_rmsnorm
 from warpcode.kernels.rope_cache import qk_norm_rope_cache
 from warpcode.model_runtime.attention import Attention
 from warpcode.model_runtime.config import ModelConfig
 from warpcode.model_runtime.layers import RotaryEmbedding
-from warpcode.model_runtime.model import MoeForCausalLM
+from warpcode.model_runtime.model import DecoderLayer, MoeForCausalLM
+from warpcode.model_runtime.moe_block import SparseMoeBlock
 from warpcode.model_runtime.sampling import SamplingTensors, sample_on_device
 
 
@@ -85,10 +87,11 @@ def decode_step(model: MoeForCausalLM, state: DecodeState, batch: int, sampling:
     x = model.model.embed_tokens(state.tokens[:batch])  # [B, H]
     residual, eps = None, config.rms_norm_eps
     for index, layer in enumerate(model.model.layers):
-        normed, residual = add_rmsnorm(x, layer.input_layernorm.weight, eps, residual)
-        attn = _attention(layer.self_attn, model.model.rotary, eps, normed, seq_lens, attend_lens, state, index, batch)
-        normed, residual = add_rmsnorm(attn, layer.post_attention_layernorm.weight, eps, residual)
-        x = layer.mlp(normed[:, None])[:, 0]
+        attn = layer.self_attn
+        qkv, _, residual = norm_linear(x, layer.input_layernorm.weight, eps, attn.qkv_weight, attn.qkv_bias, residual)
+        out = _attention(attn, model.model.rotary, eps, qkv, seq_lens, attend_lens, state, index)
+        out = linear(out, attn.o_proj.weight, attn.o_proj.bias)
+        x, residual = _mlp(layer, out, residual, eps)
     normed, _ = add_rmsnorm(x, model.model.norm.weight, eps, residual)
     logits = F.linear(normed, model.output_weight)  # [B, V]
     if sampling == "greedy":
@@ -106,14 +109,12 @@ def _attention(
     attn: Attention,
     rotary: RotaryEmbedding,
     eps: float,
-    normed: torch.Tensor,  # [B, H]
+    qkv: torch.Tensor,  # [B, (Hq + 2 Hkv) * D]
     seq_lens: torch.Tensor,  # int32 [B]
     attend_lens: torch.Tensor,  # int32 [B]: seq_lens + 1
     state: DecodeState,
     layer: int,
-    batch: int,
-) -> torch.Tensor:  # [B, H]
-    qkv = F.linear(normed, attn.qkv_weight, attn.qkv_bias)  # [B, (Hq + 2 Hkv) * D]
+) -> torch.Tensor:  # [B, Hq * D], before o_proj
     q_size, kv_size = attn.num_heads * attn.head_dim, attn.num_kv_heads * attn.head_dim
     if attn.qk_norm == "full":  # olmoe normalises the whole q and k projections: not per head, so not fused
         q, k, v = qkv.split((q_size, kv_size, kv_size), dim=-1)
@@ -121,11 +122,40 @@ def _attention(
     if attn.clip_qkv is not None:
         qkv = qkv.clamp(-attn.clip_qkv, attn.clip_qkv)
     per_head = attn.qk_norm == "per_head"
-    inv_freq, rope_scaling = rotary.frequencies(normed.device)
+    inv_freq, rope_scaling = rotary.frequencies(qkv.device)
     q = qk_norm_rope_cache(
         qkv, attn.num_heads, attn.num_kv_heads, attn.head_dim,
         attn.q_norm.weight if per_head else None, attn.k_norm.weight if per_head else None, eps,
         inv_freq, rope_scaling, seq_lens, state.keys[layer], state.values[layer], seq_lens,
     )  # fmt: skip
     out = decode_attention(q, state.keys[layer], state.values[layer], attend_lens, attn.head_dim**-0.5)
-    return attn.o_proj(out.reshape(batch, q_size))
+    return out.reshape(qkv.shape[0], q_size)
+
+
+def _mlp(layer: DecoderLayer, x: torch.Tensor, residual: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Post-attention norm + MLP: [B, H] -> (MLP output, updated residual). A MoE layer's router projection is fused
+    with the norm; its routed experts then read the normed input."""
+    norm_weight, mlp = layer.post_attention_layernorm.weight, layer.mlp
+    if isinstance(mlp, SparseMoeBlock):
+        router_logits, normed, residual = norm_linear(x, norm_weight, eps, mlp.gate.weight, None, residual)
+        return mlp.from_router_logits(normed, router_logits), residual
+    normed, residual = add_rmsnorm(x, norm_weight, eps, residual)
+    return mlp(normed), residual
+
+
+def norm_linear(
+    x: torch.Tensor, norm_weight: torch.Tensor, eps: float, weight: torch.Tensor, bias, residual
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(RMSNorm(x + residual) @ weight.T + bias, the normed input, x + residual): one fused kernel for small
+    batches on the GPU, add_rmsnorm + a library matmul otherwise."""
+    if x.is_cuda and x.shape[0] <= GEMV_MAX_ROWS:
+        return norm_gemv(x, norm_weight, eps, weight, residual, bias)
+    normed, summed = add_rmsnorm(x, norm_weight, eps, residual)
+    return F.linear(normed, weight, bias), normed, summed
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias) -> torch.Tensor:
+    """x @ weight.T + bias with the GEMV kernel where it beats the library matmul (small batches on the GPU)."""
+    if x.is_cuda and x.shape[0] <= GEMV_MAX_ROWS:
+        return gemv(x, weight, bias)
+    return F.linear(x, weight, bias)

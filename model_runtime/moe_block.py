@@ -33,12 +33,12 @@ class SparseMoeBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # [B, T, H] -> [B, T, H]
         flat = x.reshape(-1, x.shape[-1])  # [N, H]
-        topk_weights, topk_ids = self.route(flat)
+        return self.from_router_logits(flat, self.gate(flat)).view_as(x)
+
+    def from_router_logits(self, flat: torch.Tensor, router_logits: torch.Tensor) -> torch.Tensor:
+        """[N, H] and its router logits [N, E] (computed elsewhere, e.g. fused with the norm) -> [N, H]."""
+        topk_weights, topk_ids = route(router_logits, self.top_k, self.normalize)  # fp32 [N, K], int64 [N, K]
         out = moe(flat, topk_weights, topk_ids, self.experts.w13, self.experts.w2)
         if self.shared_expert is not None:
             out = out + torch.sigmoid(self.shared_expert_gate(flat)) * self.shared_expert(flat)
-        return out.view_as(x)
-
-    def route(self, flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """[N, H] -> fp32 weights [N, K], int64 expert ids [N, K]: softmax over experts, top-k, optional renorm."""
-        return route(self.gate(flat), self.top_k, self.normalize)
+        return out

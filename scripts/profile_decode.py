@@ -1,6 +1,6 @@
 """Where a decode step's device time goes: kernel times of one eager step under torch.profiler, and the graph step.
 
-    python scripts/profile_decode.py [--preset qwen3-30b-a3b] [--batch 1] [--context 512]
+python scripts/profile_decode.py [--preset qwen3-30b-a3b] [--batch 1] [--context 512]
 """
 
 from __future__ import annotations
@@ -34,8 +34,10 @@ def main() -> None:
         torch.cuda.synchronize()
     print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=70))
     kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    print(f"kernels per step: {len(kernels) / 5:.0f}; summed kernel time per step: "
-          f"{sum(e.device_time for e in kernels) / 5 / 1e3:.3f} ms")
+    print(
+        f"kernels per step: {len(kernels) / 5:.0f}; summed kernel time per step: "
+        f"{sum(e.device_time for e in kernels) / 5 / 1e3:.3f} ms"
+    )
     decode = runner.decode(args.batch, SamplingParams())
     next(decode)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

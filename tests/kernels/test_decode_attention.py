@@ -42,9 +42,9 @@ def assert_matches(out, reference, dtype):
 
 @pytest.fixture
 def small_tiles(monkeypatch):
-    """16-key tiles and 2-split combine steps: several loop iterations in both kernels at these small S."""
+    """16-key tiles and one split per merge step: several iterations of both loops at these small S."""
     monkeypatch.setattr(module, "_BLOCK_N", 16)
-    monkeypatch.setattr(module, "_COMBINE_BLOCK_S", 2)
+    monkeypatch.setattr(module, "_MERGE_ELEMENTS", 1)
 
 
 @DTYPES
@@ -72,6 +72,58 @@ def test_more_splits_than_chunks(num_splits):
     """S = 37 is one 64-key tile: every split but the first is empty (and 17 pads the combine's vector to 32)."""
     case = make_case(2, 4, 1, 16, 37, torch.float32)
     assert_matches(decode_attention_triton(*case, num_splits=num_splits), float64_reference(*case), torch.float32)
+
+
+@pytest.fixture
+def fresh_counters(monkeypatch):
+    """An empty counter cache (restored afterwards) that starts at 8 counters, so that growing is exercised."""
+    counters = {}
+    monkeypatch.setattr(module, "_COUNTERS", counters)
+    monkeypatch.setattr(module, "_MIN_COUNTERS", 8)
+    return counters
+
+
+def assert_counters_reset(counters):
+    assert counters, "no counter was allocated"
+    for key, tensor in counters.items():
+        assert tensor.dtype == torch.int32 and not tensor.any(), (key, tensor)
+
+
+def test_many_splits_most_of_them_empty(small_tiles, fresh_counters):
+    """12 splits of 16-key tiles over S = 129: rows of length 1, 129, 126 and 87 use 1, 9, 8 and 6 of them, so the
+    program that arrives last and merges is often one of an empty split; the counters end at zero."""
+    case = make_case(4, 8, 2, 32, 129, torch.float32, seed=0)
+    assert case[3].tolist() == [1, 129, 126, 87]
+    assert_matches(decode_attention_triton(*case, num_splits=12), float64_reference(*case), torch.float32)
+    assert_counters_reset(fresh_counters)
+
+
+def test_repeated_calls_with_new_lengths_reuse_the_counters(small_tiles, fresh_counters):
+    """The same tensors called three times with new lengths (what a CUDA-graph replay does): each call starts from
+    the counters the previous one left at zero."""
+    q, k_cache, v_cache, seq_lens, scale = make_case(3, 8, 2, 32, 70, torch.bfloat16, garbage=0.0)
+    for lengths in ([70, 1, 33], [5, 70, 69], [17, 2, 1]):
+        seq_lens.copy_(torch.tensor(lengths, dtype=torch.int32))
+        out = decode_attention_triton(q, k_cache, v_cache, seq_lens, scale, num_splits=4)
+        assert_matches(out, float64_reference(q, k_cache, v_cache, seq_lens, scale), torch.bfloat16)
+        assert_counters_reset(fresh_counters)
+    assert len(fresh_counters) == 1
+
+
+def test_calls_with_other_batches_grow_the_counters_and_keep_the_old_ones(small_tiles, fresh_counters):
+    """B * Hkv = 2, then 10 (past the 8 first allocated: a 16-counter tensor joins the cache, the 8-counter one stays
+    alive for graphs captured with it), then 2 again, served by the larger tensor."""
+    for batch, seed in [(1, 1), (5, 2), (1, 3)]:
+        case = make_case(batch, 8, 2, 32, 70, torch.float32, seed=seed)
+        assert_matches(decode_attention_triton(*case, num_splits=3), float64_reference(*case), torch.float32)
+        assert_counters_reset(fresh_counters)
+    assert sorted(size for _, size in fresh_counters) == [8, 16]
+
+
+def test_one_split_writes_out_without_workspaces_or_counters(small_tiles, fresh_counters):
+    case = make_case(3, 8, 2, 32, 70, torch.float32, seed=4)
+    assert_matches(decode_attention_triton(*case, num_splits=1), float64_reference(*case), torch.float32)
+    assert not fresh_counters
 
 
 def test_writes_every_element_of_a_strided_out_buffer_and_reads_strided_caches():
@@ -129,8 +181,8 @@ def test_reference_matches_sdpa(dtype):
 
 
 def test_default_num_splits():
-    """H200 (132 SMs): about 4 programs per SM, never more splits than 64-key tiles, whole tiles per split."""
-    for batch, slots, expected in [(1, 8192, 128), (8, 8192, 16), (32, 8192, 4), (1, 512, 8), (256, 8192, 1)]:
+    """H200 (132 SMs): about 2 programs per SM, never more splits than 64-key tiles, whole tiles per split."""
+    for batch, slots, expected in [(1, 8192, 64), (8, 8192, 8), (32, 8192, 2), (1, 512, 8), (256, 8192, 1)]:
         splits = module._default_num_splits(batch, 4, slots, 64, 132)
         assert splits == expected, (batch, slots, splits)
         tiles = -(-slots // 64)

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from warpcode.kernels import decode_attention as module
 from warpcode.kernels.decode_attention import decode_attention, decode_attention_reference, decode_attention_triton
 from warpcode.kernels.timing import time_per_call
 
@@ -67,37 +68,69 @@ def test_fp32_and_fp16(dtype):
     assert_matches(out, float64_reference(q, k_cache, v_cache, seq_lens), atol=tolerance, rtol=tolerance)
 
 
+def assert_counters_reset():
+    """Every call leaves the arrival counters at zero (its last program per group resets its own)."""
+    torch.cuda.synchronize()
+    for key, counters in module._COUNTERS.items():
+        assert not counters.any(), (key, counters.nonzero())
+
+
 @pytest.mark.parametrize("batch", [1, 8])
 def test_cuda_graph_replays_with_new_lengths(batch):
-    """One capture, replayed after writing new lengths (and a new query) into the captured tensors in place."""
+    """One capture holding two calls (two layers sharing the counters, launched back to back with PDL), replayed
+    three rounds of four new lengths (and new queries) written into the captured tensors in place."""
     slots = 8192
-    q, k_cache, v_cache, seq_lens = make_case(batch, slots, extra_rows=0, seed=batch)
-    # Real values everywhere: each replay's lengths expose a different prefix of every row.
-    k_cache.copy_(torch.randn_like(k_cache))
-    v_cache.copy_(torch.randn_like(v_cache))
-    out = torch.empty_like(q)
+    layers = [make_case(batch, slots, extra_rows=0, seed=batch + layer) for layer in range(2)]
+    seq_lens = layers[0][3]
+    for _, k_cache, v_cache, _ in layers:
+        # Real values everywhere: each replay's lengths expose a different prefix of every row.
+        k_cache.copy_(torch.randn_like(k_cache))
+        v_cache.copy_(torch.randn_like(v_cache))
+    outs = [torch.empty_like(q) for q, *_ in layers]
+
+    def step():
+        for (q, k_cache, v_cache, _), out in zip(layers, outs, strict=True):
+            decode_attention_triton(q, k_cache, v_cache, seq_lens, SCALE, out=out)
+
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        decode_attention_triton(q, k_cache, v_cache, seq_lens, SCALE, out=out)  # compile outside the capture
+        step()  # compile and allocate the counters outside the capture
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, stream=stream):
-            decode_attention_triton(q, k_cache, v_cache, seq_lens, SCALE, out=out)
+            step()
     torch.cuda.current_stream().wait_stream(stream)
     generator = torch.Generator().manual_seed(batch)
-    new_lengths = [
-        torch.ones(batch, dtype=torch.int32),
-        torch.full((batch,), slots, dtype=torch.int32),
-        torch.randint(1, 200, (batch,), generator=generator, dtype=torch.int32),
-        torch.randint(1, slots + 1, (batch,), generator=generator, dtype=torch.int32),
-    ]
-    for lengths in new_lengths:
-        seq_lens.copy_(lengths)
-        q.copy_(torch.randn_like(q))
-        out.fill_(float("nan"))
-        graph.replay()
-        torch.cuda.synchronize()
-        assert_matches(out, float64_reference(q, k_cache, v_cache, seq_lens))
+    for _ in range(3):
+        new_lengths = [
+            torch.ones(batch, dtype=torch.int32),
+            torch.full((batch,), slots, dtype=torch.int32),
+            torch.randint(1, 200, (batch,), generator=generator, dtype=torch.int32),
+            torch.randint(1, slots + 1, (batch,), generator=generator, dtype=torch.int32),
+        ]
+        for lengths in new_lengths:
+            seq_lens.copy_(lengths)
+            for (q, *_), out in zip(layers, outs, strict=True):
+                q.copy_(torch.randn_like(q))
+                out.fill_(float("nan"))
+            graph.replay()
+            torch.cuda.synchronize()
+            for (q, k_cache, v_cache, _), out in zip(layers, outs, strict=True):
+                assert_matches(out, float64_reference(q, k_cache, v_cache, seq_lens))
+            assert_counters_reset()
+
+
+def test_back_to_back_calls_with_other_batches_and_splits():
+    """Many eager calls in a row, no synchronisation between them, over batches (so counter ranges) and split counts
+    from 1 to 200: each result is checked afterwards, and the counters end at zero."""
+    runs = []
+    for index, (batch, num_splits) in enumerate([(8, 200), (1, None), (32, 7), (1, 1), (8, 64), (32, None), (1, 200)]):
+        q, k_cache, v_cache, seq_lens = make_case(batch, 8192 if batch < 32 else 512, seed=100 + index)
+        out = decode_attention_triton(q, k_cache, v_cache, seq_lens, SCALE, num_splits=num_splits)
+        runs.append((out, q, k_cache, v_cache, seq_lens))
+    for out, *case in runs:
+        assert_matches(out, float64_reference(*case))
+    assert_counters_reset()
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 
+from warpcode.kernels import route
 from warpcode.model_runtime import load
 
 VOCAB, PROMPT_LEN, NEW_TOKENS = 128, 11, 32  # VOCAB: conftest's tiny models
@@ -79,7 +80,7 @@ def test_router_is_not_degenerate(arch, hf_checkpoints):
     engine = load(hf_checkpoints[arch][1], dtype=torch.float32, show_progress=False)
     layer = next(layer for layer in engine.model.model.layers if hasattr(layer.mlp, "experts"))
     hidden = layer.post_attention_layernorm(engine.model.model.embed_tokens.weight)  # one row per vocabulary token
-    weights, ids = layer.mlp.route(hidden)
+    weights, ids = route(layer.mlp.gate(hidden), layer.mlp.top_k, layer.mlp.normalize)
     assert len(set(ids[:, 0].tolist())) >= 6  # of 8 experts
     assert weights[:, 0].mean() > 1.5 * weights[:, 1].mean()
 

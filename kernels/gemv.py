@@ -1,0 +1,262 @@
+"""Small-batch dense projections (B <= 16 rows): y = x @ w.T (+ bias), optionally fused after add + RMSNorm.
+
+    gemv:       y [B, N] = x [B, H] @ w [N, H].T (+ bias)               fp32 accumulation, rounded once to x.dtype
+    norm_gemv:  summed = x + residual, normed = RMSNorm(summed) * norm_weight (exactly kernels.norm's rounding),
+                y = normed @ w.T (+ bias); returns (y, normed, summed)
+
+One program per block of BLOCK_N weight rows, holding all B input rows: every weight element is read once per call,
+in 16-byte loads along H. Inputs are tiny and L2-resident, so every program re-reads them (norm_gemv also makes its
+own pass over H for the sum of squares: no second kernel, no atomics, no split-K). The product is a broadcast
+multiply + sum on CUDA cores for small B and `tl.dot` (tensor cores, B padded to 16) when B is large enough for the
+FMAs to compete with the loads. Under PDL the first weight tile is fetched before `gdc_wait`, while the previous
+kernel drains; only the reads of x / residual wait. The launcher reads shapes and strides only (CUDA-graph safe).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from warpcode.kernels.launch import pdl_options
+from warpcode.kernels.norm import SUPPORTED_DTYPES, add_rmsnorm_reference, round_to
+
+MAX_BATCH = 16  # beyond this, callers use cuBLAS
+BATCH_BUCKETS = (1, 2, 4, 8, 16)
+
+
+@dataclass(frozen=True)
+class GemvConfig:
+    block_n: int = 8  # weight rows per program
+    block_k: int = 512  # H elements per loaded tile
+    num_warps: int = 4
+    num_stages: int = 1
+    use_dot: bool = False  # tl.dot with B padded to 16 instead of broadcast multiply + sum
+
+    def __post_init__(self) -> None:
+        for name in ("block_n", "block_k", "num_warps"):
+            value = getattr(self, name)
+            if value < 1 or value & (value - 1):
+                raise ValueError(f"GemvConfig.{name} must be a power of two, got {value}")
+        if self.block_k < 16:
+            raise ValueError(f"GemvConfig.block_k must be >= 16, got {self.block_k}")
+        if self.num_stages < 1:
+            raise ValueError(f"GemvConfig.num_stages must be >= 1, got {self.num_stages}")
+        if self.use_dot and self.block_n < 8:
+            raise ValueError(f"GemvConfig.use_dot needs block_n >= 8, got {self.block_n}")
+
+
+# Measured on the H200 by `python -m warpcode.kernels.bench_gemv`: {(N, H, batch bucket): GemvConfig}.
+TUNED_CONFIGS: dict[tuple[int, int, int], GemvConfig] = {}
+
+
+def batch_bucket(batch: int) -> int:
+    return next((bucket for bucket in BATCH_BUCKETS if batch <= bucket), BATCH_BUCKETS[-1])
+
+
+def default_gemv_config(n: int, h: int, batch: int) -> GemvConfig:
+    """A tuned entry when there is one, else a heuristic. Each program keeps about one tile in flight (the next
+    tile is loaded while the current one is used), so by Little's law the grid needs ~3-4 MB of tiles in flight to
+    reach the 4.8 TB/s roofline: >= ~256 programs where N allows, tiles of up to 8192 elements (<= 64 per thread,
+    16-byte loads), input tiles [B, block_k] kept as small. From B = 8 on, tensor cores (the CUDA-core FMAs and
+    shuffles of the broadcast product would rival the loads there), pipelined over 3 stages."""
+    tuned = TUNED_CONFIGS.get((n, h, batch_bucket(batch)))
+    if tuned is not None:
+        return tuned
+    if batch >= 8 and n >= 2048:
+        return GemvConfig(block_n=16, block_k=256, num_warps=4, num_stages=3, use_dot=True)
+    rows_b = triton.next_power_of_2(batch)
+    block_n = next((bn for bn in (16, 8, 4, 2) if triton.cdiv(n, bn) >= 256), 1)
+    block_n = max(block_n, rows_b // 8)
+    tile = min(8192, max(4096, (3 << 20) // triton.cdiv(n, block_n)))
+    block_k = min(triton.next_power_of_2(h), 1 << (tile // block_n).bit_length() - 1, max(128, 8192 // rows_b))
+    num_warps = max(1, min(4, max(block_n, rows_b) * block_k // 2048))
+    return GemvConfig(block_n=block_n, block_k=max(16, block_k), num_warps=num_warps, num_stages=1)
+
+
+@triton.jit
+def _gemv_kernel(
+    x_ptr, residual_ptr, norm_weight_ptr, w_ptr, bias_ptr, y_ptr, normed_ptr, summed_ptr,
+    B, N, H, eps,
+    stride_x, stride_r, stride_w, stride_y, stride_n, stride_s,
+    BLOCK_B: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    NORM: tl.constexpr, HAS_RESIDUAL: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr,
+    USE_DOT: tl.constexpr, DOT_IN_FP32: tl.constexpr, USE_PDL: tl.constexpr,
+):  # fmt: skip
+    pid = tl.program_id(0)
+    dtype = x_ptr.dtype.element_ty
+    rows = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_mask = rows < N
+    batch = tl.arange(0, BLOCK_B)
+    batch_mask = batch < B
+    cols = tl.arange(0, BLOCK_K)
+    w_ptrs = w_ptr + rows[:, None].to(tl.int64) * stride_w + cols[None, :]
+    if USE_PDL:
+        tl.extra.cuda.gdc_launch_dependents()
+    # Weights never change: the first tile is fetched before waiting for the kernel that writes x.
+    if EVEN_K:
+        w = tl.load(w_ptrs, mask=row_mask[:, None], other=0.0)
+    else:
+        w = tl.load(w_ptrs, mask=row_mask[:, None] & (cols < H)[None, :], other=0.0)
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+    x_ptrs = x_ptr + batch[:, None].to(tl.int64) * stride_x + cols[None, :]
+    r_ptrs = residual_ptr + batch[:, None].to(tl.int64) * stride_r + cols[None, :]
+    if NORM:
+        sum_sq = tl.zeros([BLOCK_B], dtype=tl.float32)
+        for k in range(0, H, BLOCK_K):
+            x_mask = batch_mask[:, None] & (cols + k < H)[None, :]
+            s = tl.load(x_ptrs + k, mask=x_mask, other=0.0)
+            if HAS_RESIDUAL:
+                r = tl.load(r_ptrs + k, mask=x_mask, other=0.0)
+                s = round_to(s.to(tl.float32) + r.to(tl.float32), dtype)
+            s32 = s.to(tl.float32)
+            sum_sq += tl.sum(s32 * s32, axis=1)
+        rstd = tl.rsqrt(sum_sq / H + eps)
+    acc = tl.zeros([BLOCK_B, BLOCK_N], dtype=tl.float32)
+    for k in range(0, H, BLOCK_K):
+        x_mask = batch_mask[:, None] & (cols + k < H)[None, :]
+        a = tl.load(x_ptrs + k, mask=x_mask, other=0.0)
+        if NORM:
+            if HAS_RESIDUAL:
+                r = tl.load(r_ptrs + k, mask=x_mask, other=0.0)
+                a = round_to(a.to(tl.float32) + r.to(tl.float32), dtype)
+                if pid == 0:  # column block 0 writes summed and normed
+                    s_ptrs = summed_ptr + batch[:, None].to(tl.int64) * stride_s + cols[None, :] + k
+                    tl.store(s_ptrs, a, mask=x_mask)
+            n = round_to(a.to(tl.float32) * rstd[:, None], dtype)
+            nw = tl.load(norm_weight_ptr + k + cols, mask=cols + k < H, other=0.0)
+            a = round_to(nw.to(tl.float32)[None, :] * n.to(tl.float32), dtype)
+            if pid == 0:
+                n_ptrs = normed_ptr + batch[:, None].to(tl.int64) * stride_n + cols[None, :] + k
+                tl.store(n_ptrs, a, mask=x_mask)
+        if USE_DOT:
+            if DOT_IN_FP32:  # fp32 inputs, or the interpreter (whose bf16 dot multiplies the raw bits)
+                acc = tl.dot(a.to(tl.float32), tl.trans(w.to(tl.float32)), acc, input_precision="ieee")
+            else:
+                acc = tl.dot(a, tl.trans(w), acc)
+        else:
+            acc += tl.sum(w.to(tl.float32)[None, :, :] * a.to(tl.float32)[:, None, :], axis=2)
+        next_mask = row_mask[:, None] & (cols + k + BLOCK_K < H)[None, :]  # all false past the end: no traffic
+        w = tl.load(w_ptrs + k + BLOCK_K, mask=next_mask, other=0.0)
+    if HAS_BIAS:
+        acc += tl.load(bias_ptr + rows, mask=row_mask, other=0.0).to(tl.float32)[None, :]
+    y_ptrs = y_ptr + batch[:, None].to(tl.int64) * stride_y + rows[None, :]
+    tl.store(y_ptrs, round_to(acc, dtype), mask=batch_mask[:, None] & row_mask[None, :])
+
+
+def _check_vector(name: str, t: torch.Tensor, length: int, x: torch.Tensor) -> None:
+    if t.shape != (length,):
+        raise ValueError(f"{name} must be [{length}], got shape {tuple(t.shape)}")
+    if t.dtype != x.dtype or t.device != x.device:
+        raise ValueError(f"{name} must be {x.dtype} on {x.device}, got {t.dtype} on {t.device}")
+    if length > 1 and t.stride(0) != 1:
+        raise ValueError(f"{name} must be contiguous (stride {t.stride(0)})")
+
+
+def _check_rows(name: str, t: torch.Tensor, shape: tuple[int, int], x: torch.Tensor) -> None:
+    if t.dim() != 2 or tuple(t.shape) != shape:
+        raise ValueError(f"{name} must be {list(shape)}, got shape {tuple(t.shape)}")
+    if t.dtype != x.dtype or t.device != x.device:
+        raise ValueError(f"{name} must be {x.dtype} on {x.device}, got {t.dtype} on {t.device}")
+    if shape[1] > 1 and t.stride(1) != 1:
+        raise ValueError(f"{name} rows must be contiguous (stride along the last dimension is {t.stride(1)})")
+
+
+def _launch(x, w, bias, out, config, norm_weight=None, eps=0.0, residual=None):
+    if x.dim() != 2:
+        raise ValueError(f"x must be [B, H], got shape {tuple(x.shape)}")
+    if x.dtype not in SUPPORTED_DTYPES:
+        raise ValueError(f"x must be bf16, fp16 or fp32, got {x.dtype}")
+    batch, hidden = x.shape
+    if not 1 <= batch <= MAX_BATCH:
+        raise ValueError(f"gemv handles 1..{MAX_BATCH} rows, got B = {batch} (use torch.nn.functional.linear)")
+    if hidden < 1:
+        raise ValueError("x must have H >= 1 columns")
+    _check_rows("x", x, (batch, hidden), x)
+    if w.dim() != 2 or w.shape[1] != hidden or w.shape[0] < 1:
+        raise ValueError(f"w must be [N >= 1, H = {hidden}], got shape {tuple(w.shape)}")
+    n = w.shape[0]
+    _check_rows("w", w, (n, hidden), x)
+    if bias is not None:
+        _check_vector("bias", bias, n, x)
+    out = torch.empty((batch, n), device=x.device, dtype=x.dtype) if out is None else out
+    _check_rows("out", out, (batch, n), x)
+    config = config or default_gemv_config(n, hidden, batch)
+    normed = summed = x
+    if norm_weight is not None:
+        if not isinstance(eps, (int, float)):
+            raise ValueError(f"eps must be a Python number (a tensor would sync), got {type(eps)}")
+        _check_vector("norm_weight", norm_weight, hidden, x)
+        normed = torch.empty_like(x, memory_format=torch.contiguous_format)
+        if residual is not None:
+            _check_rows("residual", residual, (batch, hidden), x)
+            summed = torch.empty_like(x, memory_format=torch.contiguous_format)
+    interpreting = os.environ.get("TRITON_INTERPRET") == "1"
+    _gemv_kernel[(triton.cdiv(n, config.block_n),)](
+        x, x if residual is None else residual, x if norm_weight is None else norm_weight, w,
+        x if bias is None else bias, out, normed, summed,
+        batch, n, hidden, float(eps),
+        x.stride(0), x.stride(0) if residual is None else residual.stride(0), w.stride(0), out.stride(0),
+        normed.stride(0), summed.stride(0),
+        BLOCK_B=max(16 if config.use_dot else 1, triton.next_power_of_2(batch)), BLOCK_N=config.block_n,
+        BLOCK_K=config.block_k, NORM=norm_weight is not None, HAS_RESIDUAL=residual is not None,
+        HAS_BIAS=bias is not None, EVEN_K=hidden % config.block_k == 0, USE_DOT=config.use_dot,
+        DOT_IN_FP32=x.dtype == torch.float32 or interpreting,
+        num_warps=config.num_warps, num_stages=config.num_stages, **pdl_options(x.device),
+    )  # fmt: skip
+    return out, normed, summed
+
+
+def gemv(
+    x: torch.Tensor,  # [B, H], 1 <= B <= 16
+    w: torch.Tensor,  # [N, H], rows contiguous
+    bias: torch.Tensor | None = None,  # [N]
+    config: GemvConfig | None = None,
+    *,
+    out: torch.Tensor | None = None,  # [B, N] x.dtype, preallocated (CUDA graphs)
+) -> torch.Tensor:
+    """y [B, N] = x @ w.T (+ bias) in x.dtype, accumulated in fp32 and rounded once."""
+    return _launch(x, w, bias, out, config)[0]
+
+
+def norm_gemv(
+    x: torch.Tensor,  # [B, H]
+    norm_weight: torch.Tensor,  # [H]
+    eps: float,
+    w: torch.Tensor,  # [N, H]
+    residual: torch.Tensor | None = None,  # [B, H]
+    bias: torch.Tensor | None = None,  # [N]
+    config: GemvConfig | None = None,
+    *,
+    out: torch.Tensor | None = None,  # [B, N]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(y, normed, summed): add_rmsnorm(x, norm_weight, eps, residual) then gemv(normed, w, bias), in one kernel.
+    summed is x itself when there is no residual."""
+    if norm_weight is None:
+        raise ValueError("norm_gemv needs a norm_weight")
+    return _launch(x, w, bias, out, config, norm_weight=norm_weight, eps=eps, residual=residual)
+
+
+def gemv_reference(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x @ w.T (+ bias) accumulated in fp32 (float64 for float64 inputs), rounded once to x.dtype."""
+    wide = torch.promote_types(x.dtype, torch.float32)
+    y = x.to(wide) @ w.to(wide).T
+    if bias is not None:
+        y = y + bias.to(wide)
+    return y.to(x.dtype)
+
+
+def norm_gemv_reference(
+    x: torch.Tensor,
+    norm_weight: torch.Tensor,
+    eps: float,
+    w: torch.Tensor,
+    residual: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    normed, summed = add_rmsnorm_reference(x, norm_weight, eps, residual)
+    return gemv_reference(normed, w, bias), normed, summed
