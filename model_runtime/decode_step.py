@@ -6,11 +6,12 @@ Row b holds `seq_lens[b]` tokens in its cache: the step embeds `tokens[b]` at po
 and value to that slot, attends to slots [0, seq_lens[b]], samples the next token into `tokens[b]` and adds 1.
 
 Per layer (fused kernels from warpcode.kernels; their PyTorch references off the GPU):
-    qkv, residual = norm_gemv(mlp_out, input_norm, Wqkv, residual)       # residual add + RMSNorm + q/k/v GEMV
+    normed, residual = add_rmsnorm(mlp_out, input_norm, residual)        # residual add + RMSNorm, one kernel
+    qkv = normed @ Wqkv                                                   # q, k, v projections in one matmul
     q = qk_norm_rope_cache(qkv, ...)                                      # q/k norm, RoPE, K/V cache write
-    attn = decode_attention(q, cache, seq_lens + 1)                       # split-KV flash decoding
-    router_logits, normed, residual = norm_gemv(gemv(attn, Wo), post_norm, Wrouter, residual)
-    mlp_out = moe(normed, route(router_logits))                           # warp decode (or a dense MLP)
+    attn = decode_attention(q, cache, seq_lens + 1)                       # split-KV flash decoding, one launch
+    normed, residual = add_rmsnorm(attn @ Wo, post_norm, residual)
+    mlp_out = moe(normed, route(gemv(normed, Wrouter)))                   # warp decode (or a dense MLP)
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from warpcode.kernels.decode_attention import decode_attention
-from warpcode.kernels.gemv import MAX_BATCH as GEMV_MAX_ROWS
-from warpcode.kernels.gemv import gemv, norm_gemv
+from warpcode.kernels.gemv import gemv
 from warpcode.kernels.norm import add_rmsnorm
 from warpcode.kernels.rope_cache import qk_norm_rope_cache
 from warpcode.model_runtime.attention import Attention
@@ -31,6 +31,8 @@ from warpcode.model_runtime.layers import RotaryEmbedding
 from warpcode.model_runtime.model import DecoderLayer, MoeForCausalLM
 from warpcode.model_runtime.moe_block import SparseMoeBlock
 from warpcode.model_runtime.sampling import SamplingTensors, sample_on_device
+
+GEMV_MAX_ROWS, GEMV_MAX_OUTPUTS = 4, 1024  # where gemv beats cuBLAS, see `linear`
 
 
 @dataclass
@@ -88,7 +90,8 @@ def decode_step(model: MoeForCausalLM, state: DecodeState, batch: int, sampling:
     residual, eps = None, config.rms_norm_eps
     for index, layer in enumerate(model.model.layers):
         attn = layer.self_attn
-        qkv, _, residual = norm_linear(x, layer.input_layernorm.weight, eps, attn.qkv_weight, attn.qkv_bias, residual)
+        normed, residual = add_rmsnorm(x, layer.input_layernorm.weight, eps, residual)
+        qkv = linear(normed, attn.qkv_weight, attn.qkv_bias)
         out = _attention(attn, model.model.rotary, eps, qkv, seq_lens, attend_lens, state, index)
         out = linear(out, attn.o_proj.weight, attn.o_proj.bias)
         x, residual = _mlp(layer, out, residual, eps)
@@ -135,27 +138,16 @@ def _attention(
 def _mlp(layer: DecoderLayer, x: torch.Tensor, residual: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Post-attention norm + MLP: [B, H] -> (MLP output, updated residual). A MoE layer's router projection is fused
     with the norm; its routed experts then read the normed input."""
-    norm_weight, mlp = layer.post_attention_layernorm.weight, layer.mlp
+    normed, residual = add_rmsnorm(x, layer.post_attention_layernorm.weight, eps, residual)
+    mlp = layer.mlp
     if isinstance(mlp, SparseMoeBlock):
-        router_logits, normed, residual = norm_linear(x, norm_weight, eps, mlp.gate.weight, None, residual)
-        return mlp.from_router_logits(normed, router_logits), residual
-    normed, residual = add_rmsnorm(x, norm_weight, eps, residual)
+        return mlp.from_router_logits(normed, linear(normed, mlp.gate.weight, None)), residual
     return mlp(normed), residual
 
 
-def norm_linear(
-    x: torch.Tensor, norm_weight: torch.Tensor, eps: float, weight: torch.Tensor, bias, residual
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(RMSNorm(x + residual) @ weight.T + bias, the normed input, x + residual): one fused kernel for small
-    batches on the GPU, add_rmsnorm + a library matmul otherwise."""
-    if x.is_cuda and x.shape[0] <= GEMV_MAX_ROWS:
-        return norm_gemv(x, norm_weight, eps, weight, residual, bias)
-    normed, summed = add_rmsnorm(x, norm_weight, eps, residual)
-    return F.linear(normed, weight, bias), normed, summed
-
-
 def linear(x: torch.Tensor, weight: torch.Tensor, bias) -> torch.Tensor:
-    """x @ weight.T + bias with the GEMV kernel where it beats the library matmul (small batches on the GPU)."""
-    if x.is_cuda and x.shape[0] <= GEMV_MAX_ROWS:
+    """x @ weight.T + bias, with the GEMV kernel where it measured faster than cuBLAS on the H200: narrow outputs
+    (the router, N 128) at up to 4 rows, 1.5 us against 5.3 us (BENCHMARKS.md, decode)."""
+    if x.is_cuda and x.shape[0] <= GEMV_MAX_ROWS and weight.shape[0] <= GEMV_MAX_OUTPUTS:
         return gemv(x, weight, bias)
     return F.linear(x, weight, bias)

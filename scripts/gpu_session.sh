@@ -39,11 +39,16 @@ for step in $steps; do
                 | python3 scripts/show_bench.py
         done ;;
     decode-tests)
-        python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_decode_attention_gpu.py \
-            tests/kernels/test_decode_small_kernels_gpu.py tests/model_runtime/test_sampling_device.py \
-            tests/model_runtime/test_decode_gpu.py 2>&1 | tee "$OUT/decode_tests.log" | tail -30 ;;
+        python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/kernels/test_decode_attention_gpu.py \
+            tests/kernels/test_decode_small_kernels_gpu.py tests/kernels/test_gemv_gpu.py \
+            tests/model_runtime/test_sampling_device.py tests/model_runtime/test_decode_gpu.py 2>&1 | tee "$OUT/decode_tests.log" | tail -30 ;;
     profile)
         python3 scripts/profile_decode.py --batch ${PROFILE_BATCH:-1} 2>&1 | tee -a "$OUT/profile.log" | tail -45 ;;
+    gemv)
+        python3 -m warpcode.kernels.bench_gemv --shapes 5120x2048,2048x4096,128x2048 --batch ${GEMV_BATCH:-1,4,8,16} \
+            ${GEMV_FLAGS:---quick} 2>&1 | tee "$OUT/bench_gemv.log" | tail -40 ;;
+    attention)
+        python3 scripts/sweep_attention.py 2>&1 | tee "$OUT/sweep_attention.log" ;;
     decode)
         python3 -m warpcode.agent bench decode --preset qwen3-30b-a3b --random-weights --batch ${DECODE_BATCH:-1,8,32} \
             --context ${DECODE_CONTEXT:-512,8192} --json 2>"$OUT/decode_err.log" | tee -a "$OUT/bench_decode.jsonl"
