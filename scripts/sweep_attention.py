@@ -29,7 +29,8 @@ def main() -> None:
             if splits is not None and splits > -(-capacity // 64):
                 continue
             seconds, _ = time_per_call(
-                lambda k, v, s=splits: decode_attention_triton(q, k, v, lens, D**-0.5, num_splits=s), caches
+                lambda k, v, s=splits, q=q, lens=lens: decode_attention_triton(q, k, v, lens, D**-0.5, num_splits=s),
+                caches,
             )
             results.append(f"{splits or 'default'}: {seconds * 1e6:.2f} us ({kv_bytes / seconds / 1e9:.0f} GB/s)")
         print(f"B={batch} len={length} cap={capacity}: " + "; ".join(results), flush=True)
