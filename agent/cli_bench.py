@@ -139,13 +139,17 @@ def _run_decode(args: argparse.Namespace) -> int:
             console.print(f"prefill of {args.prefill} tokens (+ first token): {prefill_seconds * 1e3:.1f} ms")
     if args.compare_hf:
         config, device = engine.config, engine.device
+        read = {(b, c): bench_decode.bytes_per_step(config, engine.model, b, c) for b in batches for c in contexts}
         del engine  # two copies of a large model may not fit together
         gc.collect()
         if device.type == "cuda":
             torch.cuda.empty_cache()
         with console.status("building and timing the same model in transformers..."):
             for context, batch in ((c, b) for c in contexts for b in batches):
-                report(bench_decode.transformers_decode_row(config, batch, context, device))
+                row = bench_decode.transformers_decode_row(
+                    config, batch, context, device, read[batch, context], copy_bandwidth
+                )
+                report(row)
     if not args.json:
         Console().print(table)
     return 0

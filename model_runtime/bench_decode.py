@@ -91,16 +91,24 @@ def _synchronize(device: torch.device) -> None:
 
 
 def transformers_decode_row(
-    config: ModelConfig, batch: int, context: int, device: torch.device, steps: int = 16
+    config: ModelConfig,
+    batch: int,
+    context: int,
+    device: torch.device,
+    read_bytes: int,
+    copy_bw: float,
+    steps: int = 16,
 ) -> DecodeBenchRow:
-    """The same random-weight model in transformers (its fastest experts implementation, grouped_mm), timed as
-    (generate steps + 1 tokens) - (generate 1 token) after a prompt of `context` tokens."""
+    """The same random-weight model in transformers (experts backend grouped_mm, which transformers switches to
+    batched_mm for decode), timed as (generate steps + 1 tokens) - (generate 1 token) after a prompt of `context`
+    tokens. `read_bytes`: this shape's bytes per step (bytes_per_step of our model), for the roofline column."""
     import transformers
 
-    hf_config = to_transformers_config(config)
-    hf_config._experts_implementation = "grouped_mm"
     with torch.device(device):
-        hf_model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.bfloat16).eval()
+        hf_model = transformers.AutoModelForCausalLM.from_config(to_transformers_config(config), dtype=torch.bfloat16)
+    hf_model.eval()
+    if hasattr(hf_model, "set_experts_implementation"):
+        hf_model.set_experts_implementation("grouped_mm")
     prompt = torch.randint(config.vocab_size, (batch, context), device=device)
 
     def generate_seconds(new_tokens: int) -> float:
@@ -112,8 +120,9 @@ def transformers_decode_row(
 
     generate_seconds(2)  # warm-up
     seconds = (generate_seconds(steps + 1) - generate_seconds(1)) / steps
-    read = bytes_per_step(config, hf_model, batch, context)
-    return DecodeBenchRow("transformers", batch, context, batch / seconds, seconds * 1e3, read, float("nan"))
+    return DecodeBenchRow(
+        "transformers", batch, context, batch / seconds, seconds * 1e3, read_bytes, 100 * read_bytes / copy_bw / seconds
+    )
 
 
 def to_transformers_config(config: ModelConfig):
