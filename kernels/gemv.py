@@ -1,15 +1,14 @@
-"""Small-batch dense projections (B <= 16 rows): y = x @ w.T (+ bias), optionally fused after add + RMSNorm.
-
-    gemv:       y [B, N] = x [B, H] @ w [N, H].T (+ bias)               fp32 accumulation, rounded once to x.dtype
-    norm_gemv:  summed = x + residual, normed = RMSNorm(summed) * norm_weight (exactly kernels.norm's rounding),
-                y = normed @ w.T (+ bias); returns (y, normed, summed)
+"""Small-batch dense projections (B <= 16 rows): y [B, N] = x [B, H] @ w [N, H].T (+ bias), fp32 accumulation,
+rounded once to x.dtype.
 
 One program per block of BLOCK_N weight rows, holding all B input rows: every weight element is read once per call,
-in 16-byte loads along H. Inputs are tiny and L2-resident, so every program re-reads them (norm_gemv also makes its
-own pass over H for the sum of squares: no second kernel, no atomics, no split-K). The product is a broadcast
-multiply + sum on CUDA cores for small B and `tl.dot` (tensor cores, B padded to 16) when B is large enough for the
-FMAs to compete with the loads. Under PDL the first weight tile is fetched before `gdc_wait`, while the previous
-kernel drains; only the reads of x / residual wait. The launcher reads shapes and strides only (CUDA-graph safe).
+in 16-byte loads along H. Inputs are tiny and L2-resident, so every program re-reads them (no split-K, no atomics).
+A program walks H in BLOCK_K tiles, loading the next weight tile after using the current one; Triton does not
+pipeline these (non-dot) loads, so with several tiles per row a program keeps only about one tile in flight, while
+BLOCK_K >= H makes the whole row one tile, fetched at once. The product is a broadcast multiply + sum on CUDA cores
+for small B and `tl.dot` (tensor cores, B padded to 16) when B is large enough for the FMAs to compete with the
+loads. Under PDL the first weight tile is fetched before `gdc_wait`, while the previous kernel drains; only the
+reads of x wait. The launcher reads shapes and strides only (CUDA-graph safe).
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ import triton
 import triton.language as tl
 
 from warpcode.kernels.launch import pdl_options
-from warpcode.kernels.norm import SUPPORTED_DTYPES, add_rmsnorm_reference, round_to
+from warpcode.kernels.norm import SUPPORTED_DTYPES, round_to
 
 MAX_BATCH = 16  # beyond this, callers use cuBLAS
 BATCH_BUCKETS = (1, 2, 4, 8, 16)
@@ -59,7 +58,7 @@ def batch_bucket(batch: int) -> int:
 
 def default_gemv_config(n: int, h: int, batch: int) -> GemvConfig:
     """A tuned entry when there is one, else a heuristic. Each program keeps about one tile in flight (the next
-    tile is loaded while the current one is used), so by Little's law the grid needs ~3-4 MB of tiles in flight to
+    tile is loaded after the current one is used), so by Little's law the grid needs ~3-4 MB of tiles in flight to
     reach the 4.8 TB/s roofline: >= ~256 programs where N allows, tiles of up to 8192 elements (<= 64 per thread,
     16-byte loads), input tiles [B, block_k] kept as small. From B = 8 on, tensor cores (the CUDA-core FMAs and
     shuffles of the broadcast product would rival the loads there), pipelined over 3 stages."""
@@ -78,22 +77,36 @@ def default_gemv_config(n: int, h: int, batch: int) -> GemvConfig:
 
 
 @triton.jit
+def _accumulate(acc, a, w, USE_DOT: tl.constexpr, DOT_IN_FP32: tl.constexpr):
+    """acc [BLOCK_B, BLOCK_N] += a [BLOCK_B, BLOCK_K] @ w [BLOCK_N, BLOCK_K].T in fp32."""
+    if USE_DOT:
+        if DOT_IN_FP32:  # fp32 inputs, or the interpreter (whose bf16 dot multiplies the raw bits)
+            acc = tl.dot(a.to(tl.float32), tl.trans(w.to(tl.float32)), acc, input_precision="ieee")
+        else:
+            acc = tl.dot(a, tl.trans(w), acc)
+    else:
+        acc += tl.sum(w.to(tl.float32)[None, :, :] * a.to(tl.float32)[:, None, :], axis=2)
+    return acc
+
+
+@triton.jit
 def _gemv_kernel(
-    x_ptr, residual_ptr, norm_weight_ptr, w_ptr, bias_ptr, y_ptr, normed_ptr, summed_ptr,
-    B, N, H, eps,
-    stride_x, stride_r, stride_w, stride_y, stride_n, stride_s,
+    x_ptr, w_ptr, bias_ptr, y_ptr,
+    B, N, H,
+    stride_x, stride_w, stride_y,
     BLOCK_B: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    NORM: tl.constexpr, HAS_RESIDUAL: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr,
+    HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr,
     USE_DOT: tl.constexpr, DOT_IN_FP32: tl.constexpr, USE_PDL: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0)
-    dtype = x_ptr.dtype.element_ty
     rows = pid * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask = rows < N
     batch = tl.arange(0, BLOCK_B)
     batch_mask = batch < B
     cols = tl.arange(0, BLOCK_K)
     w_ptrs = w_ptr + rows[:, None].to(tl.int64) * stride_w + cols[None, :]
+    x_ptrs = x_ptr + batch[:, None].to(tl.int64) * stride_x + cols[None, :]
+    last_k = (H - 1) // BLOCK_K * BLOCK_K  # the last tile, the only one that can be ragged (EVEN_K: none is)
     if USE_PDL:
         tl.extra.cuda.gdc_launch_dependents()
     # Weights never change: the first tile is fetched before waiting for the kernel that writes x.
@@ -103,58 +116,33 @@ def _gemv_kernel(
         w = tl.load(w_ptrs, mask=row_mask[:, None] & (cols < H)[None, :], other=0.0)
     if USE_PDL:
         tl.extra.cuda.gdc_wait()
-    x_ptrs = x_ptr + batch[:, None].to(tl.int64) * stride_x + cols[None, :]
-    r_ptrs = residual_ptr + batch[:, None].to(tl.int64) * stride_r + cols[None, :]
-    if NORM:
-        sum_sq = tl.zeros([BLOCK_B], dtype=tl.float32)
-        for k in range(0, H, BLOCK_K):
-            x_mask = batch_mask[:, None] & (cols + k < H)[None, :]
-            s = tl.load(x_ptrs + k, mask=x_mask, other=0.0)
-            if HAS_RESIDUAL:
-                r = tl.load(r_ptrs + k, mask=x_mask, other=0.0)
-                s = round_to(s.to(tl.float32) + r.to(tl.float32), dtype)
-            s32 = s.to(tl.float32)
-            sum_sq += tl.sum(s32 * s32, axis=1)
-        rstd = tl.rsqrt(sum_sq / H + eps)
     acc = tl.zeros([BLOCK_B, BLOCK_N], dtype=tl.float32)
-    for k in range(0, H, BLOCK_K):
-        x_mask = batch_mask[:, None] & (cols + k < H)[None, :]
-        a = tl.load(x_ptrs + k, mask=x_mask, other=0.0)
-        if NORM:
-            if HAS_RESIDUAL:
-                r = tl.load(r_ptrs + k, mask=x_mask, other=0.0)
-                a = round_to(a.to(tl.float32) + r.to(tl.float32), dtype)
-                if pid == 0:  # column block 0 writes summed and normed
-                    s_ptrs = summed_ptr + batch[:, None].to(tl.int64) * stride_s + cols[None, :] + k
-                    tl.store(s_ptrs, a, mask=x_mask)
-            n = round_to(a.to(tl.float32) * rstd[:, None], dtype)
-            nw = tl.load(norm_weight_ptr + k + cols, mask=cols + k < H, other=0.0)
-            a = round_to(nw.to(tl.float32)[None, :] * n.to(tl.float32), dtype)
-            if pid == 0:
-                n_ptrs = normed_ptr + batch[:, None].to(tl.int64) * stride_n + cols[None, :] + k
-                tl.store(n_ptrs, a, mask=x_mask)
-        if USE_DOT:
-            if DOT_IN_FP32:  # fp32 inputs, or the interpreter (whose bf16 dot multiplies the raw bits)
-                acc = tl.dot(a.to(tl.float32), tl.trans(w.to(tl.float32)), acc, input_precision="ieee")
-            else:
-                acc = tl.dot(a, tl.trans(w), acc)
+    # Every tile but the last (none when BLOCK_K >= H: the whole row is the first tile), each loading the next.
+    for k in range(0, last_k, BLOCK_K):
+        a = tl.load(x_ptrs + k, mask=batch_mask[:, None], other=0.0)  # k + BLOCK_K < H: no column mask
+        acc = _accumulate(acc, a, w, USE_DOT, DOT_IN_FP32)
+        if EVEN_K:
+            w = tl.load(w_ptrs + k + BLOCK_K, mask=row_mask[:, None], other=0.0)
         else:
-            acc += tl.sum(w.to(tl.float32)[None, :, :] * a.to(tl.float32)[:, None, :], axis=2)
-        next_mask = row_mask[:, None] & (cols + k + BLOCK_K < H)[None, :]  # all false past the end: no traffic
-        w = tl.load(w_ptrs + k + BLOCK_K, mask=next_mask, other=0.0)
+            w = tl.load(w_ptrs + k + BLOCK_K, mask=row_mask[:, None] & (cols + k + BLOCK_K < H)[None, :], other=0.0)
+    if EVEN_K:
+        a = tl.load(x_ptrs + last_k, mask=batch_mask[:, None], other=0.0)
+    else:
+        a = tl.load(x_ptrs + last_k, mask=batch_mask[:, None] & (cols + last_k < H)[None, :], other=0.0)
+    acc = _accumulate(acc, a, w, USE_DOT, DOT_IN_FP32)
     if HAS_BIAS:
         acc += tl.load(bias_ptr + rows, mask=row_mask, other=0.0).to(tl.float32)[None, :]
     y_ptrs = y_ptr + batch[:, None].to(tl.int64) * stride_y + rows[None, :]
-    tl.store(y_ptrs, round_to(acc, dtype), mask=batch_mask[:, None] & row_mask[None, :])
+    tl.store(y_ptrs, round_to(acc, x_ptr.dtype.element_ty), mask=batch_mask[:, None] & row_mask[None, :])
 
 
-def _check_vector(name: str, t: torch.Tensor, length: int, x: torch.Tensor) -> None:
-    if t.shape != (length,):
-        raise ValueError(f"{name} must be [{length}], got shape {tuple(t.shape)}")
-    if t.dtype != x.dtype or t.device != x.device:
-        raise ValueError(f"{name} must be {x.dtype} on {x.device}, got {t.dtype} on {t.device}")
-    if length > 1 and t.stride(0) != 1:
-        raise ValueError(f"{name} must be contiguous (stride {t.stride(0)})")
+def _check_bias(bias: torch.Tensor, n: int, x: torch.Tensor) -> None:
+    if bias.shape != (n,):
+        raise ValueError(f"bias must be [{n}], got shape {tuple(bias.shape)}")
+    if bias.dtype != x.dtype or bias.device != x.device:
+        raise ValueError(f"bias must be {x.dtype} on {x.device}, got {bias.dtype} on {bias.device}")
+    if n > 1 and bias.stride(0) != 1:
+        raise ValueError(f"bias must be contiguous (stride {bias.stride(0)})")
 
 
 def _check_rows(name: str, t: torch.Tensor, shape: tuple[int, int], x: torch.Tensor) -> None:
@@ -166,7 +154,15 @@ def _check_rows(name: str, t: torch.Tensor, shape: tuple[int, int], x: torch.Ten
         raise ValueError(f"{name} rows must be contiguous (stride along the last dimension is {t.stride(1)})")
 
 
-def _launch(x, w, bias, out, config, norm_weight=None, eps=0.0, residual=None):
+def gemv(
+    x: torch.Tensor,  # [B, H], 1 <= B <= 16
+    w: torch.Tensor,  # [N, H], rows contiguous
+    bias: torch.Tensor | None = None,  # [N]
+    config: GemvConfig | None = None,
+    *,
+    out: torch.Tensor | None = None,  # [B, N] x.dtype, preallocated (CUDA graphs)
+) -> torch.Tensor:
+    """y [B, N] = x @ w.T (+ bias) in x.dtype, accumulated in fp32 and rounded once."""
     if x.dim() != 2:
         raise ValueError(f"x must be [B, H], got shape {tuple(x.shape)}")
     if x.dtype not in SUPPORTED_DTYPES:
@@ -182,63 +178,21 @@ def _launch(x, w, bias, out, config, norm_weight=None, eps=0.0, residual=None):
     n = w.shape[0]
     _check_rows("w", w, (n, hidden), x)
     if bias is not None:
-        _check_vector("bias", bias, n, x)
+        _check_bias(bias, n, x)
     out = torch.empty((batch, n), device=x.device, dtype=x.dtype) if out is None else out
     _check_rows("out", out, (batch, n), x)
     config = config or default_gemv_config(n, hidden, batch)
-    normed = summed = x
-    if norm_weight is not None:
-        if not isinstance(eps, (int, float)):
-            raise ValueError(f"eps must be a Python number (a tensor would sync), got {type(eps)}")
-        _check_vector("norm_weight", norm_weight, hidden, x)
-        normed = torch.empty_like(x, memory_format=torch.contiguous_format)
-        if residual is not None:
-            _check_rows("residual", residual, (batch, hidden), x)
-            summed = torch.empty_like(x, memory_format=torch.contiguous_format)
     interpreting = os.environ.get("TRITON_INTERPRET") == "1"
     _gemv_kernel[(triton.cdiv(n, config.block_n),)](
-        x, x if residual is None else residual, x if norm_weight is None else norm_weight, w,
-        x if bias is None else bias, out, normed, summed,
-        batch, n, hidden, float(eps),
-        x.stride(0), x.stride(0) if residual is None else residual.stride(0), w.stride(0), out.stride(0),
-        normed.stride(0), summed.stride(0),
+        x, w, x if bias is None else bias, out,
+        batch, n, hidden,
+        x.stride(0), w.stride(0), out.stride(0),
         BLOCK_B=max(16 if config.use_dot else 1, triton.next_power_of_2(batch)), BLOCK_N=config.block_n,
-        BLOCK_K=config.block_k, NORM=norm_weight is not None, HAS_RESIDUAL=residual is not None,
-        HAS_BIAS=bias is not None, EVEN_K=hidden % config.block_k == 0, USE_DOT=config.use_dot,
-        DOT_IN_FP32=x.dtype == torch.float32 or interpreting,
+        BLOCK_K=config.block_k, HAS_BIAS=bias is not None, EVEN_K=hidden % config.block_k == 0,
+        USE_DOT=config.use_dot, DOT_IN_FP32=x.dtype == torch.float32 or interpreting,
         num_warps=config.num_warps, num_stages=config.num_stages, **pdl_options(x.device),
     )  # fmt: skip
-    return out, normed, summed
-
-
-def gemv(
-    x: torch.Tensor,  # [B, H], 1 <= B <= 16
-    w: torch.Tensor,  # [N, H], rows contiguous
-    bias: torch.Tensor | None = None,  # [N]
-    config: GemvConfig | None = None,
-    *,
-    out: torch.Tensor | None = None,  # [B, N] x.dtype, preallocated (CUDA graphs)
-) -> torch.Tensor:
-    """y [B, N] = x @ w.T (+ bias) in x.dtype, accumulated in fp32 and rounded once."""
-    return _launch(x, w, bias, out, config)[0]
-
-
-def norm_gemv(
-    x: torch.Tensor,  # [B, H]
-    norm_weight: torch.Tensor,  # [H]
-    eps: float,
-    w: torch.Tensor,  # [N, H]
-    residual: torch.Tensor | None = None,  # [B, H]
-    bias: torch.Tensor | None = None,  # [N]
-    config: GemvConfig | None = None,
-    *,
-    out: torch.Tensor | None = None,  # [B, N]
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(y, normed, summed): add_rmsnorm(x, norm_weight, eps, residual) then gemv(normed, w, bias), in one kernel.
-    summed is x itself when there is no residual."""
-    if norm_weight is None:
-        raise ValueError("norm_gemv needs a norm_weight")
-    return _launch(x, w, bias, out, config, norm_weight=norm_weight, eps=eps, residual=residual)
+    return out
 
 
 def gemv_reference(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -248,15 +202,3 @@ def gemv_reference(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None =
     if bias is not None:
         y = y + bias.to(wide)
     return y.to(x.dtype)
-
-
-def norm_gemv_reference(
-    x: torch.Tensor,
-    norm_weight: torch.Tensor,
-    eps: float,
-    w: torch.Tensor,
-    residual: torch.Tensor | None = None,
-    bias: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    normed, summed = add_rmsnorm_reference(x, norm_weight, eps, residual)
-    return gemv_reference(normed, w, bias), normed, summed
