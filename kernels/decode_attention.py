@@ -11,8 +11,8 @@ Non-empty splits are a prefix, i < cdiv(L, chunk), and only they write partials 
 runs in the same launch, "last program finishes": every program of a (row, KV head) group, empty split or not,
 increments the group's int32 counter (acq_rel, after a barrier), and the one that sees NUM_SPLITS - 1 earlier
 arrivals merges the group's G heads, writes out and resets the counter to 0 for the next call. The counters are
-zeroed once and persist across calls (see _COUNTERS). With NUM_SPLITS = 1 there is no workspace and no counter:
-the program normalises and writes out itself.
+zeroed once and persist across calls (kernels/counters.py). With NUM_SPLITS = 1 there is no workspace and no
+counter: the program normalises and writes out itself.
 L is read inside the kernel, so the launch depends only on shapes and one captured CUDA graph serves every
 length. A program holds all G query heads of its KV head (padded to 16 rows for tl.dot, the padding masked off),
 so each K/V tile is loaded once per group. Logits and the accumulator are fp32; the probabilities enter the P V
@@ -29,6 +29,9 @@ import torch
 import triton
 import triton.language as tl
 
+from warpcode.kernels.counters import COUNTERS as _COUNTERS
+from warpcode.kernels.counters import MIN_COUNTERS as _MIN_COUNTERS
+from warpcode.kernels.counters import arrival_counters
 from warpcode.kernels.launch import pdl_options
 
 _BLOCK_N = 64  # keys per iteration (D = 128: one 16 KB bf16 K tile and one V tile per step)
@@ -36,7 +39,6 @@ _NUM_WARPS = 4
 _NUM_STAGES = 2
 _MERGE_ELEMENTS = 8192  # partial-accumulator elements (G heads x splits x D) the merge reads per step
 _PROGRAMS_PER_SM = 2  # the split heuristic aims at about this many programs per SM
-_MIN_COUNTERS = 4096  # arrival counters allocated at first use (16 KB), so that growing is rare
 _FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 _TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}
 
@@ -200,27 +202,6 @@ def _default_num_splits(batch: int, kv_heads: int, slots: int, block_n: int, sms
     return triton.cdiv(tiles, triton.cdiv(tiles, wanted))
 
 
-# Arrival counters, one int32 per (row, KV head), zeroed once and left at zero by every call (its last program per
-# group resets its counter). Keyed by (device, capacity); a larger one is added when a call needs more, and the
-# older ones stay alive, because CUDA graphs captured earlier keep their addresses. Every call on a device shares
-# the largest, so calls running concurrently on different streams of one device are not supported (decode runs on
-# one stream; kernels on one stream, PDL included, never overlap on the counters: each waits on gdc_wait first).
-_COUNTERS: dict[tuple[torch.device, int], torch.Tensor] = {}
-
-
-def _arrival_counters(device: torch.device, needed: int) -> torch.Tensor:
-    capacity = max((size for dev, size in _COUNTERS if dev == device), default=0)
-    if capacity < needed:
-        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-            raise RuntimeError(
-                f"decode_attention_triton needs {needed} arrival counters on {device} and has {capacity}: call it "
-                "once with this batch outside CUDA-graph capture first (a warm-up run), so they are allocated"
-            )
-        capacity = max(_MIN_COUNTERS, triton.next_power_of_2(needed))
-        _COUNTERS[(device, capacity)] = torch.zeros(capacity, dtype=torch.int32, device=device)
-    return _COUNTERS[(device, capacity)]
-
-
 def decode_attention_triton(
     q: torch.Tensor,  # [B, Hq, D]
     k_cache: torch.Tensor,  # [Bc, Hkv, S, D]
@@ -264,7 +245,10 @@ def decode_attention_triton(
         m = torch.empty((batch, q_heads, num_splits), device=q.device, dtype=torch.float32)
         l = torch.empty_like(m)
         acc = torch.empty((batch, q_heads, num_splits, head_dim), device=q.device, dtype=torch.float32)
-        counters = _arrival_counters(q.device, batch * kv_heads)
+        # The shared cache, passed by these module names at every call (tests replace them to watch it grow).
+        counters = arrival_counters(
+            q.device, batch * kv_heads, user="decode_attention_triton", cache=_COUNTERS, min_count=_MIN_COUNTERS
+        )
         stride_m, stride_a = m.stride(), acc.stride()
     _decode_attention_kernel[(batch, kv_heads, num_splits)](
         q, k_cache, v_cache, seq_lens, out, m, l, acc, counters,

@@ -11,7 +11,7 @@ Per layer (fused kernels from warpcode.kernels; their PyTorch references off the
     q = qk_norm_rope_cache(qkv, ...)                                      # q/k norm, RoPE, K/V cache write
     attn = decode_attention(q, cache, seq_lens + 1)                       # split-KV flash decoding, one launch
     normed, residual = add_rmsnorm(attn @ Wo, post_norm, residual)
-    mlp_out = moe(normed, route(gemv(normed, Wrouter)))                   # warp decode (or a dense MLP)
+    mlp_out = moe(normed, router_topk(normed, Wrouter))                   # router GEMV + top-k in one launch
 """
 
 from __future__ import annotations
@@ -22,17 +22,15 @@ import torch
 import torch.nn.functional as F
 
 from warpcode.kernels.decode_attention import decode_attention
-from warpcode.kernels.gemv import gemv
 from warpcode.kernels.norm import add_rmsnorm
 from warpcode.kernels.rope_cache import qk_norm_rope_cache
+from warpcode.kernels.router import router_topk
 from warpcode.model_runtime.attention import Attention
 from warpcode.model_runtime.config import ModelConfig
 from warpcode.model_runtime.layers import RotaryEmbedding
 from warpcode.model_runtime.model import DecoderLayer, MoeForCausalLM
 from warpcode.model_runtime.moe_block import SparseMoeBlock
 from warpcode.model_runtime.sampling import SamplingTensors, sample_on_device
-
-GEMV_MAX_ROWS, GEMV_MAX_OUTPUTS = 4, 1024  # where gemv beats cuBLAS, see `linear`
 
 
 @dataclass
@@ -91,9 +89,9 @@ def decode_step(model: MoeForCausalLM, state: DecodeState, batch: int, sampling:
     for index, layer in enumerate(model.model.layers):
         attn = layer.self_attn
         normed, residual = add_rmsnorm(x, layer.input_layernorm.weight, eps, residual)
-        qkv = linear(normed, attn.qkv_weight, attn.qkv_bias)
+        qkv = F.linear(normed, attn.qkv_weight, attn.qkv_bias)
         out = _attention(attn, model.model.rotary, eps, qkv, seq_lens, attend_lens, state, index)
-        out = linear(out, attn.o_proj.weight, attn.o_proj.bias)
+        out = F.linear(out, attn.o_proj.weight, attn.o_proj.bias)
         x, residual = _mlp(layer, out, residual, eps)
     normed, _ = add_rmsnorm(x, model.model.norm.weight, eps, residual)
     logits = F.linear(normed, model.output_weight)  # [B, V]
@@ -141,13 +139,6 @@ def _mlp(layer: DecoderLayer, x: torch.Tensor, residual: torch.Tensor, eps: floa
     normed, residual = add_rmsnorm(x, layer.post_attention_layernorm.weight, eps, residual)
     mlp = layer.mlp
     if isinstance(mlp, SparseMoeBlock):
-        return mlp.from_router_logits(normed, linear(normed, mlp.gate.weight, None)), residual
+        topk_weights, topk_ids = router_topk(normed, mlp.gate.weight, mlp.top_k, mlp.normalize)
+        return mlp.experts_forward(normed, topk_weights, topk_ids), residual
     return mlp(normed), residual
-
-
-def linear(x: torch.Tensor, weight: torch.Tensor, bias) -> torch.Tensor:
-    """x @ weight.T + bias, with the GEMV kernel where it measured faster than cuBLAS on the H200: narrow outputs
-    (the router, N 128) at up to 4 rows, 1.5 us against 5.3 us (BENCHMARKS.md, decode)."""
-    if x.is_cuda and x.shape[0] <= GEMV_MAX_ROWS and weight.shape[0] <= GEMV_MAX_OUTPUTS:
-        return gemv(x, weight, bias)
-    return F.linear(x, weight, bias)

@@ -33,11 +33,11 @@ class SparseMoeBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # [B, T, H] -> [B, T, H]
         flat = x.reshape(-1, x.shape[-1])  # [N, H]
-        return self.from_router_logits(flat, self.gate(flat)).view_as(x)
+        topk_weights, topk_ids = route(self.gate(flat), self.top_k, self.normalize)  # fp32 [N, K], int64 [N, K]
+        return self.experts_forward(flat, topk_weights, topk_ids).view_as(x)
 
-    def from_router_logits(self, flat: torch.Tensor, router_logits: torch.Tensor) -> torch.Tensor:
-        """[N, H] and its router logits [N, E] (computed elsewhere, e.g. fused with the norm) -> [N, H]."""
-        topk_weights, topk_ids = route(router_logits, self.top_k, self.normalize)  # fp32 [N, K], int64 [N, K]
+    def experts_forward(self, flat: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor) -> torch.Tensor:
+        """[N, H] routed (elsewhere, e.g. by the decode step's fused router kernel) -> [N, H]."""
         out = moe(flat, topk_weights, topk_ids, self.experts.w13, self.experts.w2)
         if self.shared_expert is not None:
             out = out + torch.sigmoid(self.shared_expert_gate(flat)) * self.shared_expert(flat)
