@@ -1,4 +1,4 @@
-"""Arrival counters for "the last program to arrive finishes the job" kernels (decode_attention, router_topk).
+"""Arrival counters for "the last program to arrive finishes the job" kernels (decode_attention).
 
 Such a kernel makes every program increment an int32 counter (after a barrier, sem="acq_rel", scope="gpu"); the one
 that sees NUM_PROGRAMS - 1 earlier arrivals does the final work and stores 0 back, so the counters are zeroed once

@@ -49,7 +49,16 @@ class GemvConfig:
 
 
 # Measured on the H200 by `python -m warpcode.kernels.bench_gemv`: {(N, H, batch bucket): GemvConfig}.
-TUNED_CONFIGS: dict[tuple[int, int, int], GemvConfig] = {}
+# Qwen3-30B-A3B's q/k/v, o_proj and router shapes, 2026-11-29 (BENCHMARKS.md, decode): at B = 1 gemv beats cuBLAS
+# on all three (6.8 vs 7.9 us, 6.7 vs 9.3 us, 1.2 vs 5.4 us), at B = 4 only on the router (2.1 vs 5.4 us).
+TUNED_CONFIGS: dict[tuple[int, int, int], GemvConfig] = {
+    (5120, 2048, 1): GemvConfig(block_n=2, block_k=1024, num_warps=1),
+    (5120, 2048, 4): GemvConfig(block_n=4, block_k=2048, num_warps=4),
+    (2048, 4096, 1): GemvConfig(block_n=4, block_k=4096, num_warps=8),
+    (2048, 4096, 4): GemvConfig(block_n=2, block_k=4096, num_warps=4),
+    (128, 2048, 1): GemvConfig(block_n=1, block_k=2048, num_warps=1),
+    (128, 2048, 4): GemvConfig(block_n=4, block_k=2048, num_warps=8),
+}
 
 
 def batch_bucket(batch: int) -> int:

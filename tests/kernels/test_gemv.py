@@ -97,6 +97,8 @@ def test_out_poisoned_with_nan_is_fully_written(config):
 
 
 def test_default_config_heuristic_and_tuned_override(monkeypatch):
+    measured = dict(gemv_module.TUNED_CONFIGS)
+    monkeypatch.setattr(gemv_module, "TUNED_CONFIGS", {})  # the heuristic alone first
     for n, hidden in [(5120, 2048), (2048, 4096), (128, 2048), (151936, 2048)]:
         for batch in (1, 2, 4, 8, 16):
             config = default_gemv_config(n, hidden, batch)
@@ -104,6 +106,8 @@ def test_default_config_heuristic_and_tuned_override(monkeypatch):
             assert 8 <= config.block_n * config.block_k // (32 * config.num_warps) <= 64  # 16-byte loads, no spill
             assert config.use_dot == (batch >= 8 and n >= 2048)
     assert default_gemv_config(128, 2048, 1) == GemvConfig(block_n=1, block_k=2048, num_warps=1)  # whole rows
+    monkeypatch.setattr(gemv_module, "TUNED_CONFIGS", measured)
+    assert all(default_gemv_config(*key) == config for key, config in measured.items())
     tuned = GemvConfig(block_n=32, block_k=128, num_warps=2, num_stages=3)
     monkeypatch.setitem(gemv_module.TUNED_CONFIGS, (5120, 2048, 4), tuned)
     assert default_gemv_config(5120, 2048, 3) == tuned  # batch 3 is in bucket 4
