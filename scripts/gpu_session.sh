@@ -40,7 +40,7 @@ for step in $steps; do
         done ;;
     decode-tests)
         python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/kernels/test_decode_attention_gpu.py \
-            tests/kernels/test_decode_small_kernels_gpu.py tests/kernels/test_gemv_gpu.py tests/kernels/test_router_gpu.py \
+            tests/kernels/test_decode_small_kernels_gpu.py tests/kernels/test_gemv_gpu.py \
             tests/model_runtime/test_sampling_device.py tests/model_runtime/test_decode_gpu.py 2>&1 | tee "$OUT/decode_tests.log" | tail -30 ;;
     profile)
         python3 scripts/profile_decode.py --batch ${PROFILE_BATCH:-1} 2>&1 | tee -a "$OUT/profile.log" | tail -45 ;;
