@@ -12,6 +12,8 @@ import triton.language as tl
 
 from warpcode.kernels.launch import pdl_options
 
+_NUM_WARPS = 4
+
 
 @triton.jit
 def _route_kernel(
@@ -65,6 +67,6 @@ def route_triton(router_logits: torch.Tensor, k: int, normalize: bool = True) ->
         _route_kernel[(tokens,)](
             router_logits, weights, ids, experts, router_logits.stride(0),
             K=k, BLOCK_E=triton.next_power_of_2(experts), BLOCK_K=triton.next_power_of_2(k), NORMALIZE=normalize,
-            **pdl_options(router_logits.device),
+            num_warps=_NUM_WARPS, **pdl_options(router_logits.device),
         )  # fmt: skip
     return weights, ids

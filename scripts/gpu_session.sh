@@ -49,6 +49,8 @@ for step in $steps; do
             ${GEMV_FLAGS:---quick} 2>&1 | tee "$OUT/bench_gemv.log" | tail -40 ;;
     attention)
         python3 scripts/sweep_attention.py 2>&1 | tee "$OUT/sweep_attention.log" ;;
+    small)
+        python3 scripts/sweep_small_kernels.py 2>&1 | tee "$OUT/sweep_small.log" ;;
     decode)
         python3 -m warpcode.agent bench decode --preset qwen3-30b-a3b --random-weights --batch ${DECODE_BATCH:-1,8,32} \
             --context ${DECODE_CONTEXT:-512,8192} --json 2>"$OUT/decode_err.log" | tee -a "$OUT/bench_decode.jsonl"
