@@ -12,7 +12,7 @@ import triton.language as tl
 
 from warpcode.kernels.launch import pdl_options
 
-_NUM_WARPS = 4
+_NUM_WARPS = 1  # the K rounds of max are warp-shuffle reductions only: 1.8 us against 3.0 with 4 warps (H200)
 
 
 @triton.jit
