@@ -42,6 +42,9 @@ for step in $steps; do
         python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/kernels/test_decode_attention_gpu.py \
             tests/kernels/test_decode_small_kernels_gpu.py tests/kernels/test_gemv_gpu.py \
             tests/model_runtime/test_sampling_device.py tests/model_runtime/test_decode_gpu.py 2>&1 | tee "$OUT/decode_tests.log" | tail -30 ;;
+    pytest)  # any GPU test files: PYTEST_FILES="tests/model_runtime/test_gpu.py ..."
+        python3 -m pytest -q -m gpu -p no:cacheprovider ${PYTEST_FILES:-tests/kernels tests/model_runtime} 2>&1 \
+            | tee "$OUT/pytest.log" | tail -15 ;;
     profile)
         python3 scripts/profile_decode.py --batch ${PROFILE_BATCH:-1} 2>&1 | tee -a "$OUT/profile.log" | tail -45 ;;
     gemv)
