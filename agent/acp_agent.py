@@ -24,13 +24,14 @@ from acp import schema
 from acp.exceptions import RequestError
 from pydantic import BaseModel, Field
 
-from warpcode.agent.acp_session import AcpSession, SessionBusy, StepPacer, flatten_prompt
+from warpcode.agent.acp_session import AcpSession, SessionBusy, flatten_prompt
 from warpcode.agent.backends import ModelBackend, backend_from_spec
 from warpcode.agent.client_fs import ClientFiles
 from warpcode.agent.config import Settings
 from warpcode.agent.loop import Limits
 from warpcode.agent.permissions import MODES
 from warpcode.agent.session_store import SavedSession, SessionStore, UnknownSession
+from warpcode.agent.update_stream import StepPacer
 from warpcode.tools import CheckpointError, Checkpoints, Workspace
 
 SESSION_BUSY = -32001  # JSON-RPC server-defined error: a prompt while the session's turn runs

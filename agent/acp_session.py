@@ -25,9 +25,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from acp import schema
-from acp.connection import Connection
 from acp.exceptions import RequestError
-from acp.helpers import update_agent_message_text, update_agent_thought_text, update_user_message_text
+from acp.helpers import update_user_message_text
 from acp.meta import CLIENT_METHODS
 
 from warpcode.agent.backends import ModelBackend, ModelEvent
@@ -37,10 +36,10 @@ from warpcode.agent.loop import Agent, Limits, TurnResult
 from warpcode.agent.messages import Message
 from warpcode.agent.permissions import Decision, PermissionPolicy, mode_policy
 from warpcode.agent.session_store import SavedSession, SessionStore, message_record
+from warpcode.agent.update_stream import PendingUpdate, StepPacer, raw_notifier
 
 MAX_QUEUED_UPDATES = 256
 SESSION_UPDATE = CLIENT_METHODS["session_update"]
-_DUMP: dict[str, Any] = {"mode": "json", "by_alias": True, "exclude_none": True}
 CLOSE_FLUSH_S = 2.0
 LOG_GROUP_S = 1.0  # during a turn, the session log is written at least this often (and at its end)
 PERMISSION_OPTIONS = [
@@ -73,7 +72,7 @@ class AcpSession:
         self.pacer = pacer or StepPacer()  # the server's, shared by its sessions
         self.session_id, self.cwd, self.conn, self.store, self.client_files = session_id, cwd, conn, store, client_files
         self.grants: dict[str, Decision] = dict(saved.grants) if saved else {}  # tool kind -> the "always" answer
-        self._queue: deque[_Pending] = deque()  # to send, in order (records to log travel in it too)
+        self._queue: deque[PendingUpdate] = deque()  # to send, in order (records to log travel in it too)
         self._unlogged: list[dict[str, Any]] = []  # taken from the queue, not yet written to the log
         self._wake, self._log_wake = asyncio.Event(), asyncio.Event()
         self._idle = asyncio.Event()  # set when nothing is queued or being sent
@@ -83,7 +82,7 @@ class AcpSession:
         self._no_turn = asyncio.Event()
         for event in (self._idle, self._logged, self._room, self._no_turn):
             event.set()
-        self._notify = _raw_notifier(conn)
+        self._notify = raw_notifier(conn)
         self._connected = True
         self._current_call: schema.ToolCallStart | None = None  # the call the policy is asked about
         workspace = ClientFileWorkspace(cwd, client_files) if client_files else cwd
@@ -221,12 +220,12 @@ class AcpSession:
                     self._queue.pop()
             elif last.merge(update):
                 return
-        self._enqueue(_Pending(None, update))
+        self._enqueue(PendingUpdate(None, update))
 
     def _record(self, record: dict[str, Any]) -> None:
-        self._enqueue(_Pending(record, None))
+        self._enqueue(PendingUpdate(record, None))
 
-    def _enqueue(self, entry: _Pending) -> None:
+    def _enqueue(self, entry: PendingUpdate) -> None:
         self._queue.append(entry)
         self._idle.clear()
         self._wake.set()
@@ -278,7 +277,7 @@ class AcpSession:
                 self._check_room()
             self._logged.set()
 
-    async def _send(self, entry: _Pending) -> None:
+    async def _send(self, entry: PendingUpdate) -> None:
         try:
             if self._notify is not None:  # the update's JSON as dumped for the log: no second serialisation
                 await self._notify(SESSION_UPDATE, {"sessionId": self.session_id, "update": entry.record["update"]})
@@ -287,59 +286,6 @@ class AcpSession:
         except Exception as exc:  # the connection is gone: keep persisting, stop sending
             log.warning("session %s: client unreachable, updates are only persisted now: %s", self.session_id, exc)
             self._connected = False
-
-
-class _Pending:
-    """A queued session update (or a log-only record). Consecutive text chunks of one kind merge into one."""
-
-    __slots__ = ("record", "texts", "update")
-
-    def __init__(self, record: dict[str, Any] | None, update: SessionUpdate | None) -> None:
-        self.record, self.update = record, update
-        self.texts: list[str] | None = None  # the texts of chunks merged into this one, in order
-
-    def merge(self, update: SessionUpdate) -> bool:
-        if type(update) is not type(self.update) or _plain_chunk_text(self.update) is None:
-            return False
-        text = _plain_chunk_text(update)
-        if text is None:
-            return False
-        if self.texts is None:
-            self.texts = [_plain_chunk_text(self.update)]  # type: ignore[list-item]
-        self.texts.append(text)
-        return True
-
-    def finish(self) -> dict[str, Any]:
-        """The log record, built once: for an update, its ACP JSON (which is also what is sent)."""
-        if self.record is None:
-            if self.texts is not None:
-                merged = "".join(self.texts)
-                if isinstance(self.update, schema.AgentThoughtChunk):
-                    self.update = update_agent_thought_text(merged)
-                else:
-                    self.update = update_agent_message_text(merged)
-                self.texts = None
-            assert self.update is not None
-            self.record = {"type": "update", "update": self.update.model_dump(**_DUMP)}
-        return self.record
-
-
-def _plain_chunk_text(update: SessionUpdate | None) -> str | None:
-    """The text of a message or thought chunk that is nothing but text (no annotations, no _meta)."""
-    if not isinstance(update, schema.AgentMessageChunk | schema.AgentThoughtChunk) or update.field_meta is not None:
-        return None
-    content = update.content
-    if not isinstance(content, schema.TextContentBlock) or content.annotations is not None:
-        return None
-    return None if content.field_meta is not None else content.text
-
-
-def _raw_notifier(conn: Any) -> Any:
-    """The SDK connection's JSON-RPC notification sender, when `conn` is the SDK's AgentSideConnection: session
-    updates already dumped to ACP JSON for the log go out as they are, without building and dumping the SDK's
-    SessionNotification model again. None for anything else (tests' fakes), which gets the models."""
-    inner = getattr(conn, "_conn", None)
-    return inner.send_notification if isinstance(inner, Connection) else None
 
 
 class _PacedBackend:
@@ -358,37 +304,6 @@ class _PacedBackend:
             await self.session.wait_for_room()
             await self.session.pacer.wait_turn()
             yield event
-
-
-class StepPacer:
-    """Fair turns for the model events of all sessions of a server: each is handled in a pass of the event loop
-    of its own, in the order they arrived, so the I/O that became ready meanwhile (a tool's output from its worker
-    thread, a client's message, the sends) is handled before the next one and never waits behind a burst of other
-    sessions' model output. Without contention an event goes on at once."""
-
-    def __init__(self) -> None:
-        self._waiters: deque[asyncio.Future[None]] = deque()
-        self._granting: asyncio.AbstractEventLoop | None = None  # the loop a grant is scheduled on
-
-    async def wait_turn(self) -> None:
-        loop = asyncio.get_running_loop()
-        if self._granting is not loop:  # nobody is being served (or a stale grant on a closed loop): go on
-            self._granting = loop
-            self._waiters.clear()
-            loop.call_soon(self._grant)
-            return
-        future = loop.create_future()
-        self._waiters.append(future)
-        await future
-
-    def _grant(self) -> None:
-        while self._waiters:
-            future = self._waiters.popleft()
-            if not future.done():  # not cancelled while it waited
-                future.set_result(None)
-                asyncio.get_running_loop().call_soon(self._grant)  # the next one after that event's pass
-                return
-        self._granting = None
 
 
 def flatten_prompt(blocks: list[Any]) -> str:

@@ -14,13 +14,14 @@ from acp.helpers import text_block, update_agent_message_text
 
 from tests.agent.conftest import AcpTestClient
 from tests.agent.test_acp_in_process import served
-from warpcode.agent import acp_session, events
+from warpcode.agent import acp_session, events, update_stream
 from warpcode.agent.acp_agent import ServiceConfig
-from warpcode.agent.acp_session import AcpSession, StepPacer
+from warpcode.agent.acp_session import AcpSession
 from warpcode.agent.backend_scripted import ScriptedBackend
 from warpcode.agent.loop import Limits
 from warpcode.agent.messages import Message, ToolCall
 from warpcode.agent.session_store import SessionStore, message_record
+from warpcode.agent.update_stream import StepPacer
 
 pytestmark = pytest.mark.asyncio
 
@@ -182,7 +183,7 @@ async def test_sessions_of_one_server_share_its_pacer(tmp_path: Path) -> None:
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestWarning")
 def test_merged_chunks_rebuild_a_plain_update() -> None:
-    pending = acp_session._Pending(None, update_agent_message_text("a"))
+    pending = update_stream.PendingUpdate(None, update_agent_message_text("a"))
     assert pending.merge(update_agent_message_text("b"))
     assert not pending.merge(events.thought_chunk("c"))
     assert pending.finish() == {"type": "update", "update": dumped(update_agent_message_text("ab"))}
