@@ -1,7 +1,7 @@
-"""Preallocated key/value cache for a batch of sequences decoded in lockstep.
+"""The key/value cache a full forward pass writes (prefill): views of the decode state's static cache.
 
-Prompts of different lengths are left-padded so every sequence writes its next token to the same slot;
-`key_valid` records which slots hold real tokens so attention never looks at padding.
+The forward writes its T tokens to the next T slots of every row; `key_valid` records which slots hold real
+tokens (prompts are right-padded to the longest), so attention never looks at padding.
 """
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ from dataclasses import dataclass
 
 import torch
 
-from warpcode.model_runtime.config import ModelConfig
-
 
 @dataclass
 class KVCache:
@@ -19,18 +17,6 @@ class KVCache:
     values: list[torch.Tensor]  # per layer [B, kv_heads, capacity, head_dim]
     key_valid: torch.Tensor  # bool [B, capacity]: the slot holds a real (non-padding) token
     length: int = 0  # slots written so far, the same for every sequence
-
-    @classmethod
-    def allocate(
-        cls, config: ModelConfig, batch: int, capacity: int, device: torch.device, dtype: torch.dtype
-    ) -> KVCache:
-        shape = (batch, config.num_key_value_heads, capacity, config.head_dim)
-        layers = range(config.num_hidden_layers)
-        return cls(
-            keys=[torch.empty(shape, device=device, dtype=dtype) for _ in layers],
-            values=[torch.empty(shape, device=device, dtype=dtype) for _ in layers],
-            key_valid=torch.zeros(batch, capacity, device=device, dtype=torch.bool),
-        )
 
     @property
     def capacity(self) -> int:
