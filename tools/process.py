@@ -104,6 +104,13 @@ def kill_group(proc: subprocess.Popen[bytes], grace_s: float = KILL_GRACE_S) -> 
             time.sleep(POLL_S)
 
 
+# One process creation at a time in this process. Creating processes from several threads at once makes them
+# fight over the GIL and the kernel's fork path; serialised, a burst of 200 commands started by 200 agent sessions
+# at once delivers their output to the clients with half the tail latency (BENCHMARKS.md, agent service), and a
+# long-running command holds the lock only while it is being created.
+_SPAWN_LOCK = threading.Lock()
+
+
 def execute(
     command: str | list[str],
     cwd: str | os.PathLike[str],
@@ -123,16 +130,17 @@ def execute(
     shown = command if isinstance(command, str) else subprocess.list2cmdline(command)
     capture = OutputCapture(max_output_bytes, on_output)
     started = time.monotonic()
-    proc = subprocess.Popen(
-        command,
-        shell=isinstance(command, str),
-        cwd=cwd,
-        env={**os.environ, **(env or {})},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    with _SPAWN_LOCK:
+        proc = subprocess.Popen(
+            command,
+            shell=isinstance(command, str),
+            cwd=cwd,
+            env={**os.environ, **(env or {})},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     assert proc.stdout is not None
     reader = threading.Thread(target=_pump, args=(proc.stdout.fileno(), capture), daemon=True)
     reader.start()
