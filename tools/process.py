@@ -105,9 +105,9 @@ def kill_group(proc: subprocess.Popen[bytes], grace_s: float = KILL_GRACE_S) -> 
 
 
 # One process creation at a time in this process. Created from several threads at once, processes start slower
-# for everyone (GIL and fork-path contention, most likely); serialised, a burst of 200 commands started by 200 agent sessions
-# at once delivers their output to the clients with half the tail latency (BENCHMARKS.md, agent service), and a
-# long-running command holds the lock only while it is being created.
+# for everyone (GIL and fork-path contention, most likely); serialised, a burst of 200 commands started by 200
+# agent sessions at once delivers their output to the clients with half the tail latency (BENCHMARKS.md, agent
+# service), and a long-running command holds the lock only while it is being created.
 _SPAWN_LOCK = threading.Lock()
 
 
