@@ -24,8 +24,9 @@ import torch
 import torch.nn.functional as F
 import triton
 
-from warpcode.kernels.gemv import GemvConfig, batch_bucket, default_gemv_config, gemv
+from warpcode.kernels.gemv import GemvConfig, default_gemv_config, gemv
 from warpcode.kernels.timing import L2_BYTES, measure_copy_bandwidth, time_per_call
+from warpcode.kernels.tuning import token_bucket
 
 MAX_COPIES = 512
 DEVICE = "cuda"
@@ -200,7 +201,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"# {n}x{hidden} B={batch}: " + ", ".join(cells), file=sys.stderr if args.json else sys.stdout)
             if best["gemv"] is not None:
                 config = GemvConfig(**best["gemv"]["config"])
-                tuned_lines.append(f"    ({n}, {hidden}, {batch_bucket(batch)}): {config!r},")
+                tuned_lines.append(f"    ({n}, {hidden}, {token_bucket(batch)}): {config!r},")
     print("# TUNED_CONFIGS candidates (the fastest gemv config; pick one per batch bucket):", file=sys.stderr)
     print("\n".join(tuned_lines), file=sys.stderr)
 

@@ -24,27 +24,17 @@ MIN_COUNTERS = 4096  # allocated at first use (16 KB), so that growing is rare
 COUNTERS: dict[tuple[torch.device, int], torch.Tensor] = {}
 
 
-def arrival_counters(
-    device: torch.device,
-    count: int,
-    *,
-    user: str = "this kernel",
-    cache: dict[tuple[torch.device, int], torch.Tensor] | None = None,
-    min_count: int | None = None,
-) -> torch.Tensor:
+def arrival_counters(device: torch.device, count: int) -> torch.Tensor:
     """A zero-initialised int32 tensor of at least `count` counters on `device`, left at zero by every kernel
-    that uses it. `user` names the caller in the error raised when the cache must grow during CUDA-graph capture;
-    `cache` and `min_count` replace COUNTERS and MIN_COUNTERS (tests pass an empty cache to exercise growing)."""
-    cache = COUNTERS if cache is None else cache
-    min_count = MIN_COUNTERS if min_count is None else min_count
+    that uses it."""
     device = torch.device(device)
-    capacity = max((size for dev, size in cache if dev == device), default=0)
+    capacity = max((size for dev, size in COUNTERS if dev == device), default=0)
     if capacity < count:
         if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
             raise RuntimeError(
-                f"{user} needs {count} arrival counters on {device} and has {capacity}: call it once with this "
+                f"a kernel needs {count} arrival counters on {device} and has {capacity}: call it once with this "
                 "batch outside CUDA-graph capture first (a warm-up run), so they are allocated"
             )
-        capacity = max(min_count, triton.next_power_of_2(count))
-        cache[(device, capacity)] = torch.zeros(capacity, dtype=torch.int32, device=device)
-    return cache[(device, capacity)]
+        capacity = max(MIN_COUNTERS, triton.next_power_of_2(count))
+        COUNTERS[(device, capacity)] = torch.zeros(capacity, dtype=torch.int32, device=device)
+    return COUNTERS[(device, capacity)]

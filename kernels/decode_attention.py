@@ -23,16 +23,13 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 
 import torch
 import triton
 import triton.language as tl
 
-from warpcode.kernels.counters import COUNTERS as _COUNTERS
-from warpcode.kernels.counters import MIN_COUNTERS as _MIN_COUNTERS
 from warpcode.kernels.counters import arrival_counters
-from warpcode.kernels.launch import pdl_options
+from warpcode.kernels.launch import INTERPRETER, pdl_options, wait_for_inputs
 
 _BLOCK_N = 64  # keys per iteration (D = 128: one 16 KB bf16 K tile and one V tile per step)
 _NUM_WARPS = 2  # measured on the H200 (batch 1): 5.0 us at 512 tokens, 14.3 at 8K, against 5.6 and 16.2 with 4
@@ -66,9 +63,7 @@ def _decode_attention_kernel(
     BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
     MERGE_G: tl.constexpr, MERGE_S: tl.constexpr, USE_PDL: tl.constexpr,
 ):  # fmt: skip
-    if USE_PDL:  # inputs (and the counters' last reset) come from the kernels launched before
-        tl.extra.cuda.gdc_wait()
-        tl.extra.cuda.gdc_launch_dependents()
+    wait_for_inputs(USE_PDL)  # the counters' last reset, too
     b = tl.program_id(0)
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
@@ -223,7 +218,7 @@ def decode_attention_triton(
         raise ValueError(f"out must be a {tuple(q.shape)} {q.dtype} tensor on {q.device} with unit last stride")
     block_n = _BLOCK_N
     if num_splits is None:
-        on_gpu = q.is_cuda and os.environ.get("TRITON_INTERPRET") != "1"
+        on_gpu = q.is_cuda and not INTERPRETER
         sms = _sm_count(q.device.index if q.device.index is not None else torch.cuda.current_device()) if on_gpu else 1
         num_splits = _default_num_splits(batch, kv_heads, slots, block_n, sms)
     if not isinstance(num_splits, int) or num_splits < 1:
@@ -232,7 +227,7 @@ def decode_attention_triton(
         return out
     group = q_heads // kv_heads
     dot_dtype = _TL_DTYPES[q.dtype]
-    if dot_dtype == tl.bfloat16 and os.environ.get("TRITON_INTERPRET") == "1":
+    if dot_dtype == tl.bfloat16 and INTERPRETER:
         dot_dtype = tl.float32  # the CPU interpreter multiplies bf16 dot operands as their raw uint16 bits
     dot_precision = "ieee" if dot_dtype == tl.float32 else "tf32"  # fp32 logits stay fp32 (no TF32 rounding)
     block_d = max(16, triton.next_power_of_2(head_dim))  # tl.dot needs every dimension >= 16
@@ -245,10 +240,7 @@ def decode_attention_triton(
         m = torch.empty((batch, q_heads, num_splits), device=q.device, dtype=torch.float32)
         l = torch.empty_like(m)
         acc = torch.empty((batch, q_heads, num_splits, head_dim), device=q.device, dtype=torch.float32)
-        # The shared cache, passed by these module names at every call (tests replace them to watch it grow).
-        counters = arrival_counters(
-            q.device, batch * kv_heads, user="decode_attention_triton", cache=_COUNTERS, min_count=_MIN_COUNTERS
-        )
+        counters = arrival_counters(q.device, batch * kv_heads)
         stride_m, stride_a = m.stride(), acc.stride()
     _decode_attention_kernel[(batch, kv_heads, num_splits)](
         q, k_cache, v_cache, seq_lens, out, m, l, acc, counters,

@@ -12,18 +12,18 @@ warp decode removes at small batch. The alignment uses device-side torch ops (no
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import torch
 import triton
 import triton.language as tl
 
+from warpcode.kernels.launch import INTERPRETER
 from warpcode.kernels.moe_args import check_kernel_layout, check_moe_args, output_buffer
 
 # Triton's CPU interpreter multiplies bf16 dot operands as their raw uint16 bits (triton 3.6-3.9); there the
 # kernel upcasts them first, which is also exactly what the tensor cores compute (bf16 products, fp32 sums).
-_UPCAST_DOT_OPERANDS = os.environ.get("TRITON_INTERPRET") == "1"
+_UPCAST_DOT_OPERANDS = INTERPRETER
 
 
 @dataclass(frozen=True)

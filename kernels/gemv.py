@@ -13,18 +13,17 @@ reads of x wait. The launcher reads shapes and strides only (CUDA-graph safe).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import torch
 import triton
 import triton.language as tl
 
-from warpcode.kernels.launch import pdl_options
+from warpcode.kernels.launch import INTERPRETER, pdl_options
 from warpcode.kernels.norm import SUPPORTED_DTYPES, round_to
+from warpcode.kernels.tuning import token_bucket
 
 MAX_BATCH = 16  # beyond this, callers use cuBLAS
-BATCH_BUCKETS = (1, 2, 4, 8, 16)
 
 
 @dataclass(frozen=True)
@@ -48,7 +47,7 @@ class GemvConfig:
             raise ValueError(f"GemvConfig.use_dot needs block_n >= 8, got {self.block_n}")
 
 
-# Measured on the H200 by `python -m warpcode.kernels.bench_gemv`: {(N, H, batch bucket): GemvConfig}.
+# Measured on the H200 by `python -m warpcode.kernels.bench_gemv`: {(N, H, tuning.token_bucket(B)): GemvConfig}.
 # Qwen3-30B-A3B's q/k/v, o_proj and router shapes, 2026-11-29 (BENCHMARKS.md, decode): at B = 1 gemv beats cuBLAS
 # on all three (6.8 vs 7.9 us, 6.7 vs 9.3 us, 1.2 vs 5.4 us), at B = 4 only on the router (2.1 vs 5.4 us).
 TUNED_CONFIGS: dict[tuple[int, int, int], GemvConfig] = {
@@ -61,17 +60,13 @@ TUNED_CONFIGS: dict[tuple[int, int, int], GemvConfig] = {
 }
 
 
-def batch_bucket(batch: int) -> int:
-    return next((bucket for bucket in BATCH_BUCKETS if batch <= bucket), BATCH_BUCKETS[-1])
-
-
 def default_gemv_config(n: int, h: int, batch: int) -> GemvConfig:
     """A tuned entry when there is one, else a heuristic. Each program keeps about one tile in flight (the next
     tile is loaded after the current one is used), so by Little's law the grid needs ~3-4 MB of tiles in flight to
     reach the 4.8 TB/s roofline: >= ~256 programs where N allows, tiles of up to 8192 elements (<= 64 per thread,
     16-byte loads), input tiles [B, block_k] kept as small. From B = 8 on, tensor cores (the CUDA-core FMAs and
     shuffles of the broadcast product would rival the loads there), pipelined over 3 stages."""
-    tuned = TUNED_CONFIGS.get((n, h, batch_bucket(batch)))
+    tuned = TUNED_CONFIGS.get((n, h, token_bucket(batch)))
     if tuned is not None:
         return tuned
     if batch >= 8 and n >= 2048:
@@ -191,14 +186,13 @@ def gemv(
     out = torch.empty((batch, n), device=x.device, dtype=x.dtype) if out is None else out
     _check_rows("out", out, (batch, n), x)
     config = config or default_gemv_config(n, hidden, batch)
-    interpreting = os.environ.get("TRITON_INTERPRET") == "1"
     _gemv_kernel[(triton.cdiv(n, config.block_n),)](
         x, w, x if bias is None else bias, out,
         batch, n, hidden,
         x.stride(0), w.stride(0), out.stride(0),
         BLOCK_B=max(16 if config.use_dot else 1, triton.next_power_of_2(batch)), BLOCK_N=config.block_n,
         BLOCK_K=config.block_k, HAS_BIAS=bias is not None, EVEN_K=hidden % config.block_k == 0,
-        USE_DOT=config.use_dot, DOT_IN_FP32=x.dtype == torch.float32 or interpreting,
+        USE_DOT=config.use_dot, DOT_IN_FP32=x.dtype == torch.float32 or INTERPRETER,
         num_warps=config.num_warps, num_stages=config.num_stages, **pdl_options(x.device),
     )  # fmt: skip
     return out

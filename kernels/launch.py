@@ -10,11 +10,16 @@ import functools
 import os
 
 import torch
+import triton
+import triton.language as tl
+
+# Triton decides at import whether kernels run in its CPU interpreter (tests set this before importing kernels).
+INTERPRETER = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 @functools.cache
 def _supports_pdl(device_index: int) -> bool:
-    if os.environ.get("TRITON_INTERPRET") == "1" or os.environ.get("WARPCODE_DISABLE_PDL") == "1":
+    if INTERPRETER or os.environ.get("WARPCODE_DISABLE_PDL") == "1":
         return False
     return torch.cuda.get_device_capability(device_index)[0] >= 9
 
@@ -24,3 +29,12 @@ def pdl_options(device: torch.device) -> dict:
     if device.type != "cuda" or not _supports_pdl(device.index if device.index is not None else 0):
         return {"USE_PDL": False}
     return {"USE_PDL": True, "launch_pdl": True}
+
+
+@triton.jit
+def wait_for_inputs(USE_PDL: tl.constexpr):
+    """The prologue of a kernel whose every input may come from the kernel launched just before: under PDL, wait
+    for that kernel to finish, then let the next kernel's blocks start gathering."""
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()

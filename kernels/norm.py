@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from warpcode.kernels.launch import pdl_options
+from warpcode.kernels.launch import pdl_options, wait_for_inputs
 
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 MAX_BLOCK_H = 65536  # one program holds a whole row in registers
@@ -58,9 +58,7 @@ def _add_rmsnorm_kernel(
     HAS_RESIDUAL: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
-    if USE_PDL:  # inputs come from the kernel launched just before
-        tl.extra.cuda.gdc_wait()
-        tl.extra.cuda.gdc_launch_dependents()
+    wait_for_inputs(USE_PDL)
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_H)
     mask = cols < H

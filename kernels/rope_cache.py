@@ -29,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from warpcode.kernels.launch import pdl_options
+from warpcode.kernels.launch import pdl_options, wait_for_inputs
 from warpcode.kernels.norm import add_rmsnorm_reference, round_to
 
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -78,9 +78,7 @@ def _qk_norm_rope_cache_kernel(
     HAS_K_NORM: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
-    if USE_PDL:  # inputs come from the kernel launched just before
-        tl.extra.cuda.gdc_wait()
-        tl.extra.cuda.gdc_launch_dependents()
+    wait_for_inputs(USE_PDL)
     row = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1).to(tl.int64)
     cols = tl.arange(0, BLOCK_HALF)

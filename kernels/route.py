@@ -10,7 +10,7 @@ import torch
 import triton
 import triton.language as tl
 
-from warpcode.kernels.launch import pdl_options
+from warpcode.kernels.launch import pdl_options, wait_for_inputs
 
 _NUM_WARPS = 1  # the K rounds of max are warp-shuffle reductions only: 1.8 us against 3.0 with 4 warps (H200)
 
@@ -28,9 +28,7 @@ def _route_kernel(
     NORMALIZE: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
-    if USE_PDL:  # inputs come from the kernel launched just before
-        tl.extra.cuda.gdc_wait()
-        tl.extra.cuda.gdc_launch_dependents()
+    wait_for_inputs(USE_PDL)
     token = tl.program_id(0).to(tl.int64)
     experts = tl.arange(0, BLOCK_E)
     valid = experts < E

@@ -13,10 +13,16 @@ from collections.abc import Iterator
 
 import torch
 
-from warpcode.model_runtime.decode_step import DecodeState, decode_step, prepare_for_decode
+from warpcode.model_runtime.decode_step import (
+    DecodeState,
+    decode_step,
+    prepare_for_decode,
+    sample_next_tokens,
+    sampling_variant,
+)
 from warpcode.model_runtime.kv_cache import KVCache
 from warpcode.model_runtime.model import MoeForCausalLM
-from warpcode.model_runtime.sampling import SamplingParams, sample_on_device
+from warpcode.model_runtime.sampling import SamplingParams
 
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32)
 CAPACITY_STEP = 256  # context is reserved in multiples of this, so nearby request sizes share one state and graphs
@@ -83,12 +89,7 @@ class DecodeRunner:
         state.steps.zero_()
         state.seeds.copy_(torch.arange(state.slots, device=self.device) + seed * state.slots)
         state.sampling.set_rows([sampling] * batch)
-        variant = sampling_variant(sampling)
-        first = sample_on_device(
-            logits, state.sampling.rows(batch), state.seeds[:batch], state.steps[:batch], variant == "filtered"
-        )
-        state.tokens[:batch] = first
-        state.steps[:batch] += 1
+        first = sample_next_tokens(state, logits, batch, sampling_variant(sampling))
         self._longest = longest
         return first.tolist()
 
@@ -170,10 +171,3 @@ class DecodeRunner:
             decode_step(self.model, state, bucket, variant)
         self._pool = graph.pool()
         return graph
-
-
-def sampling_variant(sampling: SamplingParams) -> str:
-    """The decode step's static sampling variant: "greedy", "sample", or "filtered" (sorted top-k / top-p)."""
-    if sampling.greedy:
-        return "greedy"
-    return "filtered" if sampling.top_k > 0 or sampling.top_p < 1 else "sample"

@@ -33,7 +33,7 @@ from warpcode.model_runtime.config import ModelConfig
 from warpcode.model_runtime.layers import RotaryEmbedding
 from warpcode.model_runtime.model import DecoderLayer, MoeForCausalLM
 from warpcode.model_runtime.moe_block import SparseMoeBlock
-from warpcode.model_runtime.sampling import SamplingTensors, sample_on_device
+from warpcode.model_runtime.sampling import SamplingParams, SamplingTensors, sample_on_device
 
 
 @dataclass
@@ -98,15 +98,29 @@ def decode_step(model: MoeForCausalLM, state: DecodeState, batch: int, sampling:
         x, residual = _mlp(layer, out, residual, eps)
     normed, _ = add_rmsnorm(x, model.model.norm.weight, eps, residual)
     logits = F.linear(normed, model.output_weight)  # [B, V]
+    sample_next_tokens(state, logits, batch, sampling)
+    state.seq_lens[:batch] += 1
+    return logits
+
+
+def sample_next_tokens(state: DecodeState, logits: torch.Tensor, batch: int, sampling: str) -> torch.Tensor:
+    """Samples rows [0, batch) from logits [batch, V] by their parameters in `state` (the static `sampling` variant,
+    see `sampling_variant`), stores the tokens as the rows' next inputs and counts the step; returns the tokens."""
     if sampling == "greedy":
-        next_tokens = logits.argmax(dim=-1)
+        tokens = logits.argmax(dim=-1)
     else:
         rows = state.sampling.rows(batch)
-        next_tokens = sample_on_device(logits, rows, state.seeds[:batch], state.steps[:batch], sampling == "filtered")
-    state.tokens[:batch].copy_(next_tokens)
-    state.seq_lens[:batch] += 1
+        tokens = sample_on_device(logits, rows, state.seeds[:batch], state.steps[:batch], sampling == "filtered")
+    state.tokens[:batch].copy_(tokens)
     state.steps[:batch] += 1
-    return logits
+    return tokens
+
+
+def sampling_variant(sampling: SamplingParams) -> str:
+    """The decode step's static sampling variant: "greedy", "sample", or "filtered" (sorted top-k / top-p)."""
+    if sampling.greedy:
+        return "greedy"
+    return "filtered" if sampling.top_k > 0 or sampling.top_p < 1 else "sample"
 
 
 def _attention(

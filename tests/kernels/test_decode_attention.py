@@ -4,6 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from warpcode.kernels import counters as counters_module
 from warpcode.kernels import decode_attention as module
 from warpcode.kernels.decode_attention import decode_attention, decode_attention_reference, decode_attention_triton
 
@@ -78,8 +79,8 @@ def test_more_splits_than_chunks(num_splits):
 def fresh_counters(monkeypatch):
     """An empty counter cache (restored afterwards) that starts at 8 counters, so that growing is exercised."""
     counters = {}
-    monkeypatch.setattr(module, "_COUNTERS", counters)
-    monkeypatch.setattr(module, "_MIN_COUNTERS", 8)
+    monkeypatch.setattr(counters_module, "COUNTERS", counters)
+    monkeypatch.setattr(counters_module, "MIN_COUNTERS", 8)
     return counters
 
 

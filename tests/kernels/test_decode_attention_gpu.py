@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from warpcode.kernels import decode_attention as module
+from warpcode.kernels import counters as counters_module
 from warpcode.kernels.decode_attention import decode_attention, decode_attention_reference, decode_attention_triton
 from warpcode.kernels.timing import time_per_call
 
@@ -71,7 +71,7 @@ def test_fp32_and_fp16(dtype):
 def assert_counters_reset():
     """Every call leaves the arrival counters at zero (its last program per group resets its own)."""
     torch.cuda.synchronize()
-    for key, counters in module._COUNTERS.items():
+    for key, counters in counters_module.COUNTERS.items():
         assert not counters.any(), (key, counters.nonzero())
 
 
