@@ -52,6 +52,8 @@ for step in $steps; do
             ${GEMV_FLAGS:---quick} 2>&1 | tee "$OUT/bench_gemv.log" | tail -40 ;;
     attention)
         python3 scripts/sweep_attention.py 2>&1 | tee "$OUT/sweep_attention.log" ;;
+    variants)  # batch-1 graph step under L2-prefetch variants and one-kernel-kind ablations
+        python3 scripts/sweep_decode_variants.py ${VARIANT_FLAGS:-} 2>&1 | tee -a "$OUT/variants.log" ;;
     small)
         python3 scripts/sweep_small_kernels.py 2>&1 | tee "$OUT/sweep_small.log" ;;
     decode)

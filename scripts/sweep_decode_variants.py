@@ -1,0 +1,118 @@
+"""Batch-1 decode step time (CUDA-graph replay) under variants: L2 prefetch sites and chunk sizes, and ablations
+that leave one kernel kind out (results then are wrong; only the time counts) to show each kind's share of the
+step as the graph runs it, with PDL overlap.
+
+    python scripts/sweep_decode_variants.py [--contexts 512,8192] [--steps 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import time
+
+import torch
+
+from warpcode.kernels import l2_prefetch
+from warpcode.model_runtime import decode_step as step_module
+from warpcode.model_runtime import load_random
+from warpcode.model_runtime.moe_block import SparseMoeBlock
+from warpcode.model_runtime.sampling import SamplingParams
+
+
+@contextlib.contextmanager
+def patched(target, name, value):
+    saved = getattr(target, name)
+    setattr(target, name, value)
+    try:
+        yield
+    finally:
+        setattr(target, name, saved)
+
+
+def skip_linear(n_rows: int):
+    real = step_module.linear
+
+    def linear(x, weight, bias):
+        if weight.shape[0] == n_rows:
+            return torch.empty((x.shape[0], n_rows), device=x.device, dtype=x.dtype)
+        return real(x, weight, bias)
+
+    return patched(step_module, "linear", linear)
+
+
+def ablations(config):
+    q_size = config.num_attention_heads * config.head_dim
+    kv = config.num_key_value_heads * config.head_dim
+    yield "no attention kernel", patched(step_module, "decode_attention", lambda q, k, v, lens, scale: q)
+    yield (
+        "no rope/cache kernel",
+        patched(
+            step_module,
+            "qk_norm_rope_cache",
+            lambda qkv, hq, *a: qkv[:, :q_size].view(qkv.shape[0], hq, -1),
+        ),
+    )
+    yield "no MoE experts", patched(SparseMoeBlock, "experts_forward", lambda self, flat, w, ids: flat)
+    yield (
+        "no route",
+        patched(
+            step_module,
+            "route",
+            lambda logits, k, normalize: (
+                torch.ones(logits.shape[0], k, device=logits.device),
+                torch.arange(k, device=logits.device).expand(logits.shape[0], k).contiguous(),
+            ),
+        ),
+    )
+    yield "no add_rmsnorm", patched(step_module, "add_rmsnorm", lambda x, w, eps, residual: (x, x))
+    yield "no qkv GEMV", skip_linear(q_size + 2 * kv)
+    yield "no o GEMV", skip_linear(config.hidden_size)
+    yield "no router GEMV", skip_linear(config.num_experts)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--contexts", default="512,8192")
+    parser.add_argument("--steps", type=int, default=64)
+    parser.add_argument("--sites", default="o;kv;w2;qkv;qkv_early;o,kv;o,kv,w2;o,kv,qkv;o,kv,w2,qkv")
+    parser.add_argument("--chunks", default="16384,4096")
+    parser.add_argument("--no-ablations", action="store_true")
+    args = parser.parse_args()
+    engine = load_random("qwen3-30b-a3b", device="cuda")
+    runner = engine.runner
+    contexts = [int(c) for c in args.contexts.split(",")]
+    runner.reserve(1, max(contexts) + args.steps + 8)
+
+    def measure(label: str) -> None:
+        times = []
+        for context in contexts:
+            runner._graphs.clear()
+            runner.start_from_random_cache(1, context)
+            decode = runner.decode(1, SamplingParams())
+            next(decode)
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(args.steps):
+                next(decode)
+            seconds = (time.perf_counter() - start) / args.steps
+            decode.close()
+            times.append(f"{context}: {seconds * 1e3:.3f} ms {1 / seconds:.0f} tok/s")
+        print(f"{label:40s} " + " | ".join(times), flush=True)
+
+    measure("baseline")
+    for chunk in (int(c) for c in args.chunks.split(",")):
+        l2_prefetch._CHUNK = chunk
+        for sites in args.sites.split(";"):
+            step_module.PREFETCH_SITES = frozenset(sites.split(","))
+            measure(f"prefetch {sites} chunk {chunk}")
+    step_module.PREFETCH_SITES = frozenset()
+    measure("baseline again")
+    if not args.no_ablations:
+        for label, patch in ablations(engine.config):
+            with patch:
+                measure(label)
+
+
+if __name__ == "__main__":
+    main()
