@@ -88,6 +88,7 @@ def main() -> None:
         times = []
         for context in contexts:
             runner._graphs.clear()
+            runner._pool = None  # a pool whose graphs are all gone cannot be captured into again
             runner.start_from_random_cache(1, context)
             decode = runner.decode(1, SamplingParams())
             next(decode)
