@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from warpcode.kernels import decode_attention as attention_module
 from warpcode.kernels.decode_attention import decode_attention_triton
 from warpcode.kernels.timing import time_per_call
 
@@ -33,6 +34,13 @@ def main() -> None:
                 caches,
             )
             results.append(f"{splits or 'default'}: {seconds * 1e6:.2f} us ({kv_bytes / seconds / 1e9:.0f} GB/s)")
+        # The same launch with the merge left out (counters far below zero: no program is ever the last to arrive):
+        # what the single-program merge tail costs.
+        saved = attention_module.arrival_counters
+        attention_module.arrival_counters = lambda device, count: torch.full((count,), -(2**30), device=device)
+        seconds, _ = time_per_call(lambda k, v, q=q, lens=lens: decode_attention_triton(q, k, v, lens, D**-0.5), caches)
+        attention_module.arrival_counters = saved
+        results.append(f"default without merge: {seconds * 1e6:.2f} us")
         print(f"B={batch} len={length} cap={capacity}: " + "; ".join(results), flush=True)
 
 

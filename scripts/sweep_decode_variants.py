@@ -13,7 +13,9 @@ import time
 
 import torch
 
-from warpcode.kernels import l2_prefetch
+from warpcode.kernels import l2_prefetch, warp_decode
+from warpcode.kernels.route import route_triton
+from warpcode.kernels.tuning import WarpDecodeConfig
 from warpcode.model_runtime import decode_step as step_module
 from warpcode.model_runtime import load_random
 from warpcode.model_runtime.moe_block import SparseMoeBlock
@@ -39,6 +41,22 @@ def skip_linear(n_rows: int):
         return real(x, weight, bias)
 
     return patched(step_module, "linear", linear)
+
+
+def static_routing(config):
+    """route() on fixed random logits: the same kernel, and routing that no ablation can make degenerate."""
+    logits = torch.randn(32, config.num_experts, device="cuda", generator=torch.Generator("cuda").manual_seed(1))
+    return patched(step_module, "route", lambda router_logits, k, normalize: route_triton(logits[:1], k, normalize))
+
+
+def moe_config(overrides: dict):
+    real = warp_decode.warp_decode_config
+
+    def config(hidden, intermediate, experts, top_k, tokens):
+        tuned = real(hidden, intermediate, experts, top_k, tokens)
+        return WarpDecodeConfig(**{**tuned.__dict__, **overrides}) if tokens == 1 else tuned
+
+    return patched(warp_decode, "warp_decode_config", config)
 
 
 def ablations(config):
@@ -78,6 +96,7 @@ def main() -> None:
     parser.add_argument("--sites", default="o;kv;w2;qkv;qkv_early;o,kv;o,kv,w2;o,kv,qkv;o,kv,w2,qkv")
     parser.add_argument("--chunks", default="16384,4096")
     parser.add_argument("--no-ablations", action="store_true")
+    parser.add_argument("--moe-configs", default="", help="';'-separated k=v,k=v WarpDecodeConfig overrides at T=1")
     args = parser.parse_args()
     engine = load_random("qwen3-30b-a3b", device="cuda")
     runner = engine.runner
@@ -102,6 +121,10 @@ def main() -> None:
         print(f"{label:40s} " + " | ".join(times), flush=True)
 
     measure("baseline")
+    for overrides in filter(None, args.moe_configs.split(";")):
+        values = {key: int(value) for key, value in (item.split("=") for item in overrides.split(","))}
+        with moe_config(values):
+            measure(f"moe {overrides}")
     for chunk in (int(c) for c in args.chunks.split(",")):
         l2_prefetch._CHUNK = chunk
         for sites in args.sites.split(";"):
@@ -110,9 +133,11 @@ def main() -> None:
     step_module.PREFETCH_SITES = frozenset()
     measure("baseline again")
     if not args.no_ablations:
-        for label, patch in ablations(engine.config):
-            with patch:
-                measure(label)
+        with static_routing(engine.config):
+            measure("static routing")
+            for label, patch in ablations(engine.config):
+                with patch:
+                    measure(f"static routing, {label}")
 
 
 if __name__ == "__main__":
