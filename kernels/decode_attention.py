@@ -8,12 +8,16 @@ The keys are cut into NUM_SPLITS chunks, read in parallel by one kernel (grid (B
     m_i = max s_n,  l_i = sum 2^(s_n - m_i),  acc_i = sum 2^(s_n - m_i) V_n     online softmax over BLOCK_N keys
 Non-empty splits are a prefix, i < cdiv(L, chunk), and only they write partials (fp32 workspaces). The merge
     M = max_i m_i,  out = sum_i 2^(m_i - M) acc_i / sum_i 2^(m_i - M) l_i         over the non-empty splits
-runs in the same launch, "last program finishes": every program of a (row, KV head) group, empty split or not,
-increments the group's int32 counter (acq_rel, after a barrier), and the one that sees NUM_SPLITS - 1 earlier
-arrivals merges the group's G heads, writes out and resets the counter to 0 for the next call. The counters are
-zeroed once and persist across calls (kernels/counters.py). With NUM_SPLITS = 1 there is no workspace and no
-counter: the program normalises and writes out itself.
-L is read inside the kernel, so the launch depends only on shapes and one captured CUDA graph serves every
+runs where the module switch SEPARATE_MERGE, read at every call, says:
+- True: in a second kernel (attention_merge.py, grid (B, Hq), launched with PDL), one program per query head, so
+  the merge spreads over B*Hq programs instead of the B*Hkv serial tails below (a quarter to a third of the
+  one-launch kernel's time at batch 1 and 8K keys on the H200).
+- False: in the same launch, "last program finishes": every program of a (row, KV head) group, empty split or
+  not, increments the group's int32 counter (acq_rel, after a barrier), and the one that sees NUM_SPLITS - 1
+  earlier arrivals merges the group's G heads, writes out and resets the counter to 0 for the next call. The
+  counters are zeroed once and persist across calls (kernels/counters.py).
+With NUM_SPLITS = 1 there is no workspace, no counter and no merge: the program normalises and writes out itself.
+L is read inside the kernels, so the launches depend only on shapes and one captured CUDA graph serves every
 length. A program holds all G query heads of its KV head (padded to 16 rows for tl.dot, the padding masked off),
 so each K/V tile is loaded once per group. Logits and the accumulator are fp32; the probabilities enter the P V
 product in the cache dtype (the usual flash-attention rounding, far below the bf16 output's own).
@@ -28,24 +32,21 @@ import torch
 import triton
 import triton.language as tl
 
+from warpcode.kernels.attention_merge import _merge_splits_kernel, _split_chunk
 from warpcode.kernels.counters import arrival_counters
 from warpcode.kernels.launch import INTERPRETER, pdl_options, wait_for_inputs
 
+# True: split kernel, then a merge kernel over (row, query head); False: one launch, the last program of each (row,
+# KV head) merges. Read at every call, so a benchmark can flip it (captured CUDA graphs keep the path they recorded).
+SEPARATE_MERGE = True
 _BLOCK_N = 64  # keys per iteration (D = 128: one 16 KB bf16 K tile and one V tile per step)
 _NUM_WARPS = 2  # measured on the H200 (batch 1): 5.0 us at 512 tokens, 14.3 at 8K, against 5.6 and 16.2 with 4
 _NUM_STAGES = 2
-_MERGE_ELEMENTS = 8192  # partial-accumulator elements (G heads x splits x D) the merge reads per step
+_MERGE_ELEMENTS = 8192  # partial-accumulator elements (heads x splits x D) a merge program reads per step
+_MERGE_NUM_WARPS = 4  # a step of 64 splits x D = 128 is 64 fp32 values per thread; not tuned yet
 _PROGRAMS_PER_SM = 2  # the split heuristic aims at about this many programs per SM
 _FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 _TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}
-
-
-@triton.jit
-def _split_chunk(seq_len, NUM_SPLITS: tl.constexpr, BLOCK_N: tl.constexpr):
-    """Keys per split for this row: a whole number of BLOCK_N tiles (every program must agree on it). Plain
-    arithmetic rather than tl.cdiv: nested jit calls are slow in the CPU interpreter."""
-    chunk = ((seq_len + NUM_SPLITS - 1) // NUM_SPLITS + BLOCK_N - 1) // BLOCK_N * BLOCK_N
-    return tl.maximum(chunk, BLOCK_N)
 
 
 @triton.jit
@@ -61,7 +62,7 @@ def _decode_attention_kernel(
     stride_ab, stride_ah, stride_as,
     G: tl.constexpr, NUM_SPLITS: tl.constexpr, DOT_DTYPE: tl.constexpr, DOT_PRECISION: tl.constexpr,
     BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-    MERGE_G: tl.constexpr, MERGE_S: tl.constexpr, USE_PDL: tl.constexpr,
+    MERGE_IN_KERNEL: tl.constexpr, MERGE_G: tl.constexpr, MERGE_S: tl.constexpr, USE_PDL: tl.constexpr,
 ):  # fmt: skip
     wait_for_inputs(USE_PDL)  # the counters' last reset, too
     b = tl.program_id(0)
@@ -107,13 +108,13 @@ def _decode_attention_kernel(
         out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]  # no key: acc is 0, so is out
         out_ptrs = out_ptr + b64 * stride_ob + heads[:, None] * stride_oh + offs_d[None, :]
         tl.store(out_ptrs, out.to(out_ptr.dtype.element_ty), mask=g_mask[:, None] & d_mask[None, :])
-    else:
-        if start < end:  # the merge reads only the non-empty splits, so empty ones write nothing
-            ml_offsets = b64 * stride_mb + heads * stride_mh + split
-            tl.store(m_ptr + ml_offsets, m_i, mask=g_mask)
-            tl.store(l_ptr + ml_offsets, l_i, mask=g_mask)
-            acc_ptrs = acc_ptr + b64 * stride_ab + heads[:, None] * stride_ah + split * stride_as + offs_d[None, :]
-            tl.store(acc_ptrs, acc, mask=g_mask[:, None] & d_mask[None, :])
+    elif start < end:  # the merge reads only the non-empty splits, so empty ones write nothing
+        ml_offsets = b64 * stride_mb + heads * stride_mh + split
+        tl.store(m_ptr + ml_offsets, m_i, mask=g_mask)
+        tl.store(l_ptr + ml_offsets, l_i, mask=g_mask)
+        acc_ptrs = acc_ptr + b64 * stride_ab + heads[:, None] * stride_ah + split * stride_as + offs_d[None, :]
+        tl.store(acc_ptrs, acc, mask=g_mask[:, None] & d_mask[None, :])
+    if NUM_SPLITS > 1 and MERGE_IN_KERNEL:
         # Every program arrives, empty split or not: all threads' stores are done (barrier), then one release-acquire
         # increment publishes them, and the program that sees NUM_SPLITS - 1 earlier arrivals acquires all of them.
         tl.debug_barrier()
@@ -190,8 +191,8 @@ def _sm_count(device_index: int) -> int:
 
 def _default_num_splits(batch: int, kv_heads: int, slots: int, block_n: int, sms: int) -> int:
     """About _PROGRAMS_PER_SM * sms programs, at most one split per BLOCK_N tile of S, and a whole number of tiles
-    per split, so that no split is empty when a row is full. Two programs per SM rather than more: the last program
-    of each group reads every split's partials back, so more splits lengthen that serial tail."""
+    per split, so that no split is empty when a row is full. Two programs per SM rather than more: every split's
+    partials are read back by the merge, so more splits lengthen it (serially per group on the one-launch path)."""
     tiles = triton.cdiv(slots, block_n)
     wanted = max(1, min(tiles, _PROGRAMS_PER_SM * sms // (batch * kv_heads)))
     return triton.cdiv(tiles, triton.cdiv(tiles, wanted))
@@ -233,6 +234,7 @@ def decode_attention_triton(
     block_d = max(16, triton.next_power_of_2(head_dim))  # tl.dot needs every dimension >= 16
     merge_g = triton.next_power_of_2(group)
     merge_s = min(triton.next_power_of_2(num_splits), max(1, _MERGE_ELEMENTS // (merge_g * block_d)))
+    separate_merge = num_splits > 1 and SEPARATE_MERGE
     if num_splits == 1:  # the kernel writes out directly: no partials, no counters (never dereferenced)
         m = l = acc = counters = out
         stride_m = stride_a = (0, 0, 0)
@@ -240,7 +242,8 @@ def decode_attention_triton(
         m = torch.empty((batch, q_heads, num_splits), device=q.device, dtype=torch.float32)
         l = torch.empty_like(m)
         acc = torch.empty((batch, q_heads, num_splits, head_dim), device=q.device, dtype=torch.float32)
-        counters = arrival_counters(q.device, batch * kv_heads)
+        # The two-kernel path has no counters: out stands in, never dereferenced.
+        counters = out if separate_merge else arrival_counters(q.device, batch * kv_heads)
         stride_m, stride_a = m.stride(), acc.stride()
     _decode_attention_kernel[(batch, kv_heads, num_splits)](
         q, k_cache, v_cache, seq_lens, out, m, l, acc, counters,
@@ -254,9 +257,21 @@ def decode_attention_triton(
         stride_a[0], stride_a[1], stride_a[2],
         G=group, NUM_SPLITS=num_splits, DOT_DTYPE=dot_dtype, DOT_PRECISION=dot_precision,
         BLOCK_G=max(16, triton.next_power_of_2(group)), BLOCK_N=block_n, BLOCK_D=block_d,
-        MERGE_G=merge_g, MERGE_S=merge_s,
+        MERGE_IN_KERNEL=not separate_merge, MERGE_G=merge_g, MERGE_S=merge_s,
         num_warps=_NUM_WARPS, num_stages=_NUM_STAGES, **pdl_options(q.device),
     )  # fmt: skip
+    if separate_merge:
+        _merge_splits_kernel[(batch, q_heads)](
+            m, l, acc, seq_lens, out,
+            slots, head_dim,
+            seq_lens.stride(0),
+            stride_m[0], stride_m[1],
+            stride_a[0], stride_a[1], stride_a[2],
+            out.stride(0), out.stride(1),
+            NUM_SPLITS=num_splits, BLOCK_N=block_n, BLOCK_D=block_d,
+            BLOCK_S=min(triton.next_power_of_2(num_splits), max(1, _MERGE_ELEMENTS // block_d)),
+            num_warps=_MERGE_NUM_WARPS, **pdl_options(q.device),
+        )  # fmt: skip
     return out
 
 

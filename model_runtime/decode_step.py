@@ -11,24 +11,20 @@ Per layer (fused kernels from warpcode.kernels; their PyTorch references off the
     q = qk_norm_rope_cache(qkv, ...)                                      # q/k norm, RoPE, K/V cache write
     attn = decode_attention(q, cache, seq_lens + 1)                       # split-KV flash decoding, one launch
     normed, residual = add_rmsnorm(attn @ Wo, post_norm, residual)
-    mlp_out = moe(normed, route(normed @ Wrouter))                        # softmax + top-k kernel, warp decode
+    mlp_out = moe(normed, normed @ Wrouter)                               # warp decode, softmax + top-k inside
 
 The projections run as GEMV kernels where they measured faster than cuBLAS (`linear`).
 """
 
 from __future__ import annotations
 
-import functools
-import os
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from warpcode.kernels.decode_attention import decode_attention
-from warpcode.kernels.dispatch import route
 from warpcode.kernels.gemv import gemv
-from warpcode.kernels.l2_prefetch import prefetch_experts_l2, prefetch_kv_l2, prefetch_l2, prefetch_supported
 from warpcode.kernels.norm import add_rmsnorm
 from warpcode.kernels.rope_cache import qk_norm_rope_cache
 from warpcode.model_runtime.attention import Attention
@@ -92,23 +88,13 @@ def decode_step(model: MoeForCausalLM, state: DecodeState, batch: int, sampling:
     attend_lens = seq_lens + 1
     x = model.model.embed_tokens(state.tokens[:batch])  # [B, H]
     residual, eps = None, config.rms_norm_eps
-    layers = model.model.layers
-    prefetch = SidePrefetch(x.device)
-    for index, layer in enumerate(layers):
+    for index, layer in enumerate(model.model.layers):
         attn = layer.self_attn
         normed, residual = add_rmsnorm(x, layer.input_layernorm.weight, eps, residual)
         qkv = linear(normed, attn.qkv_weight, attn.qkv_bias)
-        if "o" in prefetch.sites:
-            prefetch.run(prefetch_l2, attn.o_proj.weight)
-        if "kv" in prefetch.sites:
-            prefetch.run(prefetch_kv_l2, state.keys[index], state.values[index], attend_lens)
         out = _attention(attn, model.model.rotary, eps, qkv, seq_lens, attend_lens, state, index)
         out = linear(out, attn.o_proj.weight, attn.o_proj.bias)
-        if "qkv_early" in prefetch.sites and index + 1 < len(layers):
-            prefetch.run(prefetch_l2, layers[index + 1].self_attn.qkv_weight)
-        next_qkv = layers[index + 1].self_attn.qkv_weight if index + 1 < len(layers) else None
-        x, residual = _mlp(layer, out, residual, eps, prefetch, next_qkv)
-    prefetch.join()
+        x, residual = _mlp(layer, out, residual, eps)
     normed, _ = add_rmsnorm(x, model.model.norm.weight, eps, residual)
     logits = F.linear(normed, model.output_weight)  # [B, V]
     sample_next_tokens(state, logits, batch, sampling)
@@ -163,48 +149,14 @@ def _attention(
     return out.reshape(qkv.shape[0], q_size)
 
 
-class SidePrefetch:
-    """Runs L2 prefetch kernels on a side stream forked from the step's stream (a parallel branch of the graph)."""
-
-    def __init__(self, device: torch.device):
-        self.sites = PREFETCH_SITES if prefetch_supported(device) else frozenset()
-        self.stream = _side_stream(device) if self.sites else None
-        self.forked = False
-
-    def run(self, launch, *args) -> None:
-        self.stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(self.stream):
-            launch(*args)
-        self.forked = True
-
-    def join(self) -> None:
-        if self.forked:
-            torch.cuda.current_stream().wait_stream(self.stream)
-
-
-PREFETCH_SITES = frozenset(filter(None, os.environ.get("WARPCODE_L2_PREFETCH", "").split(",")))
-
-
-@functools.cache
-def _side_stream(device: torch.device) -> torch.cuda.Stream:
-    return torch.cuda.Stream(device)
-
-
-def _mlp(
-    layer: DecoderLayer, x: torch.Tensor, residual: torch.Tensor, eps: float, prefetch=None, next_qkv=None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Post-attention norm + MLP: [B, H] -> (MLP output, updated residual). A MoE layer's router projection is fused
-    with the norm; its routed experts then read the normed input."""
+def _mlp(layer: DecoderLayer, x: torch.Tensor, residual: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Post-attention norm + MLP: [B, H] -> (MLP output, updated residual). A MoE layer's experts route from the
+    router logits themselves on the warp-decode path (no separate route kernel)."""
     normed, residual = add_rmsnorm(x, layer.post_attention_layernorm.weight, eps, residual)
     mlp = layer.mlp
     if isinstance(mlp, SparseMoeBlock):
         router_logits = linear(normed, mlp.gate.weight, None)
-        topk_weights, topk_ids = route(router_logits, mlp.top_k, mlp.normalize)
-        if prefetch is not None and "w2" in prefetch.sites:
-            prefetch.run(prefetch_experts_l2, mlp.experts.w2, topk_ids)
-        if prefetch is not None and "qkv" in prefetch.sites and next_qkv is not None:
-            prefetch.run(prefetch_l2, next_qkv)
-        return mlp.experts_forward(normed, topk_weights, topk_ids), residual
+        return mlp.routed_experts(normed, router_logits), residual
     return mlp(normed), residual
 
 

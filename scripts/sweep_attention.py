@@ -26,21 +26,20 @@ def main() -> None:
         lens = torch.full((batch,), length, device="cuda", dtype=torch.int32)
         kv_bytes = 2 * batch * HKV * length * D * 2
         results = []
-        for splits in (None, 1, 2, 4, 8, 16, 32, 64, 128):
-            if splits is not None and splits > -(-capacity // 64):
-                continue
-            seconds, _ = time_per_call(
-                lambda k, v, s=splits, q=q, lens=lens: decode_attention_triton(q, k, v, lens, D**-0.5, num_splits=s),
-                caches,
-            )
-            results.append(f"{splits or 'default'}: {seconds * 1e6:.2f} us ({kv_bytes / seconds / 1e9:.0f} GB/s)")
-        # The same launch with the merge left out (counters far below zero: no program is ever the last to arrive):
-        # what the single-program merge tail costs.
-        saved = attention_module.arrival_counters
-        attention_module.arrival_counters = lambda device, count: torch.full((count,), -(2**30), device=device)
-        seconds, _ = time_per_call(lambda k, v, q=q, lens=lens: decode_attention_triton(q, k, v, lens, D**-0.5), caches)
-        attention_module.arrival_counters = saved
-        results.append(f"default without merge: {seconds * 1e6:.2f} us")
+        for separate_merge in (True, False):
+            attention_module.SEPARATE_MERGE = separate_merge
+            results.append("merge kernel:" if separate_merge else "| merge in the split kernel:")
+            for splits in (None, 8, 16, 32, 64, 128):
+                if splits is not None and splits > -(-capacity // 64):
+                    continue
+                seconds, _ = time_per_call(
+                    lambda k, v, s=splits, q=q, lens=lens: decode_attention_triton(
+                        q, k, v, lens, D**-0.5, num_splits=s
+                    ),
+                    caches,
+                )
+                results.append(f"{splits or 'default'}: {seconds * 1e6:.2f} us ({kv_bytes / seconds / 1e9:.0f} GB/s)")
+        attention_module.SEPARATE_MERGE = True
         print(f"B={batch} len={length} cap={capacity}: " + "; ".join(results), flush=True)
 
 

@@ -1,6 +1,6 @@
-"""Batch-1 decode step time (CUDA-graph replay) under variants: L2 prefetch sites and chunk sizes, and ablations
-that leave one kernel kind out (results then are wrong; only the time counts) to show each kind's share of the
-step as the graph runs it, with PDL overlap.
+"""Batch-1 decode step time (CUDA-graph replay) under variants: warp-decode launch parameters, the route kernel
+and the attention merge kernel against their alternatives, and ablations that leave one kernel kind out (results
+then are wrong; only the time counts) to show each kind's share of the step as the graph runs it, with PDL overlap.
 
     python scripts/sweep_decode_variants.py [--contexts 512,8192] [--steps 64]
 """
@@ -13,8 +13,7 @@ import time
 
 import torch
 
-from warpcode.kernels import l2_prefetch, warp_decode
-from warpcode.kernels.route import route_triton
+from warpcode.kernels import decode_attention, gemv, moe, route, warp_decode
 from warpcode.kernels.tuning import WarpDecodeConfig
 from warpcode.model_runtime import decode_step as step_module
 from warpcode.model_runtime import load_random
@@ -44,9 +43,20 @@ def skip_linear(n_rows: int):
 
 
 def static_routing(config):
-    """route() on fixed random logits: the same kernel, and routing that no ablation can make degenerate."""
+    """The experts route from fixed random logits: the same kernels, and routing no ablation can make degenerate."""
     logits = torch.randn(32, config.num_experts, device="cuda", generator=torch.Generator("cuda").manual_seed(1))
-    return patched(step_module, "route", lambda router_logits, k, normalize: route_triton(logits[:1], k, normalize))
+    real = SparseMoeBlock.routed_experts
+    return patched(SparseMoeBlock, "routed_experts", lambda self, flat, _: real(self, flat, logits[: flat.shape[0]]))
+
+
+def route_kernel_then_experts():
+    """The previous decode path: the route kernel, then warp decode reading its (weights, ids)."""
+
+    def routed_experts(self, flat, logits):
+        weights, ids = route(logits, self.top_k, self.normalize)
+        return moe(flat, weights, ids, self.experts.w13, self.experts.w2)
+
+    return patched(SparseMoeBlock, "routed_experts", routed_experts)
 
 
 def moe_config(overrides: dict):
@@ -57,6 +67,13 @@ def moe_config(overrides: dict):
         return WarpDecodeConfig(**{**tuned.__dict__, **overrides}) if tokens == 1 else tuned
 
     return patched(warp_decode, "warp_decode_config", config)
+
+
+def gemv_config(shape: str, values: dict):
+    """'N,H' at batch 1 -> GemvConfig(**values) instead of the tuned entry."""
+    n, h = (int(v) for v in shape.split(","))
+    table = {**gemv.TUNED_CONFIGS, (n, h, 1): gemv.GemvConfig(**values)}
+    return patched(gemv, "TUNED_CONFIGS", table)
 
 
 def ablations(config):
@@ -71,7 +88,7 @@ def ablations(config):
             lambda qkv, hq, *a: qkv[:, :q_size].view(qkv.shape[0], hq, -1),
         ),
     )
-    yield "no MoE experts", patched(SparseMoeBlock, "experts_forward", lambda self, flat, w, ids: flat)
+    yield "no MoE experts", patched(SparseMoeBlock, "routed_experts", lambda self, flat, logits: flat)
     yield (
         "no route",
         patched(
@@ -93,10 +110,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--contexts", default="512,8192")
     parser.add_argument("--steps", type=int, default=64)
-    parser.add_argument("--sites", default="o;kv;w2;qkv;qkv_early;o,kv;o,kv,w2;o,kv,qkv;o,kv,w2,qkv")
-    parser.add_argument("--chunks", default="16384,4096")
     parser.add_argument("--no-ablations", action="store_true")
     parser.add_argument("--moe-configs", default="", help="';'-separated k=v,k=v WarpDecodeConfig overrides at T=1")
+    parser.add_argument("--gemv-configs", default="", help="';'-separated N,H:k=v,k=v GemvConfigs at batch 1")
     args = parser.parse_args()
     engine = load_random("qwen3-30b-a3b", device="cuda")
     runner = engine.runner
@@ -125,12 +141,14 @@ def main() -> None:
         values = {key: int(value) for key, value in (item.split("=") for item in overrides.split(","))}
         with moe_config(values):
             measure(f"moe {overrides}")
-    for chunk in (int(c) for c in args.chunks.split(",")):
-        l2_prefetch._CHUNK = chunk
-        for sites in args.sites.split(";"):
-            step_module.PREFETCH_SITES = frozenset(sites.split(","))
-            measure(f"prefetch {sites} chunk {chunk}")
-    step_module.PREFETCH_SITES = frozenset()
+    for item in filter(None, args.gemv_configs.split(";")):
+        shape, overrides = item.split(":")
+        with gemv_config(shape, {key: int(value) for key, value in (kv.split("=") for kv in overrides.split(","))}):
+            measure(f"gemv {item}")
+    with route_kernel_then_experts():
+        measure("route kernel, then warp decode")
+    with patched(decode_attention, "SEPARATE_MERGE", not decode_attention.SEPARATE_MERGE):
+        measure(f"attention SEPARATE_MERGE={decode_attention.SEPARATE_MERGE}")
     measure("baseline again")
     if not args.no_ablations:
         with static_routing(engine.config):

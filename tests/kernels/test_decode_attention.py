@@ -48,6 +48,18 @@ def small_tiles(monkeypatch):
     monkeypatch.setattr(module, "_MERGE_ELEMENTS", 1)
 
 
+@pytest.fixture(params=[True, False], ids=["two-kernel", "one-launch"])
+def separate_merge(request, monkeypatch):
+    """Both merge paths: the merge kernel over (row, query head), or the last program of each group merging."""
+    monkeypatch.setattr(module, "SEPARATE_MERGE", request.param)
+    return request.param
+
+
+@pytest.fixture
+def one_launch(monkeypatch):
+    monkeypatch.setattr(module, "SEPARATE_MERGE", False)
+
+
 @DTYPES
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_matches_float64_reference(shape, dtype):
@@ -57,19 +69,19 @@ def test_matches_float64_reference(shape, dtype):
 
 
 @pytest.mark.parametrize(("num_splits", "dtype"), [(2, torch.bfloat16), (5, torch.float32)], ids=["2-bf16", "5-fp32"])
-def test_small_tiles_and_explicit_splits(small_tiles, num_splits, dtype):
+def test_small_tiles_and_explicit_splits(small_tiles, separate_merge, num_splits, dtype):
     case = make_case(3, 8, 2, 32, 70, dtype, seed=num_splits)
     assert_matches(decode_attention_triton(*case, num_splits=num_splits), float64_reference(*case), dtype)
 
 
-def test_huge_values_past_the_lengths_are_ignored(small_tiles):
+def test_huge_values_past_the_lengths_are_ignored(small_tiles, separate_merge):
     """Finite garbage would win the softmax if any masked slot leaked into it."""
     case = make_case(2, 6, 3, 16, 129, torch.float32, extra_rows=2, garbage=1e30)
     assert_matches(decode_attention_triton(*case, num_splits=3), float64_reference(*case), torch.float32)
 
 
 @pytest.mark.parametrize("num_splits", [4, 17])
-def test_more_splits_than_chunks(num_splits):
+def test_more_splits_than_chunks(separate_merge, num_splits):
     """S = 37 is one 64-key tile: every split but the first is empty (and 17 pads the combine's vector to 32)."""
     case = make_case(2, 4, 1, 16, 37, torch.float32)
     assert_matches(decode_attention_triton(*case, num_splits=num_splits), float64_reference(*case), torch.float32)
@@ -84,34 +96,41 @@ def fresh_counters(monkeypatch):
     return counters
 
 
-def assert_counters_reset(counters):
+def assert_counters_reset(counters, separate_merge=False):
+    """The one-launch path leaves its counters at zero; the two-kernel path allocates none."""
+    if separate_merge:
+        assert not counters, "the two-kernel path allocated arrival counters"
+        return
     assert counters, "no counter was allocated"
     for key, tensor in counters.items():
         assert tensor.dtype == torch.int32 and not tensor.any(), (key, tensor)
 
 
-def test_many_splits_most_of_them_empty(small_tiles, fresh_counters):
+@pytest.mark.parametrize("merge_elements", [1, 128], ids=["1-split-steps", "4-split-steps"])
+def test_many_splits_most_of_them_empty(small_tiles, separate_merge, fresh_counters, monkeypatch, merge_elements):
     """12 splits of 16-key tiles over S = 129: rows of length 1, 129, 126 and 87 use 1, 9, 8 and 6 of them, so the
-    program that arrives last and merges is often one of an empty split; the counters end at zero."""
+    program that arrives last and merges is often one of an empty split, and the merge kernel's last step of 4
+    splits (D = 32) is partly masked; the counters end at zero."""
+    monkeypatch.setattr(module, "_MERGE_ELEMENTS", merge_elements)
     case = make_case(4, 8, 2, 32, 129, torch.float32, seed=0)
     assert case[3].tolist() == [1, 129, 126, 87]
     assert_matches(decode_attention_triton(*case, num_splits=12), float64_reference(*case), torch.float32)
-    assert_counters_reset(fresh_counters)
+    assert_counters_reset(fresh_counters, separate_merge)
 
 
-def test_repeated_calls_with_new_lengths_reuse_the_counters(small_tiles, fresh_counters):
-    """The same tensors called three times with new lengths (what a CUDA-graph replay does): each call starts from
-    the counters the previous one left at zero."""
+def test_repeated_calls_with_new_lengths(small_tiles, separate_merge, fresh_counters):
+    """The same tensors called three times with new lengths (what a CUDA-graph replay does): each call recomputes
+    the splits from the lengths it reads, and starts from the counters the previous one left at zero."""
     q, k_cache, v_cache, seq_lens, scale = make_case(3, 8, 2, 32, 70, torch.bfloat16, garbage=0.0)
     for lengths in ([70, 1, 33], [5, 70, 69], [17, 2, 1]):
         seq_lens.copy_(torch.tensor(lengths, dtype=torch.int32))
         out = decode_attention_triton(q, k_cache, v_cache, seq_lens, scale, num_splits=4)
         assert_matches(out, float64_reference(q, k_cache, v_cache, seq_lens, scale), torch.bfloat16)
-        assert_counters_reset(fresh_counters)
-    assert len(fresh_counters) == 1
+        assert_counters_reset(fresh_counters, separate_merge)
+    assert len(fresh_counters) == (0 if separate_merge else 1)
 
 
-def test_calls_with_other_batches_grow_the_counters_and_keep_the_old_ones(small_tiles, fresh_counters):
+def test_calls_with_other_batches_grow_the_counters_and_keep_the_old_ones(small_tiles, one_launch, fresh_counters):
     """B * Hkv = 2, then 10 (past the 8 first allocated: a 16-counter tensor joins the cache, the 8-counter one stays
     alive for graphs captured with it), then 2 again, served by the larger tensor."""
     for batch, seed in [(1, 1), (5, 2), (1, 3)]:
@@ -121,13 +140,14 @@ def test_calls_with_other_batches_grow_the_counters_and_keep_the_old_ones(small_
     assert sorted(size for _, size in fresh_counters) == [8, 16]
 
 
-def test_one_split_writes_out_without_workspaces_or_counters(small_tiles, fresh_counters):
+def test_one_split_writes_out_without_workspaces_or_counters(small_tiles, separate_merge, fresh_counters):
     case = make_case(3, 8, 2, 32, 70, torch.float32, seed=4)
     assert_matches(decode_attention_triton(*case, num_splits=1), float64_reference(*case), torch.float32)
     assert not fresh_counters
 
 
-def test_writes_every_element_of_a_strided_out_buffer_and_reads_strided_caches():
+@pytest.mark.parametrize("num_splits", [1, 3])
+def test_writes_every_element_of_a_strided_out_buffer_and_reads_strided_caches(separate_merge, num_splits):
     batch, q_heads, kv_heads, head_dim, slots = 3, 8, 2, 32, 70
     q, k_cache, v_cache, seq_lens, scale = make_case(batch, q_heads, kv_heads, head_dim, slots, torch.bfloat16)
     # [Bc, S, Hkv, D] storage viewed as [Bc, Hkv, S, D], and q and out as slices of wider buffers.
@@ -136,13 +156,13 @@ def test_writes_every_element_of_a_strided_out_buffer_and_reads_strided_caches()
     q_strided = torch.cat([q, torch.zeros_like(q)], dim=1)[:, :q_heads]
     storage = torch.full((batch, q_heads + 1, head_dim), float("nan"), dtype=torch.bfloat16)
     out = storage[:, 1:]
-    result = decode_attention_triton(q_strided, k_strided, v_strided, seq_lens, scale, out=out)
+    result = decode_attention_triton(q_strided, k_strided, v_strided, seq_lens, scale, num_splits, out=out)
     assert result.data_ptr() == out.data_ptr()
     assert storage[:, 0].isnan().all(), "wrote outside out"
     assert_matches(out, float64_reference(q, k_cache, v_cache, seq_lens, scale), torch.bfloat16)
 
 
-def test_zero_length_rows_give_zeros_not_nan():
+def test_zero_length_rows_give_zeros_not_nan(separate_merge):
     """Outside the contract (lengths >= 1), but padded batch rows of a captured graph may carry 0."""
     q, k_cache, v_cache, seq_lens, scale = make_case(3, 8, 2, 32, 70, torch.float32)
     seq_lens[1] = 0
