@@ -5,22 +5,19 @@ Fixed API (shared/design.md section 7):
     out = moe_warp_decode(x, topk_weights, topk_ids, w13, w2)          # x [T, H] -> [T, H] in x.dtype
     out = moe_expert_centric(...), moe_reference(...)                  # same arguments
     out = moe(...)                                                     # dispatcher used by the model runtime
-    out = moe_from_logits(x, router_logits, k, normalize, w13, w2)     # route + moe (warp decode routes inside)
 """
 
-from warpcode.kernels.dispatch import moe, moe_from_logits, route
+from warpcode.kernels.dispatch import moe, route
 from warpcode.kernels.expert_centric import moe_expert_centric
 from warpcode.kernels.moe_reference import moe_reference, route_reference
 from warpcode.kernels.route import route_triton
-from warpcode.kernels.warp_decode import moe_warp_decode, moe_warp_decode_from_logits
+from warpcode.kernels.warp_decode import moe_warp_decode
 
 __all__ = [
     "moe",
     "moe_expert_centric",
-    "moe_from_logits",
     "moe_reference",
     "moe_warp_decode",
-    "moe_warp_decode_from_logits",
     "route",
     "route_reference",
     "route_triton",

@@ -8,14 +8,15 @@ The keys are cut into NUM_SPLITS chunks, read in parallel by one kernel (grid (B
     m_i = max s_n,  l_i = sum 2^(s_n - m_i),  acc_i = sum 2^(s_n - m_i) V_n     online softmax over BLOCK_N keys
 Non-empty splits are a prefix, i < cdiv(L, chunk), and only they write partials (fp32 workspaces). The merge
     M = max_i m_i,  out = sum_i 2^(m_i - M) acc_i / sum_i 2^(m_i - M) l_i         over the non-empty splits
-runs where the module switch SEPARATE_MERGE, read at every call, says:
-- True: in a second kernel (attention_merge.py, grid (B, Hq), launched with PDL), one program per query head, so
-  the merge spreads over B*Hq programs instead of the B*Hkv serial tails below (a quarter to a third of the
-  one-launch kernel's time at batch 1 and 8K keys on the H200).
-- False: in the same launch, "last program finishes": every program of a (row, KV head) group, empty split or
-  not, increments the group's int32 counter (acq_rel, after a barrier), and the one that sees NUM_SPLITS - 1
-  earlier arrivals merges the group's G heads, writes out and resets the counter to 0 for the next call. The
-  counters are zeroed once and persist across calls (kernels/counters.py).
+runs in one of two places, by the number of splits (MERGE_KERNEL_MIN_SPLITS, read at every call):
+- many splits: in a second kernel (attention_merge.py, grid (B, Hq), launched with PDL), one program per query head,
+  so the merge spreads over B*Hq programs instead of the B*Hkv serial tails below (batch 1, 8K keys, 66 splits on
+  the H200: 11.2 us against 14.3 in one launch);
+- few splits: in the same launch (a second launch would cost more than the short tail it saves), "last program
+  finishes": every program of a (row, KV head) group, empty split or not, increments the group's int32 counter
+  (acq_rel, after a barrier), and the one that sees NUM_SPLITS - 1 earlier arrivals merges the group's G heads,
+  writes out and resets the counter to 0 for the next call. The counters are zeroed once and persist across calls
+  (kernels/counters.py).
 With NUM_SPLITS = 1 there is no workspace, no counter and no merge: the program normalises and writes out itself.
 L is read inside the kernels, so the launches depend only on shapes and one captured CUDA graph serves every
 length. A program holds all G query heads of its KV head (padded to 16 rows for tl.dot, the padding masked off),
@@ -36,9 +37,11 @@ from warpcode.kernels.attention_merge import _merge_splits_kernel, _split_chunk
 from warpcode.kernels.counters import arrival_counters
 from warpcode.kernels.launch import INTERPRETER, pdl_options, wait_for_inputs
 
-# True: split kernel, then a merge kernel over (row, query head); False: one launch, the last program of each (row,
-# KV head) merges. Read at every call, so a benchmark can flip it (captured CUDA graphs keep the path they recorded).
-SEPARATE_MERGE = True
+# From this many splits on, a merge kernel over (row, query head) follows the split kernel; below it the last program
+# of each (row, KV head) merges in the same launch. H200, `scripts/sweep_attention.py` (one launch vs two kernels):
+# batch 1, 512 keys (12 splits) 5.0 vs 5.4 us, 8K keys with 32 splits 14.0 vs 14.5, with 64-66 splits 13.3-14.3 vs
+# 11.2-11.8; batch 8, 8K keys (8 splits) 39.9 vs 42.4. Read at every call (captured graphs keep their path).
+MERGE_KERNEL_MIN_SPLITS = 33
 _BLOCK_N = 64  # keys per iteration (D = 128: one 16 KB bf16 K tile and one V tile per step)
 _NUM_WARPS = 2  # measured on the H200 (batch 1): 5.0 us at 512 tokens, 14.3 at 8K, against 5.6 and 16.2 with 4
 _NUM_STAGES = 2
@@ -234,7 +237,7 @@ def decode_attention_triton(
     block_d = max(16, triton.next_power_of_2(head_dim))  # tl.dot needs every dimension >= 16
     merge_g = triton.next_power_of_2(group)
     merge_s = min(triton.next_power_of_2(num_splits), max(1, _MERGE_ELEMENTS // (merge_g * block_d)))
-    separate_merge = num_splits > 1 and SEPARATE_MERGE
+    separate_merge = num_splits > 1 and num_splits >= MERGE_KERNEL_MIN_SPLITS
     if num_splits == 1:  # the kernel writes out directly: no partials, no counters (never dereferenced)
         m = l = acc = counters = out
         stride_m = stride_a = (0, 0, 0)

@@ -8,7 +8,7 @@ from warpcode.kernels.expert_centric import moe_expert_centric
 from warpcode.kernels.moe_reference import moe_reference, route_reference
 from warpcode.kernels.route import route_triton
 from warpcode.kernels.tuning import warp_decode_max_tokens
-from warpcode.kernels.warp_decode import moe_warp_decode, moe_warp_decode_from_logits
+from warpcode.kernels.warp_decode import moe_warp_decode
 
 
 def route(router_logits: torch.Tensor, k: int, normalize: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
@@ -33,19 +33,3 @@ def moe(
     if x.shape[0] <= warp_decode_max_tokens(hidden, two_i // 2, experts, topk_ids.shape[1]):
         return moe_warp_decode(x, topk_weights, topk_ids, w13, w2)
     return moe_expert_centric(x, topk_weights, topk_ids, w13, w2)
-
-
-def moe_from_logits(
-    x: torch.Tensor,  # [T, H]
-    router_logits: torch.Tensor,  # [T, E]
-    k: int,
-    normalize: bool,
-    w13: torch.Tensor,  # [E, 2I, H]
-    w2: torch.Tensor,  # [E, H, I]
-) -> torch.Tensor:  # [T, H], x.dtype: moe(x, *route(router_logits, k, normalize), w13, w2)
-    """Routing and experts in one call: on the warp-decode path the expert kernels route for themselves (no route
-    kernel in between); elsewhere `route`, then `moe`."""
-    experts, two_i, hidden = w13.shape
-    if x.is_cuda and x.shape[0] <= warp_decode_max_tokens(hidden, two_i // 2, experts, k):
-        return moe_warp_decode_from_logits(x, router_logits, k, normalize, w13, w2)
-    return moe(x, *route(router_logits, k, normalize), w13, w2)

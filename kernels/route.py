@@ -16,31 +16,6 @@ _NUM_WARPS = 1  # the K rounds of max are warp-shuffle reductions only: 1.8 us a
 
 
 @triton.jit
-def top_k_routing(
-    logits_ptr, E, K: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_K: tl.constexpr, NORMALIZE: tl.constexpr
-):
-    """One token's routing from its logits row: (fp32 weights [BLOCK_K], int32 ids [BLOCK_K]), slots >= K zero.
-    Shared with the warp-decode kernels, which route for themselves (the same code gives the same experts)."""
-    experts = tl.arange(0, BLOCK_E)
-    valid = experts < E
-    logits = tl.load(logits_ptr + experts, mask=valid, other=-float("inf")).to(tl.float32)
-    exps = tl.where(valid, tl.exp(logits - tl.max(logits, axis=0)), 0.0)
-    remaining = tl.where(valid, exps / tl.sum(exps, axis=0), -1.0)
-    slots = tl.arange(0, BLOCK_K)
-    picked_weights = tl.zeros([BLOCK_K], dtype=tl.float32)
-    picked_ids = tl.zeros([BLOCK_K], dtype=tl.int32)
-    for k in tl.static_range(K):
-        best = tl.max(remaining, axis=0)
-        best_id = tl.min(tl.where(remaining == best, experts, BLOCK_E), axis=0)
-        picked_weights = tl.where(slots == k, best, picked_weights)
-        picked_ids = tl.where(slots == k, best_id, picked_ids)
-        remaining = tl.where(experts == best_id, -1.0, remaining)
-    if NORMALIZE:
-        picked_weights = picked_weights / tl.sum(picked_weights, axis=0)
-    return picked_weights, picked_ids
-
-
-@triton.jit
 def _route_kernel(
     logits_ptr,
     weights_ptr,
@@ -55,10 +30,24 @@ def _route_kernel(
 ):
     wait_for_inputs(USE_PDL)
     token = tl.program_id(0).to(tl.int64)
-    weights, ids = top_k_routing(logits_ptr + token * stride_t, E, K, BLOCK_E, BLOCK_K, NORMALIZE)
+    experts = tl.arange(0, BLOCK_E)
+    valid = experts < E
+    logits = tl.load(logits_ptr + token * stride_t + experts, mask=valid, other=-float("inf")).to(tl.float32)
+    exps = tl.where(valid, tl.exp(logits - tl.max(logits, axis=0)), 0.0)
+    remaining = tl.where(valid, exps / tl.sum(exps, axis=0), -1.0)
     slots = tl.arange(0, BLOCK_K)
-    tl.store(weights_ptr + token * K + slots, weights, mask=slots < K)
-    tl.store(ids_ptr + token * K + slots, ids.to(tl.int64), mask=slots < K)
+    picked_weights = tl.zeros([BLOCK_K], dtype=tl.float32)
+    picked_ids = tl.zeros([BLOCK_K], dtype=tl.int32)
+    for k in tl.static_range(K):
+        best = tl.max(remaining, axis=0)
+        best_id = tl.min(tl.where(remaining == best, experts, BLOCK_E), axis=0)
+        picked_weights = tl.where(slots == k, best, picked_weights)
+        picked_ids = tl.where(slots == k, best_id, picked_ids)
+        remaining = tl.where(experts == best_id, -1.0, remaining)
+    if NORMALIZE:
+        picked_weights = picked_weights / tl.sum(picked_weights, axis=0)
+    tl.store(weights_ptr + token * K + slots, picked_weights, mask=slots < K)
+    tl.store(ids_ptr + token * K + slots, picked_ids.to(tl.int64), mask=slots < K)
 
 
 def route_triton(router_logits: torch.Tensor, k: int, normalize: bool = True) -> tuple[torch.Tensor, torch.Tensor]:

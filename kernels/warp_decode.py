@@ -6,17 +6,11 @@
         out[t, r] = sum_k topk_weights[t, k] * (W2[e_k] hidden[t*K + k])_r   fp32 accumulator, written once
 
 No sorting, no padding, no scatter, no combine buffer, no atomics: every output element has exactly one owner.
-`moe_warp_decode_from_logits` takes the router logits instead of (topk_weights, topk_ids): each program runs the
-router's softmax + top-k for its token itself (route.top_k_routing, the route kernel's own code, so the experts and
-weights are the same), which removes the route kernel and its launch from the decode chain. Kernel 2 routes before
-waiting on kernel 1 (the logits come from two kernels back), so it still fetches its first weight tile early.
 The slot (or token) is the fastest-varying grid axis, so programs that run together read the same weight rows of
 experts shared between tokens, and the second reader is served from L2.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 import triton
@@ -24,7 +18,6 @@ import triton.language as tl
 
 from warpcode.kernels.launch import pdl_options
 from warpcode.kernels.moe_args import check_kernel_layout, check_moe_args, output_buffer
-from warpcode.kernels.route import top_k_routing
 from warpcode.kernels.tuning import WarpDecodeConfig, warp_decode_config
 
 
@@ -33,37 +26,26 @@ def _gate_up_kernel(
     x_ptr,
     w13_ptr,
     topk_ids_ptr,
-    logits_ptr,
     hidden_ptr,
     H,
     I,
-    E,
+    K,
     stride_xt,
-    stride_lt,
     stride_we,
     stride_wr,
     stride_hs,
-    K: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    BLOCK_E: tl.constexpr,
-    ROUTE: tl.constexpr,
-    NORMALIZE: tl.constexpr,
     BLOCK_I: tl.constexpr,
     BLOCK_H: tl.constexpr,
     EVEN_H: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
-    if USE_PDL:  # x and topk_ids (or the logits) may come from the kernel launched just before
+    if USE_PDL:  # x and topk_ids may come from the kernel launched just before
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
     slot = tl.program_id(0)
     row_block = tl.program_id(1)
     token = slot // K
-    if ROUTE:
-        _, ids = top_k_routing(logits_ptr + token.to(tl.int64) * stride_lt, E, K, BLOCK_E, BLOCK_K, NORMALIZE)
-        expert = tl.sum(tl.where(tl.arange(0, BLOCK_K) == slot % K, ids, 0), axis=0).to(tl.int64)
-    else:
-        expert = tl.load(topk_ids_ptr + slot).to(tl.int64)
+    expert = tl.load(topk_ids_ptr + slot).to(tl.int64)
     rows = row_block * BLOCK_I + tl.arange(0, BLOCK_I)
     row_mask = rows < I
     cols = tl.arange(0, BLOCK_H)
@@ -97,23 +79,17 @@ def _down_kernel(
     w2_ptr,
     topk_ids_ptr,
     topk_weights_ptr,
-    logits_ptr,
     out_ptr,
     H,
     I,
-    E,
+    K,
     stride_hs,
-    stride_lt,
     stride_we,
     stride_wr,
     stride_ot,
-    K: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    BLOCK_E: tl.constexpr,
-    ROUTE: tl.constexpr,
-    NORMALIZE: tl.constexpr,
     BLOCK_R: tl.constexpr,
     BLOCK_I: tl.constexpr,
+    BLOCK_K: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
     token = tl.program_id(0)
@@ -121,16 +97,8 @@ def _down_kernel(
     ks = tl.arange(0, BLOCK_K)
     k_mask = ks < K
     slots = token.to(tl.int64) * K + ks
-    # The routing (ids and weights, or the logits) was written two kernels back, before kernel 1 started: reading it
-    # before `gdc_wait` is safe.
-    if ROUTE:
-        route_weights, experts = top_k_routing(
-            logits_ptr + token.to(tl.int64) * stride_lt, E, K, BLOCK_E, BLOCK_K, NORMALIZE
-        )
-        experts = experts.to(tl.int64)
-    else:
-        experts = tl.load(topk_ids_ptr + slots, mask=k_mask, other=0).to(tl.int64)
-        route_weights = tl.load(topk_weights_ptr + slots, mask=k_mask, other=0.0).to(tl.float32)
+    experts = tl.load(topk_ids_ptr + slots, mask=k_mask, other=0).to(tl.int64)
+    route_weights = tl.load(topk_weights_ptr + slots, mask=k_mask, other=0.0).to(tl.float32)
     rows = row_block * BLOCK_R + tl.arange(0, BLOCK_R)
     row_mask = rows < H
     cols = tl.arange(0, BLOCK_I)
@@ -170,103 +138,43 @@ def moe_warp_decode(
 ) -> torch.Tensor:  # [T, H], x.dtype
     check_moe_args(x, topk_weights, topk_ids, w13, w2)
     check_kernel_layout(x, topk_weights, topk_ids, w13, w2)
-    return _run(x, Routing(topk_ids.shape[1], topk_weights, topk_ids), w13, w2, config, out)
-
-
-def moe_warp_decode_from_logits(
-    x: torch.Tensor,  # [T, H]
-    router_logits: torch.Tensor,  # [T, E], any float dtype (softmax in fp32)
-    top_k: int,
-    normalize: bool,  # renormalise the K picked probabilities to sum to 1
-    w13: torch.Tensor,  # [E, 2I, H]
-    w2: torch.Tensor,  # [E, H, I]
-    config: WarpDecodeConfig | None = None,
-    out: torch.Tensor | None = None,
-) -> torch.Tensor:  # [T, H], x.dtype: moe_warp_decode(x, *route(router_logits, top_k, normalize), w13, w2)
-    experts = w13.shape[0] if w13.dim() == 3 else 0
-    if router_logits.dim() != 2 or router_logits.shape != (x.shape[0], experts) or router_logits.stride(-1) != 1:
-        raise ValueError(
-            f"router_logits must be [T={x.shape[0]}, E={experts}] with unit last stride, "
-            f"got {tuple(router_logits.shape)} strides {router_logits.stride()}"
-        )
-    if not 1 <= top_k <= experts:
-        raise ValueError(f"top-k must be in [1, {experts}] for {experts} experts, got {top_k}")
-    placeholder = torch.empty((x.shape[0], top_k), device=x.device, dtype=torch.int64)  # shapes for the checks only
-    check_moe_args(x, placeholder.float(), placeholder, w13, w2)
-    check_kernel_layout(x, placeholder.float(), placeholder, w13, w2)
-    return _run(x, Routing(top_k, logits=router_logits, normalize=normalize), w13, w2, config, out)
-
-
-@dataclass(frozen=True)
-class Routing:
-    """The kernels' routing input: (topk_weights, topk_ids) from the route kernel, or the router logits."""
-
-    top_k: int
-    topk_weights: torch.Tensor | None = None  # [T, K]
-    topk_ids: torch.Tensor | None = None  # [T, K]
-    logits: torch.Tensor | None = None  # [T, E]
-    normalize: bool = True
-
-    def kernel_args(self, any_tensor: torch.Tensor, experts: int) -> tuple[tuple, dict]:
-        """(pointer arguments topk_ids, topk_weights, logits; constexpr and stride keywords) for both kernels."""
-        logits = self.logits
-        unused = any_tensor  # never dereferenced: the ROUTE constexpr compiles the other branch away
-        pointers = (
-            unused if self.topk_ids is None else self.topk_ids,
-            unused if self.topk_weights is None else self.topk_weights,
-            unused if logits is None else logits,
-        )
-        keywords = dict(
-            E=experts,
-            stride_lt=0 if logits is None else logits.stride(0),
-            K=self.top_k,
-            BLOCK_K=triton.next_power_of_2(self.top_k),
-            BLOCK_E=triton.next_power_of_2(experts),
-            ROUTE=logits is not None,
-            NORMALIZE=self.normalize,
-        )
-        return pointers, keywords
-
-
-def _run(x, routing: Routing, w13, w2, config: WarpDecodeConfig | None, out) -> torch.Tensor:
     out = output_buffer(x, out)
     tokens, hidden_size = x.shape
     experts, two_i, _ = w13.shape
     intermediate = two_i // 2
-    config = config or warp_decode_config(hidden_size, intermediate, experts, routing.top_k, tokens)
+    top_k = topk_ids.shape[1]
+    config = config or warp_decode_config(hidden_size, intermediate, experts, top_k, tokens)
     if tokens == 0:
         return out
-    hidden = torch.empty((tokens * routing.top_k, intermediate), device=x.device, dtype=torch.float32)
-    launch_gate_up(x, routing, w13, hidden, config)
-    launch_down(hidden, routing, w2, out, config)
+    hidden = torch.empty((tokens * top_k, intermediate), device=x.device, dtype=torch.float32)
+    launch_gate_up(x, topk_ids, w13, hidden, config)
+    launch_down(hidden, topk_weights, topk_ids, w2, out, config)
     return out
 
 
-def launch_gate_up(x, routing: Routing, w13, hidden, config: WarpDecodeConfig) -> None:
+def launch_gate_up(x, topk_ids, w13, hidden, config: WarpDecodeConfig) -> None:
     """Kernel 1 alone (the tuner times it separately): hidden [T*K, I] fp32 <- silu(gate) * up."""
     tokens, hidden_size = x.shape
-    experts, two_i, _ = w13.shape
-    intermediate = two_i // 2
-    (topk_ids, _, logits), routing_keywords = routing.kernel_args(x, experts)
-    _gate_up_kernel[(tokens * routing.top_k, triton.cdiv(intermediate, config.gate_up_rows))](
-        x, w13, topk_ids, logits, hidden,
-        hidden_size, intermediate,
-        stride_xt=x.stride(0), stride_we=w13.stride(0), stride_wr=w13.stride(1), stride_hs=hidden.stride(0),
+    top_k = topk_ids.shape[1]
+    intermediate = w13.shape[1] // 2
+    _gate_up_kernel[(tokens * top_k, triton.cdiv(intermediate, config.gate_up_rows))](
+        x, w13, topk_ids, hidden,
+        hidden_size, intermediate, top_k,
+        x.stride(0), w13.stride(0), w13.stride(1), hidden.stride(0),
         BLOCK_I=config.gate_up_rows, BLOCK_H=config.gate_up_cols, EVEN_H=hidden_size % config.gate_up_cols == 0,
-        num_warps=config.gate_up_warps, num_stages=config.gate_up_stages, **routing_keywords,
-        **pdl_options(x.device),
+        num_warps=config.gate_up_warps, num_stages=config.gate_up_stages, **pdl_options(x.device),
     )  # fmt: skip
 
 
-def launch_down(hidden, routing: Routing, w2, out, config: WarpDecodeConfig) -> None:
+def launch_down(hidden, topk_weights, topk_ids, w2, out, config: WarpDecodeConfig) -> None:
     """Kernel 2 alone: out [T, H] <- sum_k w_k * W2[e_k] hidden[t*K + k]."""
     tokens, hidden_size = out.shape
+    top_k = topk_ids.shape[1]
     intermediate = hidden.shape[1]
-    (topk_ids, topk_weights, logits), routing_keywords = routing.kernel_args(hidden, w2.shape[0])
     _down_kernel[(tokens, triton.cdiv(hidden_size, config.down_rows))](
-        hidden, w2, topk_ids, topk_weights, logits, out,
-        hidden_size, intermediate,
-        stride_hs=hidden.stride(0), stride_we=w2.stride(0), stride_wr=w2.stride(1), stride_ot=out.stride(0),
-        BLOCK_R=config.down_rows, BLOCK_I=config.down_cols,
-        num_warps=config.down_warps, num_stages=config.down_stages, **routing_keywords, **pdl_options(out.device),
+        hidden, w2, topk_ids, topk_weights, out,
+        hidden_size, intermediate, top_k,
+        hidden.stride(0), w2.stride(0), w2.stride(1), out.stride(0),
+        BLOCK_R=config.down_rows, BLOCK_I=config.down_cols, BLOCK_K=triton.next_power_of_2(top_k),
+        num_warps=config.down_warps, num_stages=config.down_stages, **pdl_options(out.device),
     )  # fmt: skip

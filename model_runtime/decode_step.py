@@ -11,7 +11,7 @@ Per layer (fused kernels from warpcode.kernels; their PyTorch references off the
     q = qk_norm_rope_cache(qkv, ...)                                      # q/k norm, RoPE, K/V cache write
     attn = decode_attention(q, cache, seq_lens + 1)                       # split-KV flash decoding, one launch
     normed, residual = add_rmsnorm(attn @ Wo, post_norm, residual)
-    mlp_out = moe(normed, normed @ Wrouter)                               # warp decode, softmax + top-k inside
+    mlp_out = moe(normed, route(normed @ Wrouter))                        # softmax + top-k kernel, warp decode
 
 The projections run as GEMV kernels where they measured faster than cuBLAS (`linear`).
 """
@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from warpcode.kernels.decode_attention import decode_attention
+from warpcode.kernels.dispatch import route
 from warpcode.kernels.gemv import gemv
 from warpcode.kernels.norm import add_rmsnorm
 from warpcode.kernels.rope_cache import qk_norm_rope_cache
@@ -150,13 +151,14 @@ def _attention(
 
 
 def _mlp(layer: DecoderLayer, x: torch.Tensor, residual: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Post-attention norm + MLP: [B, H] -> (MLP output, updated residual). A MoE layer's experts route from the
-    router logits themselves on the warp-decode path (no separate route kernel)."""
+    """Post-attention norm + MLP: [B, H] -> (MLP output, updated residual). A MoE layer's router projection is fused
+    with the norm; its routed experts then read the normed input."""
     normed, residual = add_rmsnorm(x, layer.post_attention_layernorm.weight, eps, residual)
     mlp = layer.mlp
     if isinstance(mlp, SparseMoeBlock):
         router_logits = linear(normed, mlp.gate.weight, None)
-        return mlp.routed_experts(normed, router_logits), residual
+        topk_weights, topk_ids = route(router_logits, mlp.top_k, mlp.normalize)
+        return mlp.experts_forward(normed, topk_weights, topk_ids), residual
     return mlp(normed), residual
 
 

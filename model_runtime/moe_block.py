@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from warpcode.kernels import moe_from_logits
+from warpcode.kernels import moe, route
 from warpcode.model_runtime.config import ModelConfig
 from warpcode.model_runtime.layers import DenseMLP
 
@@ -33,11 +33,12 @@ class SparseMoeBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # [B, T, H] -> [B, T, H]
         flat = x.reshape(-1, x.shape[-1])  # [N, H]
-        return self.routed_experts(flat, self.gate(flat)).view_as(x)
+        topk_weights, topk_ids = route(self.gate(flat), self.top_k, self.normalize)  # fp32 [N, K], int64 [N, K]
+        return self.experts_forward(flat, topk_weights, topk_ids).view_as(x)
 
-    def routed_experts(self, flat: torch.Tensor, router_logits: torch.Tensor) -> torch.Tensor:
-        """[N, H] and its router logits [N, E] (the decode step computes them with its own projection) -> [N, H]."""
-        out = moe_from_logits(flat, router_logits, self.top_k, self.normalize, self.experts.w13, self.experts.w2)
+    def experts_forward(self, flat: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor) -> torch.Tensor:
+        """[N, H] routed (elsewhere, e.g. by the decode step's fused router kernel) -> [N, H]."""
+        out = moe(flat, topk_weights, topk_ids, self.experts.w13, self.experts.w2)
         if self.shared_expert is not None:
             out = out + torch.sigmoid(self.shared_expert_gate(flat)) * self.shared_expert(flat)
         return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from warpcode.kernels import decode_attention as attention_module
-from warpcode.kernels.decode_attention import decode_attention_triton
+from warpcode.kernels.decode_attention import MERGE_KERNEL_MIN_SPLITS, decode_attention_triton
 from warpcode.kernels.timing import time_per_call
 
 HQ, HKV, D, LAYERS = 32, 4, 128, 48
@@ -27,7 +27,7 @@ def main() -> None:
         kv_bytes = 2 * batch * HKV * length * D * 2
         results = []
         for separate_merge in (True, False):
-            attention_module.SEPARATE_MERGE = separate_merge
+            attention_module.MERGE_KERNEL_MIN_SPLITS = 2 if separate_merge else 10**9
             results.append("merge kernel:" if separate_merge else "| merge in the split kernel:")
             for splits in (None, 8, 16, 32, 64, 128):
                 if splits is not None and splits > -(-capacity // 64):
@@ -39,7 +39,7 @@ def main() -> None:
                     caches,
                 )
                 results.append(f"{splits or 'default'}: {seconds * 1e6:.2f} us ({kv_bytes / seconds / 1e9:.0f} GB/s)")
-        attention_module.SEPARATE_MERGE = True
+        attention_module.MERGE_KERNEL_MIN_SPLITS = MERGE_KERNEL_MIN_SPLITS
         print(f"B={batch} len={length} cap={capacity}: " + "; ".join(results), flush=True)
 
 

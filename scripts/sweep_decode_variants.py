@@ -1,5 +1,5 @@
-"""Batch-1 decode step time (CUDA-graph replay) under variants: warp-decode launch parameters, the route kernel
-and the attention merge kernel against their alternatives, and ablations that leave one kernel kind out (results
+"""Batch-1 decode step time (CUDA-graph replay) under variants: warp-decode and GEMV launch parameters, where the
+attention merge runs, and ablations that leave one kernel kind out (results
 then are wrong; only the time counts) to show each kind's share of the step as the graph runs it, with PDL overlap.
 
     python scripts/sweep_decode_variants.py [--contexts 512,8192] [--steps 64]
@@ -13,7 +13,8 @@ import time
 
 import torch
 
-from warpcode.kernels import decode_attention, gemv, moe, route, warp_decode
+from warpcode.kernels import decode_attention, gemv, warp_decode
+from warpcode.kernels.route import route_triton
 from warpcode.kernels.tuning import WarpDecodeConfig
 from warpcode.model_runtime import decode_step as step_module
 from warpcode.model_runtime import load_random
@@ -43,20 +44,9 @@ def skip_linear(n_rows: int):
 
 
 def static_routing(config):
-    """The experts route from fixed random logits: the same kernels, and routing no ablation can make degenerate."""
+    """route() on fixed random logits: the same kernel, and routing no ablation can make degenerate."""
     logits = torch.randn(32, config.num_experts, device="cuda", generator=torch.Generator("cuda").manual_seed(1))
-    real = SparseMoeBlock.routed_experts
-    return patched(SparseMoeBlock, "routed_experts", lambda self, flat, _: real(self, flat, logits[: flat.shape[0]]))
-
-
-def route_kernel_then_experts():
-    """The previous decode path: the route kernel, then warp decode reading its (weights, ids)."""
-
-    def routed_experts(self, flat, logits):
-        weights, ids = route(logits, self.top_k, self.normalize)
-        return moe(flat, weights, ids, self.experts.w13, self.experts.w2)
-
-    return patched(SparseMoeBlock, "routed_experts", routed_experts)
+    return patched(step_module, "route", lambda router_logits, k, normalize: route_triton(logits[:1], k, normalize))
 
 
 def moe_config(overrides: dict):
@@ -88,7 +78,9 @@ def ablations(config):
             lambda qkv, hq, *a: qkv[:, :q_size].view(qkv.shape[0], hq, -1),
         ),
     )
-    yield "no MoE experts", patched(SparseMoeBlock, "routed_experts", lambda self, flat, logits: flat)
+    yield "no MoE experts", patched(SparseMoeBlock, "experts_forward", lambda self, flat, w, ids: flat)
+    fixed = route_triton(torch.randn(1, config.num_experts, device="cuda"), config.num_experts_per_tok)
+    yield "no route kernel", patched(step_module, "route", lambda logits, k, normalize: fixed)
     yield (
         "no route",
         patched(
@@ -145,10 +137,9 @@ def main() -> None:
         shape, overrides = item.split(":")
         with gemv_config(shape, {key: int(value) for key, value in (kv.split("=") for kv in overrides.split(","))}):
             measure(f"gemv {item}")
-    with route_kernel_then_experts():
-        measure("route kernel, then warp decode")
-    with patched(decode_attention, "SEPARATE_MERGE", not decode_attention.SEPARATE_MERGE):
-        measure(f"attention SEPARATE_MERGE={decode_attention.SEPARATE_MERGE}")
+    for label, min_splits in (("attention merge always in the split kernel", 10**9), ("always a merge kernel", 2)):
+        with patched(decode_attention, "MERGE_KERNEL_MIN_SPLITS", min_splits):
+            measure(label)
     measure("baseline again")
     if not args.no_ablations:
         with static_routing(engine.config):

@@ -51,13 +51,13 @@ def small_tiles(monkeypatch):
 @pytest.fixture(params=[True, False], ids=["two-kernel", "one-launch"])
 def separate_merge(request, monkeypatch):
     """Both merge paths: the merge kernel over (row, query head), or the last program of each group merging."""
-    monkeypatch.setattr(module, "SEPARATE_MERGE", request.param)
+    monkeypatch.setattr(module, "MERGE_KERNEL_MIN_SPLITS", 2 if request.param else 10**9)
     return request.param
 
 
 @pytest.fixture
 def one_launch(monkeypatch):
-    monkeypatch.setattr(module, "SEPARATE_MERGE", False)
+    monkeypatch.setattr(module, "MERGE_KERNEL_MIN_SPLITS", 10**9)
 
 
 @DTYPES
@@ -259,3 +259,12 @@ def test_bad_out_and_num_splits_raise():
         decode_attention_triton(*args, num_splits=0)
     with pytest.raises(ValueError, match="multiple"):
         decode_attention_reference(args[0][:, :3], *args[1:])
+
+
+@pytest.mark.parametrize("num_splits", [module.MERGE_KERNEL_MIN_SPLITS - 1, module.MERGE_KERNEL_MIN_SPLITS])
+def test_the_split_count_decides_where_the_merge_runs(small_tiles, fresh_counters, num_splits):
+    """Below MERGE_KERNEL_MIN_SPLITS the split kernel merges (arrival counters in use), from it on a merge kernel
+    does (no counters); both right."""
+    case = make_case(1, 4, 1, 16, 16 * num_splits, torch.float32, seed=1)  # a full row: every split has keys
+    assert_matches(decode_attention_triton(*case, num_splits=num_splits), float64_reference(*case), torch.float32)
+    assert len(fresh_counters) == (0 if num_splits >= module.MERGE_KERNEL_MIN_SPLITS else 1)

@@ -17,7 +17,7 @@ SCALE = HEAD_DIM**-0.5
 @pytest.fixture(autouse=True, params=[True, False], ids=["two-kernel", "one-launch"])
 def separate_merge(request, monkeypatch):
     """Every test on both merge paths: the merge kernel over (row, query head), or the last program of each group."""
-    monkeypatch.setattr(module, "SEPARATE_MERGE", request.param)
+    monkeypatch.setattr(module, "MERGE_KERNEL_MIN_SPLITS", 2 if request.param else 10**9)
     return request.param
 
 

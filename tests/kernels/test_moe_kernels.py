@@ -5,16 +5,7 @@ import math
 import pytest
 import torch
 
-from warpcode.kernels import (
-    moe,
-    moe_expert_centric,
-    moe_from_logits,
-    moe_reference,
-    moe_warp_decode,
-    moe_warp_decode_from_logits,
-    route_reference,
-    route_triton,
-)
+from warpcode.kernels import moe, moe_expert_centric, moe_reference, moe_warp_decode, route_reference
 from warpcode.kernels.tuning import WarpDecodeConfig
 
 # Small blocks make every kernel loop run several masked iterations over these odd shapes, and keep the
@@ -118,45 +109,3 @@ def test_shape_errors_name_the_tensors(path):
 def test_dispatcher_uses_the_reference_off_the_gpu():
     x, topk_weights, topk_ids, w13, w2 = make_case(3, 16, 8, 4, 2, torch.float32)
     assert torch.equal(moe(x, topk_weights, topk_ids, w13, w2), moe_reference(x, topk_weights, topk_ids, w13, w2))
-
-
-ROUTING_CASES = {
-    "one token, 5 experts": (1, 37, 23, 5, 2, True),
-    "6 tokens, unnormalised": (6, 24, 20, 7, 3, False),
-    "top-1": (3, 16, 12, 4, 1, True),
-    "top-k = every expert": (2, 20, 16, 4, 4, True),
-}
-
-
-@pytest.mark.parametrize("case", ROUTING_CASES.values(), ids=ROUTING_CASES.keys())
-def test_warp_decode_routing_from_logits_equals_route_then_warp_decode(case):
-    tokens, hidden, intermediate, experts, top_k, normalize = case
-    x, _, _, w13, w2 = make_case(tokens, hidden, intermediate, experts, top_k, torch.float32)
-    logits = torch.randn(tokens, experts, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
-    weights, ids = route_triton(logits, top_k, normalize)
-    expected = moe_warp_decode(x, weights, ids, w13, w2, config=SMALL_BLOCKS)
-    poisoned = torch.full_like(x, float("nan"))
-    out = moe_warp_decode_from_logits(x, logits, top_k, normalize, w13, w2, config=SMALL_BLOCKS, out=poisoned)
-    assert torch.equal(out, expected)  # the same routing code, the same accumulation order: bit for bit
-    reference = moe_reference(
-        x.double(), *route_reference(logits.double(), top_k, normalize), w13.double(), w2.double()
-    )
-    assert relative_error(out, reference) < TOLERANCE[torch.float32]
-
-
-def test_routing_from_logits_checks_its_arguments():
-    x, _, _, w13, w2 = make_case(2, 16, 8, 4, 2, torch.float32)
-    logits = torch.randn(2, 4)
-    with pytest.raises(ValueError, match="router_logits"):
-        moe_warp_decode_from_logits(x, logits[:, :3], 2, True, w13, w2)
-    with pytest.raises(ValueError, match="router_logits"):
-        moe_warp_decode_from_logits(x, logits.T.contiguous().T, 2, True, w13, w2)
-    with pytest.raises(ValueError, match="top-k"):
-        moe_warp_decode_from_logits(x, logits, 5, True, w13, w2)
-
-
-def test_moe_from_logits_off_the_gpu_is_route_then_reference():
-    x, _, _, w13, w2 = make_case(3, 16, 8, 4, 2, torch.float32)
-    logits = torch.randn(3, 4)
-    expected = moe_reference(x, *route_reference(logits, 2, False), w13, w2)
-    assert torch.equal(moe_from_logits(x, logits, 2, False, w13, w2), expected)
