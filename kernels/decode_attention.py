@@ -67,7 +67,6 @@ def _decode_attention_kernel(
     BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
     MERGE_IN_KERNEL: tl.constexpr, MERGE_G: tl.constexpr, MERGE_S: tl.constexpr, USE_PDL: tl.constexpr,
 ):  # fmt: skip
-    wait_for_inputs(USE_PDL)  # the counters' last reset, too
     b = tl.program_id(0)
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
@@ -84,28 +83,37 @@ def _decode_attention_kernel(
     d_mask = offs_d < D
     heads = kv_head * G + offs_g
     b64 = b.to(tl.int64)
+    k_ptrs = k_ptr + b64 * stride_kb + kv_head.to(tl.int64) * stride_kh + offs_n[:, None] * stride_kn + offs_d[None, :]
+    v_ptrs = v_ptr + b64 * stride_vb + kv_head.to(tl.int64) * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :]
+    # The first K/V tile is fetched before waiting on the kernel launched just before (under PDL, while it runs): of
+    # what this kernel reads, that kernel writes only q and the newest token's cache slot (L - 1; the lengths were
+    # set before it). Masked rows load as 0: slots past the length may hold anything (NaN * 0 would leak).
+    tile_mask = ((start + offs_n) < end)[:, None] & d_mask[None, :]
+    k = tl.load(k_ptrs + start * stride_kn, mask=tile_mask, other=0.0)
+    v = tl.load(v_ptrs + start * stride_vn, mask=tile_mask, other=0.0)
+    wait_for_inputs(USE_PDL)  # q, the newest slot, and the counters' last reset
+    if USE_PDL and start < end and seq_len - 1 < start + BLOCK_N:  # the first tile holds the newest slot: reload
+        k = tl.load(k_ptrs + start * stride_kn, mask=tile_mask, other=0.0)
+        v = tl.load(v_ptrs + start * stride_vn, mask=tile_mask, other=0.0)
     q_ptrs = q_ptr + b64 * stride_qb + heads[:, None] * stride_qh + offs_d[None, :]
     q = tl.load(q_ptrs, mask=g_mask[:, None] & d_mask[None, :], other=0.0).to(DOT_DTYPE)
-    k_base = k_ptr + b64 * stride_kb + kv_head.to(tl.int64) * stride_kh
-    v_base = v_ptr + b64 * stride_vb + kv_head.to(tl.int64) * stride_vh
 
     m_i = tl.full([BLOCK_G], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_G], dtype=tl.float32)
     acc = tl.zeros([BLOCK_G, BLOCK_D], dtype=tl.float32)
     for n_start in range(start, end, BLOCK_N):  # every tile holds at least one key < end
         keys = n_start + offs_n
-        tile_mask = (keys < end)[:, None] & d_mask[None, :]
-        k = tl.load(k_base + keys[:, None] * stride_kn + offs_d[None, :], mask=tile_mask, other=0.0).to(DOT_DTYPE)
-        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale
+        s = tl.dot(q, tl.trans(k.to(DOT_DTYPE)), input_precision=DOT_PRECISION) * qk_scale
         s = tl.where((keys < end)[None, :], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
         alpha = tl.exp2(m_i - m_new)
         p = tl.exp2(s - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
-        # Masked V rows load as 0: slots past the length may hold anything (NaN * 0 would leak).
-        v = tl.load(v_base + keys[:, None] * stride_vn + offs_d[None, :], mask=tile_mask, other=0.0).to(DOT_DTYPE)
-        acc = acc * alpha[:, None] + tl.dot(p.to(DOT_DTYPE), v, input_precision=DOT_PRECISION)
+        acc = acc * alpha[:, None] + tl.dot(p.to(DOT_DTYPE), v.to(DOT_DTYPE), input_precision=DOT_PRECISION)
         m_i = m_new
+        next_mask = ((keys + BLOCK_N) < end)[:, None] & d_mask[None, :]  # all false after the last tile: no traffic
+        k = tl.load(k_ptrs + (n_start + BLOCK_N) * stride_kn, mask=next_mask, other=0.0)
+        v = tl.load(v_ptrs + (n_start + BLOCK_N) * stride_vn, mask=next_mask, other=0.0)
 
     if NUM_SPLITS == 1:  # the whole row: normalise and write out, no workspace, no counter
         out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]  # no key: acc is 0, so is out
