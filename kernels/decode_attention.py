@@ -53,6 +53,19 @@ _TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.floa
 
 
 @triton.jit
+def _attend_tile(q, k, v, valid, m_i, l_i, acc, qk_scale, DOT_DTYPE: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """One BLOCK_N tile of keys (`valid`: those < end) into the running (max, sum, accumulator) of the G heads."""
+    s = tl.dot(q, tl.trans(k.to(DOT_DTYPE)), input_precision=DOT_PRECISION) * qk_scale
+    s = tl.where(valid[None, :], s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, axis=1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    l_i = l_i * alpha + tl.sum(p, axis=1)
+    acc = acc * alpha[:, None] + tl.dot(p.to(DOT_DTYPE), v.to(DOT_DTYPE), input_precision=DOT_PRECISION)
+    return m_new, l_i, acc
+
+
+@triton.jit
 def _decode_attention_kernel(
     q_ptr, k_ptr, v_ptr, seq_lens_ptr, out_ptr, m_ptr, l_ptr, acc_ptr, counter_ptr,
     S, D, qk_scale,
@@ -101,19 +114,15 @@ def _decode_attention_kernel(
     m_i = tl.full([BLOCK_G], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_G], dtype=tl.float32)
     acc = tl.zeros([BLOCK_G, BLOCK_D], dtype=tl.float32)
-    for n_start in range(start, end, BLOCK_N):  # every tile holds at least one key < end
-        keys = n_start + offs_n
-        s = tl.dot(q, tl.trans(k.to(DOT_DTYPE)), input_precision=DOT_PRECISION) * qk_scale
-        s = tl.where((keys < end)[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(DOT_DTYPE), v.to(DOT_DTYPE), input_precision=DOT_PRECISION)
-        m_i = m_new
-        next_mask = ((keys + BLOCK_N) < end)[:, None] & d_mask[None, :]  # all false after the last tile: no traffic
-        k = tl.load(k_ptrs + (n_start + BLOCK_N) * stride_kn, mask=next_mask, other=0.0)
-        v = tl.load(v_ptrs + (n_start + BLOCK_N) * stride_vn, mask=next_mask, other=0.0)
+    if start < end:
+        m_i, l_i, acc = _attend_tile(q, k, v, start + offs_n < end, m_i, l_i, acc, qk_scale, DOT_DTYPE, DOT_PRECISION)
+    # The other tiles load at the top of each iteration, where Triton's pipeliner prefetches them (num_stages).
+    for n_start in range(start + BLOCK_N, end, BLOCK_N):  # every tile holds at least one key < end
+        valid = n_start + offs_n < end
+        tile_mask = valid[:, None] & d_mask[None, :]
+        k = tl.load(k_ptrs + n_start * stride_kn, mask=tile_mask, other=0.0)
+        v = tl.load(v_ptrs + n_start * stride_vn, mask=tile_mask, other=0.0)
+        m_i, l_i, acc = _attend_tile(q, k, v, valid, m_i, l_i, acc, qk_scale, DOT_DTYPE, DOT_PRECISION)
 
     if NUM_SPLITS == 1:  # the whole row: normalise and write out, no workspace, no counter
         out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]  # no key: acc is 0, so is out
