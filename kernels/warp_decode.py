@@ -41,6 +41,7 @@ def _gate_up_kernel(
 ):
     if USE_PDL:  # x and topk_ids may come from the kernel launched just before
         tl.extra.cuda.gdc_wait()
+        # Only now may kernel 2 start: it reads the routing before its own wait, so the route kernel must be done.
         tl.extra.cuda.gdc_launch_dependents()
     slot = tl.program_id(0)
     row_block = tl.program_id(1)
