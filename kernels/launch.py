@@ -31,17 +31,10 @@ def pdl_options(device: torch.device) -> dict:
     return {"USE_PDL": True, "launch_pdl": True}
 
 
-_TRIGGER_FIRST = tl.constexpr(os.environ.get("WARPCODE_PDL_TRIGGER", "first") == "first")  # experiment switch
-
-
 @triton.jit
 def wait_for_inputs(USE_PDL: tl.constexpr):
-    """The prologue of a kernel whose every input may come from the kernel launched just before: under PDL, let the
-    next kernel's blocks start (and fetch their weights) right away, then wait for that kernel to finish."""
+    """The prologue of a kernel whose every input may come from the kernel launched just before: under PDL, wait
+    for that kernel to finish, then let the next kernel's blocks start gathering."""
     if USE_PDL:
-        if _TRIGGER_FIRST:
-            tl.extra.cuda.gdc_launch_dependents()
-            tl.extra.cuda.gdc_wait()
-        else:
-            tl.extra.cuda.gdc_wait()
-            tl.extra.cuda.gdc_launch_dependents()
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
