@@ -21,7 +21,7 @@ from warpcode.kernels.bench_moe import MoeShape, layer_count, make_layers
 from warpcode.kernels.expert_centric import moe_expert_centric
 from warpcode.kernels.timing import time_per_call
 from warpcode.kernels.tuning import WarpDecodeConfig, shape_key, token_bucket
-from warpcode.kernels.warp_decode import launch_down, launch_gate_up, moe_warp_decode
+from warpcode.kernels.warp_decode import intermediate_dtype, launch_down, launch_gate_up, moe_warp_decode
 
 MAX_ELEMENTS_PER_THREAD = 256  # larger tiles spill registers
 
@@ -54,7 +54,8 @@ def tune(shape: MoeShape, batch: int) -> tuple[WarpDecodeConfig, dict]:
     device = torch.device("cuda")
     budget = int(torch.cuda.mem_get_info(device)[0] * 0.6)
     layers = make_layers(shape, batch, torch.bfloat16, device, layer_count(shape, batch, torch.bfloat16, budget))
-    hiddens = [torch.empty(batch * shape.top_k, shape.intermediate, device=device) for _ in layers]
+    hidden_dtype = intermediate_dtype(torch.bfloat16)
+    hiddens = [torch.empty(batch * shape.top_k, shape.intermediate, device=device, dtype=hidden_dtype) for _ in layers]
     outs = [torch.empty_like(layer[0]) for layer in layers]
     gate_up_args = [(x, ids, w13, h) for (x, _, ids, w13, _), h in zip(layers, hiddens, strict=True)]
     down_args = [(h, w, ids, w2, o) for (_, w, ids, _, w2), h, o in zip(layers, hiddens, outs, strict=True)]

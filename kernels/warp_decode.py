@@ -8,6 +8,12 @@
 No sorting, no padding, no scatter, no combine buffer, no atomics: every output element has exactly one owner.
 The slot (or token) is the fastest-varying grid axis, so programs that run together read the same weight rows of
 experts shared between tokens, and the second reader is served from L2.
+
+The intermediate `hidden` is stored in fp16 for bf16/fp16 inputs (fp32 for fp32 inputs): kernel 2 re-reads it once
+per block of output rows, as many bytes as its weights in fp32, so half the bytes make kernel 2 faster, and fp16's
+11-bit mantissa keeps it 8x finer than the bf16 intermediates of the expert-centric path (whose accuracy warp decode
+must beat). Values are clamped to fp16's finite range (+-65504) so that an outlier saturates instead of turning
+into inf.
 """
 
 from __future__ import annotations
@@ -19,6 +25,13 @@ import triton.language as tl
 from warpcode.kernels.launch import pdl_options
 from warpcode.kernels.moe_args import check_kernel_layout, check_moe_args, output_buffer
 from warpcode.kernels.tuning import WarpDecodeConfig, warp_decode_config
+
+FP16_MAX = tl.constexpr(65504.0)
+
+
+def intermediate_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype of kernel 1's output for inputs of `dtype` (see the module docstring)."""
+    return torch.float32 if dtype == torch.float32 else torch.float16
 
 
 @triton.jit
@@ -71,6 +84,9 @@ def _gate_up_kernel(
     gate_sum = tl.sum(gate_acc, axis=1)
     up_sum = tl.sum(up_acc, axis=1)
     hidden = gate_sum * tl.sigmoid(gate_sum) * up_sum
+    if hidden_ptr.dtype.element_ty == tl.float16:
+        hidden = tl.minimum(tl.maximum(hidden, -FP16_MAX), FP16_MAX)
+    hidden = hidden.to(hidden_ptr.dtype.element_ty)
     tl.store(hidden_ptr + slot.to(tl.int64) * stride_hs + rows, hidden, mask=row_mask)
 
 
@@ -120,7 +136,7 @@ def _down_kernel(
     acc = tl.zeros([BLOCK_R, BLOCK_I], dtype=tl.float32)
     for i_start in range(0, I, BLOCK_I):
         h = tl.load(h_ptrs + i_start, mask=k_mask[:, None] & (cols + i_start < I)[None, :], other=0.0)
-        weighted_h = h * route_weights[:, None]
+        weighted_h = h.to(tl.float32) * route_weights[:, None]
         acc += tl.sum(w.to(tl.float32) * weighted_h[:, None, :], axis=0)
         next_cols = cols + i_start + BLOCK_I
         w = tl.load(w_ptrs + i_start + BLOCK_I, mask=w_mask & (next_cols < I)[None, None, :], other=0.0)
@@ -147,14 +163,14 @@ def moe_warp_decode(
     config = config or warp_decode_config(hidden_size, intermediate, experts, top_k, tokens)
     if tokens == 0:
         return out
-    hidden = torch.empty((tokens * top_k, intermediate), device=x.device, dtype=torch.float32)
+    hidden = torch.empty((tokens * top_k, intermediate), device=x.device, dtype=intermediate_dtype(x.dtype))
     launch_gate_up(x, topk_ids, w13, hidden, config)
     launch_down(hidden, topk_weights, topk_ids, w2, out, config)
     return out
 
 
 def launch_gate_up(x, topk_ids, w13, hidden, config: WarpDecodeConfig) -> None:
-    """Kernel 1 alone (the tuner times it separately): hidden [T*K, I] fp32 <- silu(gate) * up."""
+    """Kernel 1 alone (the tuner times it separately): hidden [T*K, I] (intermediate_dtype) <- silu(gate) * up."""
     tokens, hidden_size = x.shape
     top_k = topk_ids.shape[1]
     intermediate = w13.shape[1] // 2

@@ -64,6 +64,9 @@ for step in $steps; do
         python3 -m warpcode.agent bench decode --preset qwen3-30b-a3b --random-weights --batch 1 --context 512 \
             --steps 16 --prefill 0 --compare-hf --json 2>"$OUT/decode_hf_err.log" | tee -a "$OUT/bench_decode_hf.jsonl"
         tail -5 "$OUT/decode_hf_err.log" ;;
+    moe-small)  # the qwen3 layer at batch 1-8, our two paths only
+        python3 -m warpcode.agent bench moe --shape 2048,768,128,8 --batch 1,2,4,8 --paths warp-decode,expert-centric \
+            --json 2>>"$OUT/bench_err.log" | tee -a "$OUT/bench_moe_small.jsonl" | python3 scripts/show_bench.py ;;
     pdl)
         for pdl in 0 1; do
             echo "WARPCODE_DISABLE_PDL=$pdl"

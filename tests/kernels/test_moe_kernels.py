@@ -109,3 +109,15 @@ def test_shape_errors_name_the_tensors(path):
 def test_dispatcher_uses_the_reference_off_the_gpu():
     x, topk_weights, topk_ids, w13, w2 = make_case(3, 16, 8, 4, 2, torch.float32)
     assert torch.equal(moe(x, topk_weights, topk_ids, w13, w2), moe_reference(x, topk_weights, topk_ids, w13, w2))
+
+
+def test_warp_decode_saturates_an_intermediate_beyond_fp16_instead_of_overflowing():
+    """bf16 inputs keep the intermediate in fp16: silu(gate) * up of about 1e6 saturates at 65504 (finite output),
+    where an unclamped fp16 store would give inf and then NaN."""
+    x, topk_weights, topk_ids, w13, w2 = make_case(2, 16, 8, 4, 2, torch.bfloat16)
+    w13 = torch.full_like(w13, 8.0)  # every gate and up value: 16 * 8 * x; x = 8 makes it ~1e3, squared ~1e6
+    out = moe_warp_decode(torch.full_like(x, 8.0), topk_weights, topk_ids, w13, w2, config=SMALL_BLOCKS)
+    assert out.isfinite().all()
+    w2_sums = w2.float().sum(-1)  # [E, H]: each output is sum_k w_k * 65504 * rowsum(W2[e_k])
+    expected = torch.einsum("tk,tkh->th", topk_weights, 65504.0 * w2_sums[topk_ids])
+    torch.testing.assert_close(out.float(), expected, rtol=2e-2, atol=1.0)
