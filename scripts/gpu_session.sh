@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call: install, GPU tests, warp-decode tuning and the MoE benchmarks, logs under $OUT.
 # Usage (on the GPU machine, from the repository root):
-#   bash scripts/gpu_session.sh [tests] [tune] [bench] [pdl] [decode-tests] [profile] [decode] [decode-hf]
+#   bash scripts/gpu_session.sh [tests] [tune] [bench] [pdl] [decode-tests] [profile] [decode] [decode-hf] [gemv]
+#       [attention] [small] [variants] [moe-small] [pytest]
 set -uo pipefail
 OUT=${OUT:-/tmp/warpcode-gpu}
 mkdir -p "$OUT"
