@@ -218,6 +218,11 @@ def _default_num_splits(batch: int, kv_heads: int, slots: int, block_n: int, sms
     return triton.cdiv(tiles, triton.cdiv(tiles, wanted))
 
 
+def _merge_step(num_splits: int, elements_per_split: int) -> int:
+    """Splits a merge reads at once: all of them, or as many as keep the step within _MERGE_ELEMENTS."""
+    return min(triton.next_power_of_2(num_splits), max(1, _MERGE_ELEMENTS // elements_per_split))
+
+
 def decode_attention_triton(
     q: torch.Tensor,  # [B, Hq, D]
     k_cache: torch.Tensor,  # [Bc, Hkv, S, D]
@@ -253,7 +258,7 @@ def decode_attention_triton(
     dot_precision = "ieee" if dot_dtype == tl.float32 else "tf32"  # fp32 logits stay fp32 (no TF32 rounding)
     block_d = max(16, triton.next_power_of_2(head_dim))  # tl.dot needs every dimension >= 16
     merge_g = triton.next_power_of_2(group)
-    merge_s = min(triton.next_power_of_2(num_splits), max(1, _MERGE_ELEMENTS // (merge_g * block_d)))
+    merge_s = _merge_step(num_splits, merge_g * block_d)
     separate_merge = num_splits > 1 and num_splits >= MERGE_KERNEL_MIN_SPLITS
     if num_splits == 1:  # the kernel writes out directly: no partials, no counters (never dereferenced)
         m = l = acc = counters = out
@@ -289,7 +294,7 @@ def decode_attention_triton(
             stride_a[0], stride_a[1], stride_a[2],
             out.stride(0), out.stride(1),
             NUM_SPLITS=num_splits, BLOCK_N=block_n, BLOCK_D=block_d,
-            BLOCK_S=min(triton.next_power_of_2(num_splits), max(1, _MERGE_ELEMENTS // block_d)),
+            BLOCK_S=_merge_step(num_splits, block_d),
             num_warps=_MERGE_NUM_WARPS, **pdl_options(q.device),
         )  # fmt: skip
     return out

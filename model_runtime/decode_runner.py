@@ -56,12 +56,18 @@ class DecodeRunner:
         if state is None or state.slots < rows or state.capacity < capacity:
             if state is not None:
                 rows, capacity = max(rows, state.slots), max(capacity, state.capacity)
-            self._graphs.clear()
-            self._pool = self.state = state = None  # free the old cache before allocating the new one
+            self.drop_graphs()
+            self.state = state = None  # free the old cache before allocating the new one
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()
             self.state = state = DecodeState.allocate(self.model.config, rows, capacity, self.device, self.dtype)
         return state
+
+    def drop_graphs(self) -> None:
+        """Forget the captured steps (and their memory pool, which cannot be captured into once its graphs are
+        gone): the next decode captures again, e.g. after the state or the kernels' settings changed."""
+        self._graphs.clear()
+        self._pool = None
 
     @torch.inference_mode()
     def prefill(self, prompts: list[list[int]], sampling: SamplingParams, seed: int) -> list[int]:

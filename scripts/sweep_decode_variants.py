@@ -1,6 +1,6 @@
 """Batch-1 decode step time (CUDA-graph replay) under variants: warp-decode and GEMV launch parameters, where the
-attention merge runs, and ablations that leave one kernel kind out (results
-then are wrong; only the time counts) to show each kind's share of the step as the graph runs it, with PDL overlap.
+attention merge runs, and ablations that leave one kernel kind out (results then are wrong; only the time counts)
+to show each kind's share of the step as the graph runs it, with PDL overlap.
 
     python scripts/sweep_decode_variants.py [--contexts 512,8192] [--steps 64]
 """
@@ -45,8 +45,8 @@ def skip_linear(n_rows: int):
 
 def static_routing(config):
     """route() on fixed random logits: the same kernel, and routing no ablation can make degenerate."""
-    logits = torch.randn(32, config.num_experts, device="cuda", generator=torch.Generator("cuda").manual_seed(1))
-    return patched(step_module, "route", lambda router_logits, k, normalize: route_triton(logits[:1], k, normalize))
+    logits = torch.randn(1, config.num_experts, device="cuda", generator=torch.Generator("cuda").manual_seed(1))
+    return patched(step_module, "route", lambda router_logits, k, normalize: route_triton(logits, k, normalize))
 
 
 def moe_config(overrides: dict):
@@ -81,17 +81,6 @@ def ablations(config):
     yield "no MoE experts", patched(SparseMoeBlock, "experts_forward", lambda self, flat, w, ids: flat)
     fixed = route_triton(torch.randn(1, config.num_experts, device="cuda"), config.num_experts_per_tok)
     yield "no route kernel", patched(step_module, "route", lambda logits, k, normalize: fixed)
-    yield (
-        "no route",
-        patched(
-            step_module,
-            "route",
-            lambda logits, k, normalize: (
-                torch.ones(logits.shape[0], k, device=logits.device),
-                torch.arange(k, device=logits.device).expand(logits.shape[0], k).contiguous(),
-            ),
-        ),
-    )
     yield "no add_rmsnorm", patched(step_module, "add_rmsnorm", lambda x, w, eps, residual: (x, x))
     yield "no qkv GEMV", skip_linear(q_size + 2 * kv)
     yield "no o GEMV", skip_linear(config.hidden_size)
@@ -114,8 +103,7 @@ def main() -> None:
     def measure(label: str) -> None:
         times = []
         for context in contexts:
-            runner._graphs.clear()
-            runner._pool = None  # a pool whose graphs are all gone cannot be captured into again
+            runner.drop_graphs()  # each variant captures its own step
             runner.start_from_random_cache(1, context)
             decode = runner.decode(1, SamplingParams())
             next(decode)
