@@ -28,7 +28,7 @@ MAX_ELEMENTS_PER_THREAD = 256  # larger tiles spill registers
 
 def gate_up_candidates(shape: MoeShape) -> list[WarpDecodeConfig]:
     found = []
-    for rows, cols, warps in itertools.product((2, 4, 8, 16, 32), (256, 512, 1024), (1, 2, 4, 8)):
+    for rows, cols, warps in itertools.product((1, 2, 4, 8, 16, 32), (256, 512, 1024, 2048), (1, 2, 4, 8)):
         per_thread = 2 * rows * cols / (warps * 32)
         if cols <= triton.next_power_of_2(shape.hidden) and 8 <= per_thread <= MAX_ELEMENTS_PER_THREAD:
             found.append(WarpDecodeConfig(gate_up_rows=rows, gate_up_cols=cols, gate_up_warps=warps))
@@ -38,7 +38,7 @@ def gate_up_candidates(shape: MoeShape) -> list[WarpDecodeConfig]:
 def down_candidates(shape: MoeShape) -> list[WarpDecodeConfig]:
     found = []
     block_k = triton.next_power_of_2(shape.top_k)
-    for rows, cols, warps in itertools.product((1, 2, 4, 8, 16, 32), (64, 128, 256, 512), (1, 2, 4, 8)):
+    for rows, cols, warps in itertools.product((1, 2, 4, 8, 16, 32), (64, 128, 256, 512, 1024), (1, 2, 4, 8)):
         per_thread = block_k * rows * cols / (warps * 32)
         if cols <= triton.next_power_of_2(shape.intermediate) and 8 <= per_thread <= MAX_ELEMENTS_PER_THREAD:
             found.append(WarpDecodeConfig(down_rows=rows, down_cols=cols, down_warps=warps))
