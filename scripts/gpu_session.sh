@@ -2,7 +2,7 @@
 # One device call: install, GPU tests, warp-decode tuning and the MoE benchmarks, logs under $OUT.
 # Usage (on the GPU machine, from the repository root):
 #   bash scripts/gpu_session.sh [tests] [tune] [bench] [pdl] [decode-tests] [profile] [decode] [decode-hf] [gemv]
-#       [attention] [small] [variants] [moe-small] [pytest]
+#       [attention] [small] [variants] [moe-small] [boundaries] [pytest]
 set -uo pipefail
 OUT=${OUT:-/tmp/warpcode-gpu}
 mkdir -p "$OUT"
@@ -57,6 +57,9 @@ for step in $steps; do
         python3 scripts/sweep_decode_variants.py ${VARIANT_FLAGS:-} 2>&1 | tee -a "$OUT/variants.log" ;;
     small)
         python3 scripts/sweep_small_kernels.py 2>&1 | tee "$OUT/sweep_small.log" ;;
+    boundaries)  # what a kernel boundary costs in a graph, and when PDL secondaries start and pass gdc_wait
+        python3 scripts/bench_kernel_chain.py 2>&1 | tee "$OUT/kernel_chain.log"
+        python3 scripts/probe_pdl.py 2>&1 | tee "$OUT/probe_pdl.log" ;;
     decode)
         python3 -m warpcode.agent bench decode --preset qwen3-30b-a3b --random-weights --batch ${DECODE_BATCH:-1,8,32} \
             --context ${DECODE_CONTEXT:-512,8192} --json 2>"$OUT/decode_err.log" | tee -a "$OUT/bench_decode.jsonl"
