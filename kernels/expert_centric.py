@@ -12,36 +12,17 @@ warp decode removes at small batch. The alignment uses device-side torch ops (no
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import triton
 import triton.language as tl
 
 from warpcode.kernels.launch import INTERPRETER
 from warpcode.kernels.moe_args import check_kernel_layout, check_moe_args, output_buffer
+from warpcode.kernels.tuning import GroupedGemmConfig, grouped_gemm_config
 
 # Triton's CPU interpreter multiplies bf16 dot operands as their raw uint16 bits (triton 3.6-3.9); there the
 # kernel upcasts them first, which is also exactly what the tensor cores compute (bf16 products, fp32 sums).
 _UPCAST_DOT_OPERANDS = INTERPRETER
-
-
-@dataclass(frozen=True)
-class GroupedGemmConfig:
-    block_m: int
-    block_n: int
-    block_k: int
-    num_warps: int = 4
-    num_stages: int = 3
-
-
-def grouped_gemm_config(tokens: int, top_k: int, experts: int) -> GroupedGemmConfig:
-    slots_per_expert = tokens * top_k / experts
-    if slots_per_expert <= 16:
-        return GroupedGemmConfig(block_m=16, block_n=64, block_k=128, num_warps=4, num_stages=4)
-    if slots_per_expert <= 64:
-        return GroupedGemmConfig(block_m=32, block_n=64, block_k=64, num_warps=4, num_stages=4)
-    return GroupedGemmConfig(block_m=64, block_n=128, block_k=64, num_warps=8, num_stages=3)
 
 
 def align_slots_by_expert(topk_ids: torch.Tensor, experts: int, block_m: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -166,7 +147,7 @@ def moe_expert_centric(
     top_k = topk_ids.shape[1]
     if tokens == 0:
         return out
-    config = config or grouped_gemm_config(tokens, top_k, experts)
+    config = config or grouped_gemm_config(hidden_size, two_i // 2, experts, top_k, tokens)
     sorted_slots, block_expert = align_slots_by_expert(topk_ids, experts, config.block_m)
     slots = tokens * top_k
     gate_up = torch.empty((slots, two_i), device=x.device, dtype=x.dtype)

@@ -1,8 +1,10 @@
-"""Launch parameters for the warp-decode kernels and the token count where the dispatcher switches paths.
+"""Launch parameters of the MoE kernels (warp decode, the expert-centric grouped GEMMs) and the token count where
+the dispatcher switches paths.
 
 Measured values live in `warp_decode_configs.json` beside this file, written on the GPU by
-`python -m warpcode.kernels.tune_warp_decode --write kernels/warp_decode_configs.json` (see BENCHMARKS.md).
-Keys are "H,I,E,K" plus a token-count bucket; shapes that were never measured get a heuristic.
+`python -m warpcode.kernels.tune_warp_decode --write kernels/warp_decode_configs.json` ("configs", "crossover") and
+`python -m warpcode.kernels.tune_expert_centric --write kernels/warp_decode_configs.json` ("expert_centric"), see
+BENCHMARKS.md. Keys are "H,I,E,K" plus a token-count bucket; shapes that were never measured get a heuristic.
 """
 
 from __future__ import annotations
@@ -39,6 +41,27 @@ class WarpDecodeConfig:
             raise ValueError("WarpDecodeConfig stages must be >= 1")
 
 
+@dataclass(frozen=True)
+class GroupedGemmConfig:
+    """Tiles of the expert-centric path's grouped GEMMs (both use one config)."""
+
+    block_m: int  # routed slots per block (each expert's slots are padded to a multiple of it)
+    block_n: int
+    block_k: int
+    num_warps: int = 4
+    num_stages: int = 3
+
+    def __post_init__(self) -> None:
+        for name in ("block_m", "block_n", "block_k", "num_warps"):
+            value = getattr(self, name)
+            if value < 1 or value & (value - 1):
+                raise ValueError(f"GroupedGemmConfig.{name} must be a power of two, got {value}")
+        if min(self.block_m, self.block_n, self.block_k) < 16:
+            raise ValueError(f"GroupedGemmConfig blocks must be >= 16 (tl.dot), got {self}")
+        if self.num_stages < 1:
+            raise ValueError(f"GroupedGemmConfig.num_stages must be >= 1, got {self.num_stages}")
+
+
 def shape_key(hidden: int, intermediate: int, experts: int, top_k: int) -> str:
     return f"{hidden},{intermediate},{experts},{top_k}"
 
@@ -49,18 +72,22 @@ def token_bucket(tokens: int) -> int:
 
 @functools.cache
 def measured() -> dict:
-    """{"configs": {shape_key: {bucket: config fields}}, "crossover": {shape_key: tokens}} from the config file
-    (or from the file named by WARPCODE_WARP_DECODE_CONFIGS)."""
+    """{"configs": {shape_key: {bucket: config fields}}, "crossover": {shape_key: tokens}, "expert_centric":
+    {shape_key: {bucket: config fields}}} from the config file (or the file named by WARPCODE_WARP_DECODE_CONFIGS)."""
     path = Path(os.environ.get("WARPCODE_WARP_DECODE_CONFIGS") or CONFIG_FILE)
     if not path.exists():
-        return {"configs": {}, "crossover": {}}
+        return {"configs": {}, "crossover": {}, "expert_centric": {}}
     data = json.loads(path.read_text())
-    known = {field.name for field in fields(WarpDecodeConfig)}
-    for shape, buckets in data.get("configs", {}).items():
-        for bucket, values in buckets.items():
-            if set(values) - known:
-                raise ValueError(f"{path}: config {shape} / {bucket} has unknown fields {sorted(set(values) - known)}")
-    return {"configs": data.get("configs", {}), "crossover": data.get("crossover", {})}
+    sections = {"configs": WarpDecodeConfig, "expert_centric": GroupedGemmConfig}
+    for section, config_class in sections.items():
+        known = {field.name for field in fields(config_class)}
+        for shape, buckets in data.get(section, {}).items():
+            for bucket, values in buckets.items():
+                if set(values) - known:
+                    raise ValueError(
+                        f"{path}: {section} {shape} / {bucket} has unknown fields {sorted(set(values) - known)}"
+                    )
+    return {section: data.get(section, {}) for section in ("configs", "crossover", "expert_centric")}
 
 
 def warp_decode_config(hidden: int, intermediate: int, experts: int, top_k: int, tokens: int) -> WarpDecodeConfig:
@@ -89,3 +116,26 @@ def warp_decode_max_tokens(hidden: int, intermediate: int, experts: int, top_k: 
     if crossover is not None:
         return int(crossover)
     return max(1, 2 * experts // top_k)
+
+
+def grouped_gemm_config(hidden: int, intermediate: int, experts: int, top_k: int, tokens: int) -> GroupedGemmConfig:
+    """The measured entry of the token count's bucket, else by the slots each expert sees on average (more: taller
+    blocks). Beyond the largest bucket (prefill) the heuristic decides."""
+    if tokens <= TOKEN_BUCKETS[-1]:
+        tuned = _measured_grouped_gemm_config(hidden, intermediate, experts, top_k, token_bucket(tokens))
+        if tuned is not None:
+            return tuned
+    slots_per_expert = tokens * top_k / experts
+    if slots_per_expert <= 16:
+        return GroupedGemmConfig(block_m=16, block_n=64, block_k=128, num_warps=4, num_stages=4)
+    if slots_per_expert <= 64:
+        return GroupedGemmConfig(block_m=32, block_n=64, block_k=64, num_warps=4, num_stages=4)
+    return GroupedGemmConfig(block_m=64, block_n=128, block_k=64, num_warps=8, num_stages=3)
+
+
+@functools.cache
+def _measured_grouped_gemm_config(
+    hidden: int, intermediate: int, experts: int, top_k: int, bucket: int
+) -> GroupedGemmConfig | None:
+    values = measured()["expert_centric"].get(shape_key(hidden, intermediate, experts, top_k), {}).get(str(bucket))
+    return None if values is None else GroupedGemmConfig(**values)

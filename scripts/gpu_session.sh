@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: install, GPU tests, warp-decode tuning and the MoE benchmarks, logs under $OUT.
 # Usage (on the GPU machine, from the repository root):
-#   bash scripts/gpu_session.sh [tests] [tune] [bench] [pdl] [decode-tests] [profile] [decode] [decode-hf] [gemv]
+#   bash scripts/gpu_session.sh [tests] [tune] [tune-centric] [bench] [pdl] [decode-tests] [profile] [decode] [decode-hf] [gemv]
 #       [attention] [small] [variants] [moe-small] [boundaries] [pytest]
 set -uo pipefail
 OUT=${OUT:-/tmp/warpcode-gpu}
@@ -31,6 +31,12 @@ for step in $steps; do
             batches=$(python3 -c "import sys; print(','.join(str(b) for b in (1,2,4,8,16,32,64,128) if b <= ${shape_batches#*:}))")
             python3 -m warpcode.kernels.tune_warp_decode --shape $shape --batch $batches --write kernels/warp_decode_configs.json \
                 2>&1 | tee -a "$OUT/tune.log" | python3 scripts/show_tune.py
+        done
+        cp kernels/warp_decode_configs.json "$OUT/" ;;
+    tune-centric)  # the expert-centric path's grouped-GEMM tiles past warp decode's crossover
+        for shape in ${CENTRIC_SHAPES:-2048,768,128,8}; do
+            python3 -m warpcode.kernels.tune_expert_centric --shape $shape --batch ${CENTRIC_BATCH:-16,32,64,128} \
+                --write kernels/warp_decode_configs.json 2>&1 | tee -a "$OUT/tune_centric.log"
         done
         cp kernels/warp_decode_configs.json "$OUT/" ;;
     bench)

@@ -1,0 +1,68 @@
+"""The MoE launch-parameter tables: the config file's sections, the heuristics where it has no entry, and the
+expert-centric tuner's file merge (the GPU timing itself runs on the device)."""
+
+import json
+
+import pytest
+
+from warpcode.kernels import tune_expert_centric, tuning
+from warpcode.kernels.bench_moe import MoeShape
+from warpcode.kernels.tuning import GroupedGemmConfig, grouped_gemm_config, warp_decode_config
+
+QWEN3 = (2048, 768, 128, 8)
+
+
+@pytest.fixture
+def config_file(tmp_path, monkeypatch):
+    """Points the tables at a temporary file; the lookups' caches are cleared before and after."""
+    path = tmp_path / "configs.json"
+    monkeypatch.setenv("WARPCODE_WARP_DECODE_CONFIGS", str(path))
+
+    def clear():
+        for cached in (tuning.measured, tuning._config_for_bucket, tuning._measured_grouped_gemm_config):
+            cached.cache_clear()
+
+    clear()
+    yield path
+    clear()
+
+
+def test_expert_centric_entries_by_bucket_and_the_heuristic_elsewhere(config_file):
+    tuned = {"block_m": 16, "block_n": 256, "block_k": 64, "num_warps": 8, "num_stages": 2}
+    config_file.write_text(json.dumps({"expert_centric": {"2048,768,128,8": {"32": tuned}}}))
+    assert grouped_gemm_config(*QWEN3, 32) == GroupedGemmConfig(**tuned)
+    assert grouped_gemm_config(*QWEN3, 17) == GroupedGemmConfig(**tuned)  # bucket 32
+    heuristic = GroupedGemmConfig(block_m=16, block_n=64, block_k=128, num_warps=4, num_stages=4)
+    assert grouped_gemm_config(*QWEN3, 64) == heuristic  # no entry for bucket 64
+    assert grouped_gemm_config(2048, 1024, 64, 8, 32) == heuristic  # nor for this shape
+    # prefill-sized calls: past the largest bucket, the heuristic by slots per expert
+    assert grouped_gemm_config(*QWEN3, 2000).block_m == 64
+    assert warp_decode_config(*QWEN3, 1) == tuning.WarpDecodeConfig()  # no warp-decode entry: its heuristic
+
+
+def test_unknown_fields_and_bad_configs_raise(config_file):
+    config_file.write_text(json.dumps({"expert_centric": {"2048,768,128,8": {"32": {"block_mm": 16}}}}))
+    with pytest.raises(ValueError, match="expert_centric"):
+        grouped_gemm_config(*QWEN3, 32)
+    for fields in ({"block_m": 24}, {"block_n": 8}, {"num_warps": 3}, {"num_stages": 0}):
+        with pytest.raises(ValueError):
+            GroupedGemmConfig(**{"block_m": 16, "block_n": 64, "block_k": 64, **fields})
+
+
+def test_tuner_candidates_and_the_file_merge(config_file, monkeypatch):
+    shape = MoeShape(*QWEN3)
+    found = tune_expert_centric.candidates(shape, 32)
+    assert found and all(c.block_m == 16 for c in found)  # 2 slots per expert: no taller blocks
+    assert {c.block_m for c in tune_expert_centric.candidates(MoeShape(4096, 14336, 8, 2), 128)} == {16, 32}
+    # the file keeps its other sections and other buckets; new buckets are merged in
+    config_file.write_text(json.dumps({"configs": {"x": {}}, "crossover": {"x": 4},
+                                       "expert_centric": {"2048,768,128,8": {"128": {"block_m": 16}}}}))  # fmt: skip
+    best = GroupedGemmConfig(block_m=16, block_n=128, block_k=128, num_warps=4, num_stages=3)
+    monkeypatch.setattr(tune_expert_centric, "tune", lambda shape, batch: (best, 1e-4, 2e-4))
+    tune_expert_centric.main(["--shape", "2048,768,128,8", "--batch", "32", "--write", str(config_file)])
+    data = json.loads(config_file.read_text())
+    assert data["configs"] == {"x": {}} and data["crossover"] == {"x": 4}
+    assert data["expert_centric"]["2048,768,128,8"] == {
+        "128": {"block_m": 16},
+        "32": {"block_m": 16, "block_n": 128, "block_k": 128, "num_warps": 4, "num_stages": 3},
+    }
