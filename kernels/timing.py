@@ -54,12 +54,17 @@ def time_per_call(
     return sorted(times)[len(times) // 2], mode
 
 
-def _captured(call: Callable[..., object], argument_sets: Sequence[tuple]) -> tuple[Callable[[], object], str]:
+def capture_graph(body: Callable[[], object]) -> torch.cuda.CUDAGraph:
+    """A CUDA graph of body()'s launches, captured on a side stream (run body once before, to compile)."""
     graph = torch.cuda.CUDAGraph()
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
-        for arguments in argument_sets:
-            call(*arguments)
+        body()
     torch.cuda.current_stream().wait_stream(stream)
+    return graph
+
+
+def _captured(call: Callable[..., object], argument_sets: Sequence[tuple]) -> tuple[Callable[[], object], str]:
+    graph = capture_graph(lambda: [call(*arguments) for arguments in argument_sets])
     return graph.replay, "graph"

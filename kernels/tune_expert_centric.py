@@ -23,7 +23,13 @@ import triton
 from warpcode.kernels.bench_moe import MoeShape, layer_count, make_layers
 from warpcode.kernels.expert_centric import moe_expert_centric
 from warpcode.kernels.timing import time_per_call
-from warpcode.kernels.tuning import GroupedGemmConfig, grouped_gemm_config, shape_key, token_bucket
+from warpcode.kernels.tuning import (
+    GroupedGemmConfig,
+    grouped_gemm_config,
+    shape_key,
+    token_bucket,
+    update_config_file,
+)
 
 
 def candidates(shape: MoeShape, batch: int) -> list[GroupedGemmConfig]:
@@ -73,10 +79,8 @@ def main(argv: list[str] | None = None) -> None:
         line = {"shape": args.shape, "batch": batch, "config": asdict(best), "us": best_seconds * 1e6}
         print(json.dumps({**line, "default_us": default_seconds * 1e6}), flush=True)
     if args.write:
-        data = json.loads(args.write.read_text()) if args.write.exists() else {}
         key = shape_key(shape.hidden, shape.intermediate, shape.experts, shape.top_k)
-        data.setdefault("expert_centric", {}).setdefault(key, {}).update(configs)
-        args.write.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        update_config_file(args.write, "expert_centric", key, configs, replace=False)
 
 
 if __name__ == "__main__":

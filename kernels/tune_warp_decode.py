@@ -20,7 +20,7 @@ import triton
 from warpcode.kernels.bench_moe import MoeShape, layer_count, make_layers
 from warpcode.kernels.expert_centric import moe_expert_centric
 from warpcode.kernels.timing import time_per_call
-from warpcode.kernels.tuning import WarpDecodeConfig, shape_key, token_bucket
+from warpcode.kernels.tuning import WarpDecodeConfig, shape_key, token_bucket, update_config_file
 from warpcode.kernels.warp_decode import intermediate_dtype, launch_down, launch_gate_up, moe_warp_decode
 
 MAX_ELEMENTS_PER_THREAD = 256  # larger tiles spill registers
@@ -102,12 +102,9 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps({"shape": args.shape, "batch": batch, "config": asdict(best), **times}), flush=True)
     print(json.dumps({"shape": args.shape, "crossover": crossover}), flush=True)
     if args.write:
-        data = json.loads(args.write.read_text()) if args.write.exists() else {}
         key = shape_key(shape.hidden, shape.intermediate, shape.experts, shape.top_k)
-        data.setdefault("configs", {})[key] = configs
-        data.setdefault("crossover", {})[key] = crossover
-        args.write.parent.mkdir(parents=True, exist_ok=True)
-        args.write.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        update_config_file(args.write, "configs", key, configs, replace=True)
+        update_config_file(args.write, "crossover", key, crossover, replace=True)
 
 
 if __name__ == "__main__":

@@ -70,6 +70,19 @@ def token_bucket(tokens: int) -> int:
     return next((bucket for bucket in TOKEN_BUCKETS if tokens <= bucket), TOKEN_BUCKETS[-1])
 
 
+def update_config_file(path: Path, section: str, key: str, entries: object, replace: bool) -> None:
+    """Writes `entries` under data[section][key] of the JSON config file at `path` (created if missing), replacing
+    what the key held or merging into it; the file's other sections and keys stay as they were."""
+    data = json.loads(path.read_text()) if path.exists() else {}
+    held = data.setdefault(section, {})
+    if replace:
+        held[key] = entries
+    else:
+        held.setdefault(key, {}).update(entries)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
 @functools.cache
 def measured() -> dict:
     """{"configs": {shape_key: {bucket: config fields}}, "crossover": {shape_key: tokens}, "expert_centric":

@@ -19,6 +19,7 @@ import triton
 import triton.language as tl
 
 from warpcode.kernels.launch import wait_for_inputs
+from warpcode.kernels.timing import capture_graph
 
 
 @triton.jit
@@ -48,12 +49,7 @@ def graph_us(body, replays: int = 20) -> float:
     """Microseconds per replay of a CUDA graph of body()."""
     body()
     torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
-        body()
-    torch.cuda.current_stream().wait_stream(stream)
+    graph = capture_graph(body)
     graph.replay()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

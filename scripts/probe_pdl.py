@@ -13,6 +13,8 @@ import torch
 import triton
 import triton.language as tl
 
+from warpcode.kernels.timing import capture_graph
+
 
 @triton.jit
 def _now():
@@ -79,12 +81,7 @@ def gemv_timeline(spin_us: float, block_n: int, warps: int) -> str:
 
     body()
     torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream), torch.cuda.graph(g, stream=stream):
-        body()
-    torch.cuda.current_stream().wait_stream(stream)
+    g = capture_graph(body)
     w.copy_(torch.randn_like(w))  # out of L2 is not guaranteed (16.8 MB), but a fresh write leaves it dirty
     g.replay()
     torch.cuda.synchronize()
@@ -113,13 +110,7 @@ def run(programs: int, pdl: bool, graph: bool, wait_first: bool) -> str:
     body()
     torch.cuda.synchronize()
     if graph:
-        g = torch.cuda.CUDAGraph()
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream), torch.cuda.graph(g, stream=stream):
-            body()
-        torch.cuda.current_stream().wait_stream(stream)
-        g.replay()
+        capture_graph(body).replay()
     else:
         body()
     torch.cuda.synchronize()

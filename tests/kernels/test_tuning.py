@@ -66,3 +66,17 @@ def test_tuner_candidates_and_the_file_merge(config_file, monkeypatch):
         "128": {"block_m": 16},
         "32": {"block_m": 16, "block_n": 128, "block_k": 128, "num_warps": 4, "num_stages": 3},
     }
+
+
+def test_update_config_file_replaces_or_merges_one_key(tmp_path):
+    path = tmp_path / "new" / "configs.json"  # created with its folder
+    tuning.update_config_file(path, "configs", "a", {"1": {"x": 1}}, replace=True)
+    tuning.update_config_file(path, "configs", "a", {"2": {"x": 2}}, replace=True)
+    tuning.update_config_file(path, "crossover", "a", 16, replace=True)
+    tuning.update_config_file(path, "expert_centric", "a", {"32": {"y": 1}}, replace=False)
+    tuning.update_config_file(path, "expert_centric", "a", {"64": {"y": 2}}, replace=False)
+    assert json.loads(path.read_text()) == {
+        "configs": {"a": {"2": {"x": 2}}},
+        "crossover": {"a": 16},
+        "expert_centric": {"a": {"32": {"y": 1}, "64": {"y": 2}}},
+    }
