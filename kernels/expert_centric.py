@@ -7,7 +7,7 @@
     5. reduce:   out[t] = sum_k C2[t*K + k]
 
 Every step reads and writes device memory, and stages 1, 3 and 5 exist only for data layout: that is the cost
-warp decode removes at small batch. The alignment uses device-side torch ops (no host sync, graph-capturable).
+warp decode removes at small batch. The alignment is one single-program kernel (no host sync, graph-capturable).
 """
 
 from __future__ import annotations
@@ -25,30 +25,75 @@ from warpcode.kernels.tuning import GroupedGemmConfig, grouped_gemm_config
 _UPCAST_DOT_OPERANDS = INTERPRETER
 
 
+@triton.jit
+def _align_slots_kernel(
+    topk_ids_ptr,
+    sorted_slots_ptr,
+    block_expert_ptr,
+    group_starts_ptr,
+    group_fill_ptr,
+    num_slots,
+    num_experts,
+    capacity,
+    num_blocks,
+    BLOCK_M: tl.constexpr,
+    BLOCK_S: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    BLOCK_B: tl.constexpr,
+):
+    """One program: counts[e] = #slots routed to e; group e starts at the exclusive prefix sum of the counts, each
+    rounded up to BLOCK_M. A slot's place in its group comes from an atomic increment of the group's fill counter,
+    so the order inside a group is arbitrary: each row of the grouped GEMMs is computed on its own, so no result
+    depends on it. block_expert[b] = #groups ending at or before block b's first entry (E past the last group)."""
+    experts = tl.arange(0, BLOCK_E)
+    expert_mask = experts < num_experts
+    counts = tl.zeros([BLOCK_E], dtype=tl.int32)
+    for first in range(0, num_slots, BLOCK_S):
+        slots = first + tl.arange(0, BLOCK_S)
+        ids = tl.load(topk_ids_ptr + slots, mask=slots < num_slots, other=0).to(tl.int32)
+        counts += tl.histogram(ids, BLOCK_E)
+    padding_lanes = tl.cdiv(num_slots, BLOCK_S) * BLOCK_S - num_slots  # counted in bin 0 above
+    counts -= tl.where(experts == 0, padding_lanes, 0)
+    padded = (counts + BLOCK_M - 1) // BLOCK_M * BLOCK_M
+    group_ends = tl.cumsum(padded, axis=0)
+    tl.store(group_starts_ptr + experts, group_ends - padded, mask=expert_mask)
+    tl.store(group_fill_ptr + experts, tl.zeros([BLOCK_E], dtype=tl.int32), mask=expert_mask)
+    for first in range(0, capacity, BLOCK_S):
+        entries = first + tl.arange(0, BLOCK_S)
+        tl.store(sorted_slots_ptr + entries, num_slots, mask=entries < capacity)
+    for first in range(0, num_blocks, BLOCK_B):
+        blocks = first + tl.arange(0, BLOCK_B)
+        ended = (group_ends[None, :] <= (blocks * BLOCK_M)[:, None]) & expert_mask[None, :]
+        tl.store(block_expert_ptr + blocks, tl.sum(ended.to(tl.int32), axis=1), mask=blocks < num_blocks)
+    tl.debug_barrier()  # the group starts, zeroed fill counters and sentinels are visible to every thread
+    for first in range(0, num_slots, BLOCK_S):
+        slots = first + tl.arange(0, BLOCK_S)
+        slot_mask = slots < num_slots
+        ids = tl.load(topk_ids_ptr + slots, mask=slot_mask, other=0).to(tl.int32)
+        place = tl.atomic_add(group_fill_ptr + ids, 1, mask=slot_mask)
+        group_start = tl.load(group_starts_ptr + ids, mask=slot_mask, other=0)
+        tl.store(sorted_slots_ptr + group_start + place, slots, mask=slot_mask)
+
+
 def align_slots_by_expert(topk_ids: torch.Tensor, experts: int, block_m: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Returns (sorted_slots [P], block_expert [P // block_m]) with P = T*K + E*(block_m - 1), a static bound.
 
-    sorted_slots lists slot indices (t*K + k) grouped by expert, each group padded with the sentinel T*K to a
-    multiple of block_m; block_expert[b] is the expert of block b, or E for blocks past the last group.
+    sorted_slots lists slot indices (t*K + k) grouped by expert in expert order, each group padded with the
+    sentinel T*K to a multiple of block_m; block_expert[b] is the expert of block b, or E for blocks past the last
+    group. One Triton launch (a chain of a dozen torch ops took tens of microseconds at decode batch sizes).
     """
-    flat = topk_ids.reshape(-1).to(torch.int64)
-    slots = flat.numel()
+    slots = topk_ids.numel()
     capacity = slots + experts * (block_m - 1)
-    order = torch.argsort(flat, stable=True)
-    counts = torch.zeros(experts, dtype=torch.int64, device=flat.device).scatter_add_(0, flat, torch.ones_like(flat))
-    padded_counts = (counts + block_m - 1) // block_m * block_m
-    starts = torch.cumsum(counts, 0) - counts
-    padded_ends = torch.cumsum(padded_counts, 0)
-    sorted_experts = flat[order]
-    destination = (
-        padded_ends[sorted_experts]
-        - padded_counts[sorted_experts]
-        + (torch.arange(slots, device=flat.device) - starts[sorted_experts])
-    )
-    sorted_slots = torch.full((capacity,), slots, dtype=torch.int64, device=flat.device)
-    sorted_slots.scatter_(0, destination, order)
-    block_starts = torch.arange(0, capacity, block_m, device=flat.device)
-    block_expert = torch.searchsorted(padded_ends, block_starts, right=True)
+    device = topk_ids.device
+    sorted_slots = torch.empty(capacity, dtype=torch.int64, device=device)
+    block_expert = torch.empty(capacity // block_m, dtype=torch.int64, device=device)
+    scratch = torch.empty((2, experts), dtype=torch.int32, device=device)  # group starts, fill counters
+    _align_slots_kernel[(1,)](
+        topk_ids, sorted_slots, block_expert, scratch[0], scratch[1],
+        slots, experts, capacity, block_expert.numel(),
+        BLOCK_M=block_m, BLOCK_S=1024, BLOCK_E=triton.next_power_of_2(experts),
+        BLOCK_B=max(16, 8192 // triton.next_power_of_2(experts)), num_warps=8,
+    )  # fmt: skip
     return sorted_slots, block_expert
 
 
