@@ -5,9 +5,10 @@ Fixed API (shared/design.md section 7):
     out = moe_warp_decode(x, topk_weights, topk_ids, w13, w2)          # x [T, H] -> [T, H] in x.dtype
     out = moe_expert_centric(...), moe_reference(...)                  # same arguments
     out = moe(...)                                                     # dispatcher used by the model runtime
+    uses_warp_decode(x, w13, top_k)                                    # whether moe(...) can add a residual
 """
 
-from warpcode.kernels.dispatch import moe, route
+from warpcode.kernels.dispatch import moe, route, uses_warp_decode
 from warpcode.kernels.expert_centric import moe_expert_centric
 from warpcode.kernels.moe_reference import moe_reference, route_reference
 from warpcode.kernels.route import route_triton
@@ -21,4 +22,5 @@ __all__ = [
     "route",
     "route_reference",
     "route_triton",
+    "uses_warp_decode",
 ]

@@ -18,18 +18,27 @@ def route(router_logits: torch.Tensor, k: int, normalize: bool = True) -> tuple[
     return route_reference(router_logits, k, normalize)
 
 
+def uses_warp_decode(x: torch.Tensor, w13: torch.Tensor, top_k: int) -> bool:
+    """Whether `moe` runs warp decode for x [T, H]: on CUDA, up to the measured crossover token count."""
+    experts, two_i, hidden = w13.shape
+    return x.is_cuda and x.shape[0] <= warp_decode_max_tokens(hidden, two_i // 2, experts, top_k)
+
+
 def moe(
     x: torch.Tensor,  # [T, H]
     topk_weights: torch.Tensor,  # [T, K]
     topk_ids: torch.Tensor,  # [T, K]
     w13: torch.Tensor,  # [E, 2I, H]
     w2: torch.Tensor,  # [E, H, I]
+    residual: torch.Tensor | None = None,  # [T, H] x.dtype, only where `uses_warp_decode`
 ) -> torch.Tensor:  # [T, H], x.dtype
     """Warp decode up to the measured crossover token count, the expert-centric path above it, and the
-    PyTorch reference off the GPU."""
+    PyTorch reference off the GPU. With `residual`, warp decode's last kernel adds the output to it in place
+    (round(residual + round(out)), the decoder layer's add) and returns it; the other paths take none."""
+    if uses_warp_decode(x, w13, topk_ids.shape[1]):
+        return moe_warp_decode(x, topk_weights, topk_ids, w13, w2, out=residual, residual=residual)
+    if residual is not None:
+        raise ValueError("only warp decode adds a residual: check uses_warp_decode(x, w13, top_k) first")
     if not x.is_cuda:
         return moe_reference(x, topk_weights, topk_ids, w13, w2)
-    experts, two_i, hidden = w13.shape
-    if x.shape[0] <= warp_decode_max_tokens(hidden, two_i // 2, experts, topk_ids.shape[1]):
-        return moe_warp_decode(x, topk_weights, topk_ids, w13, w2)
     return moe_expert_centric(x, topk_weights, topk_ids, w13, w2)

@@ -9,6 +9,21 @@ BLOCK_K >= H makes the whole row one tile, fetched at once. The product is a bro
 for small B and `tl.dot` (tensor cores, B padded to 16) when B is large enough for the FMAs to compete with the
 loads. Under PDL the first weight tile is fetched before `gdc_wait`, while the previous kernel drains; only the
 reads of x wait. The launcher reads shapes and strides only (CUDA-graph safe).
+
+Two optional fusions take a decoder layer's add + RMSNorm kernels out of the decode step (model_runtime/decode_step):
+
+    prologue (norm_weight = gamma [H], eps): the input is RMSNorm(x) instead of x,
+        y = rstd * (x32 * gamma32) @ w.T (+ bias),   rstd = rsqrt(mean(x32 ** 2) + eps) per row, x32 = x.float()
+    epilogue (residual [B, N]): y = round(residual + round(x @ w.T + bias))   (HF order: project, round, then add)
+
+The sums of squares accumulate in the same pass over x as the product, and rstd scales the fp32 accumulator at the
+end: no serial pass over x before the first multiply. The normalised input is therefore not rounded to x.dtype
+before the product, as the eager model rounds it (one rounding fewer, closer to float64; the tensor-core path
+rounds x * gamma once). Program 0 may also store
+RMSNorm(x) rounded as kernels/norm.py rounds (normed_out, for the other readers of the normed input), in a second
+pass over x after its product. gamma is a weight: its first tile is fetched before `gdc_wait` with the first weight
+tile. Each output element has one owner program, the only one that reads its residual element (right after the
+wait, so the load overlaps the product), so `out` may be `residual` itself.
 """
 
 from __future__ import annotations
@@ -51,11 +66,11 @@ class GemvConfig:
 # Qwen3-30B-A3B's q/k/v, o_proj and router shapes, 2026-11-29 (BENCHMARKS.md, decode): at B = 1 gemv beats cuBLAS
 # on all three (6.8 vs 7.9 us, 6.7 vs 9.3 us, 1.2 vs 5.4 us), at B = 4 only on the router (2.1 vs 5.4 us).
 TUNED_CONFIGS: dict[tuple[int, int, int], GemvConfig] = {
-    (5120, 2048, 1): GemvConfig(block_n=2, block_k=1024, num_warps=1),
+    (5120, 2048, 1): GemvConfig(block_n=4, block_k=1024, num_warps=1),
     (5120, 2048, 4): GemvConfig(block_n=4, block_k=2048, num_warps=4),
     (2048, 4096, 1): GemvConfig(block_n=4, block_k=4096, num_warps=8),
     (2048, 4096, 4): GemvConfig(block_n=2, block_k=4096, num_warps=4),
-    (128, 2048, 1): GemvConfig(block_n=1, block_k=2048, num_warps=1),
+    (128, 2048, 1): GemvConfig(block_n=1, block_k=2048, num_warps=4),
     (128, 2048, 4): GemvConfig(block_n=4, block_k=2048, num_warps=8),
 }
 
@@ -86,21 +101,33 @@ def _accumulate(acc, a, w, USE_DOT: tl.constexpr, DOT_IN_FP32: tl.constexpr):
     if USE_DOT:
         if DOT_IN_FP32:  # fp32 inputs, or the interpreter (whose bf16 dot multiplies the raw bits)
             acc = tl.dot(a.to(tl.float32), tl.trans(w.to(tl.float32)), acc, input_precision="ieee")
-        else:
-            acc = tl.dot(a, tl.trans(w), acc)
+        else:  # the normed input arrives in fp32: tensor cores take it rounded to w's dtype
+            acc = tl.dot(a.to(w.dtype), tl.trans(w), acc)
     else:
         acc += tl.sum(w.to(tl.float32)[None, :, :] * a.to(tl.float32)[:, None, :], axis=2)
     return acc
 
 
 @triton.jit
+def _store_rmsnorm(x_ptrs, gamma_ptr, normed_ptrs, rstd, batch_mask, H, BLOCK_K: tl.constexpr):
+    """normed_out = round(gamma * round(x32 * rstd)) over whole rows, in BLOCK_K tiles (norm.py's rounding)."""
+    cols = tl.arange(0, BLOCK_K)
+    for k in range(0, H, BLOCK_K):
+        mask = batch_mask[:, None] & (cols + k < H)[None, :]
+        a = tl.load(x_ptrs + k, mask=mask, other=0.0)
+        gamma = tl.load(gamma_ptr + cols + k, mask=cols + k < H, other=0.0)
+        n = round_to(a.to(tl.float32) * rstd[:, None], a.dtype)
+        tl.store(normed_ptrs + k, round_to(gamma.to(tl.float32)[None, :] * n.to(tl.float32), a.dtype), mask=mask)
+
+
+@triton.jit
 def _gemv_kernel(
-    x_ptr, w_ptr, bias_ptr, y_ptr,
-    B, N, H,
-    stride_x, stride_w, stride_y,
+    x_ptr, w_ptr, bias_ptr, gamma_ptr, residual_ptr, y_ptr, normed_ptr,
+    B, N, H, eps,
+    stride_x, stride_w, stride_r, stride_y, stride_n,
     BLOCK_B: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr,
-    USE_DOT: tl.constexpr, DOT_IN_FP32: tl.constexpr, USE_PDL: tl.constexpr,
+    HAS_BIAS: tl.constexpr, HAS_NORM: tl.constexpr, STORE_NORMED: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+    EVEN_K: tl.constexpr, USE_DOT: tl.constexpr, DOT_IN_FP32: tl.constexpr, USE_PDL: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0)
     rows = pid * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -110,43 +137,66 @@ def _gemv_kernel(
     cols = tl.arange(0, BLOCK_K)
     w_ptrs = w_ptr + rows[:, None].to(tl.int64) * stride_w + cols[None, :]
     x_ptrs = x_ptr + batch[:, None].to(tl.int64) * stride_x + cols[None, :]
+    normed_ptrs = normed_ptr + batch[:, None].to(tl.int64) * stride_n + cols[None, :]
     last_k = (H - 1) // BLOCK_K * BLOCK_K  # the last tile, the only one that can be ragged (EVEN_K: none is)
     if USE_PDL:
         tl.extra.cuda.gdc_launch_dependents()
-    # Weights never change: the first tile is fetched before waiting for the kernel that writes x.
+    # Weights never change: their first tiles are fetched before waiting for the kernel that writes x (gamma's
+    # tiles are always masked: BLOCK_K elements, one small load each).
     if EVEN_K:
         w = tl.load(w_ptrs, mask=row_mask[:, None], other=0.0)
     else:
         w = tl.load(w_ptrs, mask=row_mask[:, None] & (cols < H)[None, :], other=0.0)
+    if HAS_NORM:
+        gamma = tl.load(gamma_ptr + cols, mask=cols < H, other=0.0)
     if USE_PDL:
         tl.extra.cuda.gdc_wait()
+    out_mask = batch_mask[:, None] & row_mask[None, :]
+    if HAS_RESIDUAL:
+        r = tl.load(residual_ptr + batch[:, None].to(tl.int64) * stride_r + rows[None, :], mask=out_mask, other=0.0)
     acc = tl.zeros([BLOCK_B, BLOCK_N], dtype=tl.float32)
+    sum_sq = tl.zeros([BLOCK_B], dtype=tl.float32)
     # Every tile but the last (none when BLOCK_K >= H: the whole row is the first tile), each loading the next.
     for k in range(0, last_k, BLOCK_K):
         a = tl.load(x_ptrs + k, mask=batch_mask[:, None], other=0.0)  # k + BLOCK_K < H: no column mask
+        if HAS_NORM:
+            a = a.to(tl.float32)
+            sum_sq += tl.sum(a * a, axis=1)
+            a *= gamma.to(tl.float32)[None, :]
         acc = _accumulate(acc, a, w, USE_DOT, DOT_IN_FP32)
         if EVEN_K:
             w = tl.load(w_ptrs + k + BLOCK_K, mask=row_mask[:, None], other=0.0)
         else:
             w = tl.load(w_ptrs + k + BLOCK_K, mask=row_mask[:, None] & (cols + k + BLOCK_K < H)[None, :], other=0.0)
-    if EVEN_K:
-        a = tl.load(x_ptrs + last_k, mask=batch_mask[:, None], other=0.0)
-    else:
-        a = tl.load(x_ptrs + last_k, mask=batch_mask[:, None] & (cols + last_k < H)[None, :], other=0.0)
+        if HAS_NORM:
+            gamma = tl.load(gamma_ptr + cols + k + BLOCK_K, mask=cols + k + BLOCK_K < H, other=0.0)
+    x_mask = batch_mask[:, None] if EVEN_K else batch_mask[:, None] & (cols + last_k < H)[None, :]
+    a = tl.load(x_ptrs + last_k, mask=x_mask, other=0.0)
+    if HAS_NORM:
+        a = a.to(tl.float32)
+        sum_sq += tl.sum(a * a, axis=1)
+        a *= gamma.to(tl.float32)[None, :]
     acc = _accumulate(acc, a, w, USE_DOT, DOT_IN_FP32)
+    if HAS_NORM:
+        rstd = tl.rsqrt(sum_sq / H + eps)
+        acc *= rstd[:, None]
+        if STORE_NORMED and pid == 0:
+            _store_rmsnorm(x_ptrs, gamma_ptr, normed_ptrs, rstd, batch_mask, H, BLOCK_K)
     if HAS_BIAS:
         acc += tl.load(bias_ptr + rows, mask=row_mask, other=0.0).to(tl.float32)[None, :]
-    y_ptrs = y_ptr + batch[:, None].to(tl.int64) * stride_y + rows[None, :]
-    tl.store(y_ptrs, round_to(acc, x_ptr.dtype.element_ty), mask=batch_mask[:, None] & row_mask[None, :])
+    y = round_to(acc, x_ptr.dtype.element_ty)
+    if HAS_RESIDUAL:
+        y = round_to(y.to(tl.float32) + r.to(tl.float32), x_ptr.dtype.element_ty)
+    tl.store(y_ptr + batch[:, None].to(tl.int64) * stride_y + rows[None, :], y, mask=out_mask)
 
 
-def _check_bias(bias: torch.Tensor, n: int, x: torch.Tensor) -> None:
-    if bias.shape != (n,):
-        raise ValueError(f"bias must be [{n}], got shape {tuple(bias.shape)}")
-    if bias.dtype != x.dtype or bias.device != x.device:
-        raise ValueError(f"bias must be {x.dtype} on {x.device}, got {bias.dtype} on {bias.device}")
-    if n > 1 and bias.stride(0) != 1:
-        raise ValueError(f"bias must be contiguous (stride {bias.stride(0)})")
+def _check_vector(name: str, t: torch.Tensor, size: int, x: torch.Tensor) -> None:
+    if t.shape != (size,):
+        raise ValueError(f"{name} must be [{size}], got shape {tuple(t.shape)}")
+    if t.dtype != x.dtype or t.device != x.device:
+        raise ValueError(f"{name} must be {x.dtype} on {x.device}, got {t.dtype} on {t.device}")
+    if size > 1 and t.stride(0) != 1:
+        raise ValueError(f"{name} must be contiguous (stride {t.stride(0)})")
 
 
 def _check_rows(name: str, t: torch.Tensor, shape: tuple[int, int], x: torch.Tensor) -> None:
@@ -158,15 +208,31 @@ def _check_rows(name: str, t: torch.Tensor, shape: tuple[int, int], x: torch.Ten
         raise ValueError(f"{name} rows must be contiguous (stride along the last dimension is {t.stride(1)})")
 
 
+def _check_apart_from_x(name: str, t: torch.Tensor, x: torch.Tensor) -> None:
+    """Every program reads all of x: a store into x's memory would race the other programs' loads."""
+
+    def span(u: torch.Tensor) -> tuple[int, int]:  # [rows, columns] with contiguous rows
+        return u.data_ptr(), u.data_ptr() + ((u.shape[0] - 1) * u.stride(0) + u.shape[1]) * u.element_size()
+
+    (start, end), (x_start, x_end) = span(t), span(x)
+    if start < x_end and x_start < end:
+        raise ValueError(f"{name} must not overlap x (every program reads the whole of x)")
+
+
 def gemv(
     x: torch.Tensor,  # [B, H], 1 <= B <= 16
     w: torch.Tensor,  # [N, H], rows contiguous
     bias: torch.Tensor | None = None,  # [N]
     config: GemvConfig | None = None,
     *,
-    out: torch.Tensor | None = None,  # [B, N] x.dtype, preallocated (CUDA graphs)
+    out: torch.Tensor | None = None,  # [B, N] x.dtype, preallocated (CUDA graphs); may be `residual`
+    norm_weight: torch.Tensor | None = None,  # [H] x.dtype: RMSNorm's gamma, multiply RMSNorm(x) instead of x
+    eps: float | None = None,  # RMSNorm's epsilon, with norm_weight
+    normed_out: torch.Tensor | None = None,  # [B, H] x.dtype: also store RMSNorm(x) (needs norm_weight)
+    residual: torch.Tensor | None = None,  # [B, N] x.dtype: add the projection to it
 ) -> torch.Tensor:
-    """y [B, N] = x @ w.T (+ bias) in x.dtype, accumulated in fp32 and rounded once."""
+    """y [B, N] = x @ w.T (+ bias) in x.dtype, accumulated in fp32 and rounded once; with norm_weight, x is replaced
+    by RMSNorm(x) rounded as kernels/norm.py rounds; with residual, y = round(residual + y) (module docstring)."""
     if x.dim() != 2:
         raise ValueError(f"x must be [B, H], got shape {tuple(x.shape)}")
     if x.dtype not in SUPPORTED_DTYPES:
@@ -182,16 +248,32 @@ def gemv(
     n = w.shape[0]
     _check_rows("w", w, (n, hidden), x)
     if bias is not None:
-        _check_bias(bias, n, x)
+        _check_vector("bias", bias, n, x)
+    if norm_weight is None:
+        if eps is not None or normed_out is not None:
+            raise ValueError("eps and normed_out belong to the RMSNorm prologue: pass norm_weight too")
+    else:
+        _check_vector("norm_weight", norm_weight, hidden, x)
+        if not isinstance(eps, (int, float)):
+            raise ValueError(f"norm_weight needs eps as a Python number (a tensor would sync), got {type(eps)}")
+    if normed_out is not None:
+        _check_rows("normed_out", normed_out, (batch, hidden), x)
+        _check_apart_from_x("normed_out", normed_out, x)
+    if residual is not None:
+        _check_rows("residual", residual, (batch, n), x)
     out = torch.empty((batch, n), device=x.device, dtype=x.dtype) if out is None else out
     _check_rows("out", out, (batch, n), x)
+    _check_apart_from_x("out", out, x)
     config = config or default_gemv_config(n, hidden, batch)
     _gemv_kernel[(triton.cdiv(n, config.block_n),)](
-        x, w, x if bias is None else bias, out,
-        batch, n, hidden,
-        x.stride(0), w.stride(0), out.stride(0),
+        x, w, x if bias is None else bias, x if norm_weight is None else norm_weight,
+        x if residual is None else residual, out, x if normed_out is None else normed_out,
+        batch, n, hidden, 0.0 if eps is None else float(eps),
+        x.stride(0), w.stride(0), 0 if residual is None else residual.stride(0), out.stride(0),
+        0 if normed_out is None else normed_out.stride(0),
         BLOCK_B=max(16 if config.use_dot else 1, triton.next_power_of_2(batch)), BLOCK_N=config.block_n,
-        BLOCK_K=config.block_k, HAS_BIAS=bias is not None, EVEN_K=hidden % config.block_k == 0,
+        BLOCK_K=config.block_k, HAS_BIAS=bias is not None, HAS_NORM=norm_weight is not None,
+        STORE_NORMED=normed_out is not None, HAS_RESIDUAL=residual is not None, EVEN_K=hidden % config.block_k == 0,
         USE_DOT=config.use_dot, DOT_IN_FP32=x.dtype == torch.float32 or INTERPRETER,
         num_warps=config.num_warps, num_stages=config.num_stages, **pdl_options(x.device),
     )  # fmt: skip

@@ -41,12 +41,16 @@ def check_kernel_layout(x, topk_weights, topk_ids, w13, w2) -> None:
         raise ValueError(f"w13 and w2 must share a dtype, got {w13.dtype} and {w2.dtype}")
 
 
+def check_like_x(name: str, t: torch.Tensor, x: torch.Tensor) -> None:
+    if t.shape != x.shape or t.dtype != x.dtype or t.device != x.device or not t.is_contiguous():
+        raise ValueError(
+            f"{name} must be a contiguous {tuple(x.shape)} {x.dtype} tensor on {x.device}, got "
+            f"{tuple(t.shape)} {t.dtype} on {t.device}"
+        )
+
+
 def output_buffer(x: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
     if out is None:
         return torch.empty_like(x)
-    if out.shape != x.shape or out.dtype != x.dtype or out.device != x.device or not out.is_contiguous():
-        raise ValueError(
-            f"out must be a contiguous {tuple(x.shape)} {x.dtype} tensor on {x.device}, got "
-            f"{tuple(out.shape)} {out.dtype} on {out.device}"
-        )
+    check_like_x("out", out, x)
     return out

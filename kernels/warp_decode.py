@@ -4,8 +4,10 @@
         hidden[s, i] = silu(G[e] x[t])_i * (U[e] x[t])_i          e = topk_ids[t, k], fp32 accumulation
     kernel 2 (down), one program per (token t, block of output rows):
         out[t, r] = sum_k topk_weights[t, k] * (W2[e_k] hidden[t*K + k])_r   fp32 accumulator, written once
+        (with a residual: out[t, r] = round(residual[t, r] + round(that sum)), the decoder layer's add, fused)
 
-No sorting, no padding, no scatter, no combine buffer, no atomics: every output element has exactly one owner.
+No sorting, no padding, no scatter, no combine buffer, no atomics: every output element has exactly one owner, the
+only reader of its residual element, so `out` may be `residual` itself.
 The slot (or token) is the fastest-varying grid axis, so programs that run together read the same weight rows of
 experts shared between tokens, and the second reader is served from L2.
 
@@ -23,7 +25,8 @@ import triton
 import triton.language as tl
 
 from warpcode.kernels.launch import pdl_options
-from warpcode.kernels.moe_args import check_kernel_layout, check_moe_args, output_buffer
+from warpcode.kernels.moe_args import check_kernel_layout, check_like_x, check_moe_args, output_buffer
+from warpcode.kernels.norm import round_to
 from warpcode.kernels.tuning import WarpDecodeConfig, warp_decode_config
 
 FP16_MAX = tl.constexpr(65504.0)
@@ -96,6 +99,7 @@ def _down_kernel(
     w2_ptr,
     topk_ids_ptr,
     topk_weights_ptr,
+    residual_ptr,
     out_ptr,
     H,
     I,
@@ -103,10 +107,12 @@ def _down_kernel(
     stride_hs,
     stride_we,
     stride_wr,
+    stride_rt,
     stride_ot,
     BLOCK_R: tl.constexpr,
     BLOCK_I: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
     token = tl.program_id(0)
@@ -133,6 +139,8 @@ def _down_kernel(
     w = tl.load(w_ptrs, mask=w_mask & (cols < I)[None, None, :], other=0.0)
     if USE_PDL:
         tl.extra.cuda.gdc_wait()
+    if HAS_RESIDUAL:  # written by an earlier kernel: read after the wait, in flight during the product
+        r = tl.load(residual_ptr + token.to(tl.int64) * stride_rt + rows, mask=row_mask, other=0.0)
     acc = tl.zeros([BLOCK_R, BLOCK_I], dtype=tl.float32)
     for i_start in range(0, I, BLOCK_I):
         h = tl.load(h_ptrs + i_start, mask=k_mask[:, None] & (cols + i_start < I)[None, :], other=0.0)
@@ -140,8 +148,10 @@ def _down_kernel(
         acc += tl.sum(w.to(tl.float32) * weighted_h[:, None, :], axis=0)
         next_cols = cols + i_start + BLOCK_I
         w = tl.load(w_ptrs + i_start + BLOCK_I, mask=w_mask & (next_cols < I)[None, None, :], other=0.0)
-    out = tl.sum(acc, axis=1)
-    tl.store(out_ptr + token.to(tl.int64) * stride_ot + rows, out.to(out_ptr.dtype.element_ty), mask=row_mask)
+    out = round_to(tl.sum(acc, axis=1), out_ptr.dtype.element_ty)
+    if HAS_RESIDUAL:
+        out = round_to(out.to(tl.float32) + r.to(tl.float32), out_ptr.dtype.element_ty)
+    tl.store(out_ptr + token.to(tl.int64) * stride_ot + rows, out, mask=row_mask)
 
 
 def moe_warp_decode(
@@ -152,9 +162,12 @@ def moe_warp_decode(
     w2: torch.Tensor,  # [E, H, I]
     config: WarpDecodeConfig | None = None,
     out: torch.Tensor | None = None,  # [T, H] x.dtype: a preallocated output (CUDA graphs keep it static)
+    residual: torch.Tensor | None = None,  # [T, H] x.dtype: out = round(residual + round(moe)); out may be it
 ) -> torch.Tensor:  # [T, H], x.dtype
     check_moe_args(x, topk_weights, topk_ids, w13, w2)
     check_kernel_layout(x, topk_weights, topk_ids, w13, w2)
+    if residual is not None:
+        check_like_x("residual", residual, x)
     out = output_buffer(x, out)
     tokens, hidden_size = x.shape
     experts, two_i, _ = w13.shape
@@ -165,7 +178,7 @@ def moe_warp_decode(
         return out
     hidden = torch.empty((tokens * top_k, intermediate), device=x.device, dtype=intermediate_dtype(x.dtype))
     launch_gate_up(x, topk_ids, w13, hidden, config)
-    launch_down(hidden, topk_weights, topk_ids, w2, out, config)
+    launch_down(hidden, topk_weights, topk_ids, w2, out, config, residual)
     return out
 
 
@@ -183,15 +196,16 @@ def launch_gate_up(x, topk_ids, w13, hidden, config: WarpDecodeConfig) -> None:
     )  # fmt: skip
 
 
-def launch_down(hidden, topk_weights, topk_ids, w2, out, config: WarpDecodeConfig) -> None:
-    """Kernel 2 alone: out [T, H] <- sum_k w_k * W2[e_k] hidden[t*K + k]."""
+def launch_down(hidden, topk_weights, topk_ids, w2, out, config: WarpDecodeConfig, residual=None) -> None:
+    """Kernel 2 alone: out [T, H] <- sum_k w_k * W2[e_k] hidden[t*K + k] (+ residual [T, H], see above)."""
     tokens, hidden_size = out.shape
     top_k = topk_ids.shape[1]
     intermediate = hidden.shape[1]
     _down_kernel[(tokens, triton.cdiv(hidden_size, config.down_rows))](
-        hidden, w2, topk_ids, topk_weights, out,
+        hidden, w2, topk_ids, topk_weights, out if residual is None else residual, out,
         hidden_size, intermediate, top_k,
-        hidden.stride(0), w2.stride(0), w2.stride(1), out.stride(0),
+        hidden.stride(0), w2.stride(0), w2.stride(1), 0 if residual is None else residual.stride(0), out.stride(0),
         BLOCK_R=config.down_rows, BLOCK_I=config.down_cols, BLOCK_K=triton.next_power_of_2(top_k),
+        HAS_RESIDUAL=residual is not None,
         num_warps=config.down_warps, num_stages=config.down_stages, **pdl_options(out.device),
     )  # fmt: skip

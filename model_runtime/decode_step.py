@@ -5,15 +5,22 @@ host synchronisation, so CUDA graphs capture it once per batch size and replay i
 Row b holds `seq_lens[b]` tokens in its cache: the step embeds `tokens[b]` at position seq_lens[b], writes its key
 and value to that slot, attends to slots [0, seq_lens[b]], samples the next token into `tokens[b]` and adds 1.
 
-Per layer (fused kernels from warpcode.kernels; their PyTorch references off the GPU):
-    normed, residual = add_rmsnorm(mlp_out, input_norm, residual)        # residual add + RMSNorm, one kernel
-    qkv = normed @ Wqkv                                                   # q, k, v projections in one matmul
-    q = qk_norm_rope_cache(qkv, ...)                                      # q/k norm, RoPE, K/V cache write
-    attn = decode_attention(q, cache, seq_lens + 1)                       # split-KV flash decoding, one launch
-    normed, residual = add_rmsnorm(attn @ Wo, post_norm, residual)
-    mlp_out = moe(normed, route(normed @ Wrouter))                        # softmax + top-k kernel, warp decode
-
-The projections run as GEMV kernels where they measured faster than cuBLAS (`linear`).
+Per layer (fused kernels from warpcode.kernels; their PyTorch references off the GPU). The residual stream is one
+buffer h [B, H], and each add + RMSNorm is folded into the kernels around it (kernels/gemv.py, warp_decode.py):
+    qkv = gemv(h, Wqkv, norm_weight=input_norm)                            # RMSNorm(h) in the GEMV's prologue
+    q = qk_norm_rope_cache(qkv, ...)                                       # q/k norm, RoPE, K/V cache write
+    attn = decode_attention(q, cache, seq_lens + 1)                        # split-KV flash decoding, one launch
+    h = gemv(attn, Wo, residual=h, out=h)                                  # h + attn @ Wo in the epilogue
+    logits = gemv(h, Wrouter, norm_weight=post_norm, normed_out=normed)    # program 0 also stores RMSNorm(h)
+    h = moe(normed, route(logits), residual=h)                             # softmax + top-k kernel; warp decode
+                                                                           # adds h in its last kernel
+A fusion applies where its kernel runs: the GEMV where it measured faster than cuBLAS (`uses_gemv`: every projection
+at one row, narrow outputs such as the router up to 4 rows), warp decode up to its crossover token count without a
+shared expert. Elsewhere (cuBLAS, the expert-centric path, dense MLP layers, off the GPU) the output waits as
+`pending` and the next norm is the add + RMSNorm kernel:
+    normed, h = add_rmsnorm(pending, norm_weight, h)                       # h + pending, then RMSNorm: one kernel
+The final norm is always that kernel. Both ways round every value as the eager model does: the projection, then the
+sum with h, then the norm's steps (only the order of the fp32 sums of squares differs, see kernels/norm.py).
 """
 
 from __future__ import annotations
@@ -87,16 +94,23 @@ def decode_step(model: MoeForCausalLM, state: DecodeState, batch: int, sampling:
     config = model.config
     seq_lens = state.seq_lens[:batch]
     attend_lens = seq_lens + 1
-    x = model.model.embed_tokens(state.tokens[:batch])  # [B, H]
-    residual, eps = None, config.rms_norm_eps
+    h = model.model.embed_tokens(state.tokens[:batch])  # [B, H]: the residual stream, updated in place
+    pending, eps = None, config.rms_norm_eps  # pending: a layer output [B, H] not yet added to h
     for index, layer in enumerate(model.model.layers):
-        attn = layer.self_attn
-        normed, residual = add_rmsnorm(x, layer.input_layernorm.weight, eps, residual)
-        qkv = linear(normed, attn.qkv_weight, attn.qkv_bias)
+        attn, norm_weight = layer.self_attn, layer.input_layernorm.weight
+        if pending is None and uses_gemv(h, attn.qkv_weight):
+            qkv = gemv(h, attn.qkv_weight, attn.qkv_bias, norm_weight=norm_weight, eps=eps)
+        else:
+            normed, h = _add_rmsnorm(h, pending, norm_weight, eps)
+            qkv = linear(normed, attn.qkv_weight, attn.qkv_bias)
         out = _attention(attn, model.model.rotary, eps, qkv, seq_lens, attend_lens, state, index)
-        out = linear(out, attn.o_proj.weight, attn.o_proj.bias)
-        x, residual = _mlp(layer, out, residual, eps)
-    normed, _ = add_rmsnorm(x, model.model.norm.weight, eps, residual)
+        if uses_gemv(out, attn.o_proj.weight):  # the q/k/v step left nothing pending: h is complete
+            gemv(out, attn.o_proj.weight, attn.o_proj.bias, residual=h, out=h)
+            pending = None
+        else:
+            pending = linear(out, attn.o_proj.weight, attn.o_proj.bias)
+        h, pending = _mlp(layer, h, pending, eps)
+    normed, _ = _add_rmsnorm(h, pending, model.model.norm.weight, eps)
     logits = F.linear(normed, model.output_weight)  # [B, V]
     sample_next_tokens(state, logits, batch, sampling)
     state.seq_lens[:batch] += 1
@@ -150,22 +164,43 @@ def _attention(
     return out.reshape(qkv.shape[0], q_size)
 
 
-def _mlp(layer: DecoderLayer, x: torch.Tensor, residual: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Post-attention norm + MLP: [B, H] -> (MLP output, updated residual). A MoE layer's router projection is fused
-    with the norm; its routed experts then read the normed input."""
-    normed, residual = add_rmsnorm(x, layer.post_attention_layernorm.weight, eps, residual)
-    mlp = layer.mlp
-    if isinstance(mlp, SparseMoeBlock):
+def _mlp(
+    layer: DecoderLayer, h: torch.Tensor, pending: torch.Tensor | None, eps: float
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Post-attention norm + MLP of h + pending -> (h, the MLP output still to add, or None where the experts'
+    last kernel added it to h). The routed experts read the normed input the router's GEMV stored."""
+    mlp, norm_weight = layer.mlp, layer.post_attention_layernorm.weight
+    if not isinstance(mlp, SparseMoeBlock):
+        normed, h = _add_rmsnorm(h, pending, norm_weight, eps)
+        return h, mlp(normed)
+    if pending is None and uses_gemv(h, mlp.gate.weight):
+        normed = torch.empty_like(h)
+        router_logits = gemv(h, mlp.gate.weight, norm_weight=norm_weight, eps=eps, normed_out=normed)
+    else:
+        normed, h = _add_rmsnorm(h, pending, norm_weight, eps)
         router_logits = linear(normed, mlp.gate.weight, None)
-        topk_weights, topk_ids = route(router_logits, mlp.top_k, mlp.normalize)
-        return mlp.experts_forward(normed, topk_weights, topk_ids), residual
-    return mlp(normed), residual
+    topk_weights, topk_ids = route(router_logits, mlp.top_k, mlp.normalize)
+    if mlp.adds_residual(normed):
+        return mlp.experts_forward(normed, topk_weights, topk_ids, residual=h), None
+    return h, mlp.experts_forward(normed, topk_weights, topk_ids)
+
+
+def _add_rmsnorm(
+    h: torch.Tensor, pending: torch.Tensor | None, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(RMSNorm(h + pending), h + pending) in one kernel; the norm alone when nothing is pending."""
+    if pending is None:
+        return add_rmsnorm(h, weight, eps, None)
+    return add_rmsnorm(pending, weight, eps, h)
+
+
+def uses_gemv(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether x @ weight.T runs as the GEMV kernel: where it measured faster than cuBLAS on the H200 (one row:
+    every projection of the layer; up to 4 rows: narrow outputs such as the router)."""
+    rows, outputs = x.shape[0], weight.shape[0]
+    return x.is_cuda and (rows == 1 or (rows <= 4 and outputs <= 1024))
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """x @ weight.T + bias: the GEMV kernel where it measured faster than cuBLAS on the H200 (one row: every
-    projection of the layer; up to 4 rows: narrow outputs such as the router), cuBLAS otherwise."""
-    rows, outputs = x.shape[0], weight.shape[0]
-    if x.is_cuda and (rows == 1 or (rows <= 4 and outputs <= 1024)):
-        return gemv(x, weight, bias)
-    return F.linear(x, weight, bias)
+    """x @ weight.T + bias: the GEMV kernel where `uses_gemv`, cuBLAS otherwise."""
+    return gemv(x, weight, bias) if uses_gemv(x, weight) else F.linear(x, weight, bias)

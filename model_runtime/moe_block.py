@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from warpcode.kernels import moe, route
+from warpcode.kernels import moe, route, uses_warp_decode
 from warpcode.model_runtime.config import ModelConfig
 from warpcode.model_runtime.layers import DenseMLP
 
@@ -36,9 +36,22 @@ class SparseMoeBlock(nn.Module):
         topk_weights, topk_ids = route(self.gate(flat), self.top_k, self.normalize)  # fp32 [N, K], int64 [N, K]
         return self.experts_forward(flat, topk_weights, topk_ids).view_as(x)
 
-    def experts_forward(self, flat: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor) -> torch.Tensor:
-        """[N, H] routed (elsewhere, e.g. by the decode step's fused router kernel) -> [N, H]."""
-        out = moe(flat, topk_weights, topk_ids, self.experts.w13, self.experts.w2)
+    def experts_forward(
+        self,
+        flat: torch.Tensor,  # [N, H]
+        topk_weights: torch.Tensor,
+        topk_ids: torch.Tensor,
+        residual: torch.Tensor | None = None,  # [N, H], only where `adds_residual(flat)`
+    ) -> torch.Tensor:
+        """[N, H] routed (elsewhere, e.g. by the decode step's fused router kernel) -> [N, H]; with `residual`,
+        residual + that, added in place by the experts' last kernel (the decoder layer's add)."""
+        if residual is not None and self.shared_expert is not None:
+            raise ValueError("the shared expert is added after the routed experts: it cannot take a residual")
+        out = moe(flat, topk_weights, topk_ids, self.experts.w13, self.experts.w2, residual)
         if self.shared_expert is not None:
             out = out + torch.sigmoid(self.shared_expert_gate(flat)) * self.shared_expert(flat)
         return out
+
+    def adds_residual(self, flat: torch.Tensor) -> bool:
+        """Whether experts_forward(flat, ...) can add a residual: warp decode runs, and no shared expert follows."""
+        return self.shared_expert is None and uses_warp_decode(flat, self.experts.w13, self.top_k)

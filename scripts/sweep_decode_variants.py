@@ -32,15 +32,25 @@ def patched(target, name, value):
         setattr(target, name, saved)
 
 
+@contextlib.contextmanager
 def skip_linear(n_rows: int):
-    real = step_module.linear
+    """Leaves out the projection with n_rows outputs, through `linear` or a fused GEMV (whose outputs stay as
+    they were)."""
+    real_linear, real_gemv = step_module.linear, step_module.gemv
 
     def linear(x, weight, bias):
         if weight.shape[0] == n_rows:
             return torch.empty((x.shape[0], n_rows), device=x.device, dtype=x.dtype)
-        return real(x, weight, bias)
+        return real_linear(x, weight, bias)
 
-    return patched(step_module, "linear", linear)
+    def gemv(x, weight, bias=None, **fused):
+        if weight.shape[0] == n_rows:
+            out = fused.get("out")
+            return torch.empty((x.shape[0], n_rows), device=x.device, dtype=x.dtype) if out is None else out
+        return real_gemv(x, weight, bias, **fused)
+
+    with patched(step_module, "linear", linear), patched(step_module, "gemv", gemv):
+        yield
 
 
 def static_routing(config):
@@ -78,7 +88,14 @@ def ablations(config):
             lambda qkv, hq, *a: qkv[:, :q_size].view(qkv.shape[0], hq, -1),
         ),
     )
-    yield "no MoE experts", patched(SparseMoeBlock, "experts_forward", lambda self, flat, w, ids: flat)
+    yield (
+        "no MoE experts",
+        patched(
+            SparseMoeBlock,
+            "experts_forward",
+            lambda self, flat, w, ids, residual=None: flat if residual is None else residual,
+        ),
+    )
     fixed = route_triton(torch.randn(1, config.num_experts, device="cuda"), config.num_experts_per_tok)
     yield "no route kernel", patched(step_module, "route", lambda logits, k, normalize: fixed)
     yield "no add_rmsnorm", patched(step_module, "add_rmsnorm", lambda x, w, eps, residual: (x, x))

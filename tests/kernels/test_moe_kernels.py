@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from warpcode.kernels import moe, moe_expert_centric, moe_reference, moe_warp_decode, route_reference
+from warpcode.kernels import moe, moe_expert_centric, moe_reference, moe_warp_decode, route_reference, uses_warp_decode
 from warpcode.kernels.tuning import WarpDecodeConfig
 
 # Small blocks make every kernel loop run several masked iterations over these odd shapes, and keep the
@@ -121,3 +121,29 @@ def test_warp_decode_saturates_an_intermediate_beyond_fp16_instead_of_overflowin
     w2_sums = w2.float().sum(-1)  # [E, H]: each output is sum_k w_k * 65504 * rowsum(W2[e_k])
     expected = torch.einsum("tk,tkh->th", topk_weights, 65504.0 * w2_sums[topk_ids])
     torch.testing.assert_close(out.float(), expected, rtol=2e-2, atol=1.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("case", ["one token", "experts repeat across tokens", "top-k = every expert"])
+def test_warp_decode_adds_a_residual_to_its_rounded_output(case, dtype):
+    """out = round(residual + round(moe)): the decoder layer's add in kernel 2's epilogue, also in place."""
+    x, topk_weights, topk_ids, w13, w2 = make_case(dtype=dtype, seed=1, **CASES[case])
+    residual = (torch.randn(x.shape, generator=torch.Generator().manual_seed(2)) * 4).to(dtype)
+    args = (x, topk_weights, topk_ids, w13, w2)
+    expected = (residual.float() + moe_warp_decode(*args, config=SMALL_BLOCKS).float()).to(dtype)
+    out = moe_warp_decode(*args, config=SMALL_BLOCKS, residual=residual)
+    assert torch.equal(out, expected) and out is not residual
+    reference = moe_reference(*(t.double() for t in args[:2]), topk_ids, w13.double(), w2.double(), torch.float64)
+    assert relative_error(out - residual, reference) < TOLERANCE[dtype]
+    in_place = residual.clone()
+    assert moe_warp_decode(*args, config=SMALL_BLOCKS, out=in_place, residual=in_place) is in_place
+    assert torch.equal(in_place, expected)
+
+
+def test_only_warp_decode_takes_a_residual():
+    x, topk_weights, topk_ids, w13, w2 = make_case(3, 16, 8, 4, 2, torch.float32)
+    assert not uses_warp_decode(x, w13, 2)  # off the GPU: the reference
+    with pytest.raises(ValueError, match="only warp decode"):
+        moe(x, topk_weights, topk_ids, w13, w2, residual=torch.zeros_like(x))
+    with pytest.raises(ValueError, match="residual must be"):
+        moe_warp_decode(x, topk_weights, topk_ids, w13, w2, residual=torch.zeros(3, 15))

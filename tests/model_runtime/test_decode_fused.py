@@ -1,0 +1,129 @@
+"""The decode step's fused add + RMSNorm paths (the GEMV's norm prologue and residual epilogue, warp decode's
+residual) against its unfused path. They only run on CUDA, so here the checks that choose them are patched to
+ignore the device, and the Triton kernels run in the CPU interpreter; the unfused path is the PyTorch references."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from warpcode.kernels import dispatch, warp_decode
+from warpcode.kernels import gemv as gemv_module
+from warpcode.kernels.gemv import GemvConfig
+from warpcode.kernels.tuning import WarpDecodeConfig, warp_decode_max_tokens
+from warpcode.model_runtime import decode_step as step_module
+from warpcode.model_runtime import load, moe_block
+from warpcode.model_runtime.sampling import SamplingParams
+
+PROMPTS = [[3, 5, 7, 9, 11, 13], [4, 2], [8, 8, 8], [6, 1, 6, 1], [9]]
+STEPS = 3
+# Few programs keep the interpreter fast (the default configs' one-row GEMV blocks take seconds per step); the
+# norms' rows (H = 64) are walked in two tiles.
+GEMV_BLOCKS = GemvConfig(block_n=64, block_k=32, num_warps=1)
+WARP_DECODE_BLOCKS = WarpDecodeConfig(gate_up_rows=32, gate_up_cols=32, down_rows=64, down_cols=16)
+
+
+def gemv_rule(x, weight):
+    """decode_step.uses_gemv without its device check."""
+    rows, outputs = x.shape[0], weight.shape[0]
+    return rows == 1 or (rows <= 4 and outputs <= 1024)
+
+
+def router_only(x, weight):
+    """As Qwen3-30B-A3B at 2-4 rows: cuBLAS for q/k/v and o_proj, the GEMV for the router (8 outputs here)."""
+    return weight.shape[0] <= 8
+
+
+def warp_decode_rule(x, w13, top_k):
+    """dispatch.uses_warp_decode without its device check."""
+    experts, two_i, hidden = w13.shape
+    return x.shape[0] <= warp_decode_max_tokens(hidden, two_i // 2, experts, top_k)
+
+
+def load_with_random_norms(checkpoint, dtype=torch.float32):
+    """The checkpoint's model with every RMSNorm weight drawn from [0.5, 1.5] (they are 1 in a fresh checkpoint,
+    which would hide a kernel that leaves them out)."""
+    engine = load(checkpoint, device="cpu", dtype=dtype)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, param in engine.model.named_parameters():
+            if name.endswith("norm.weight"):
+                param.copy_(0.5 + torch.rand(param.shape, generator=generator))
+    return engine
+
+
+def decode(engine, batch, uses_gemv=None):
+    """Logits [STEPS, batch, V] of greedy steps after a prefill, and the residual flag of each add_rmsnorm call of
+    one step (True: it adds a pending output to h). With uses_gemv, the fused kernels run where it says."""
+    runner = engine.runner
+    runner.reserve(batch, 16)
+    runner.prefill(PROMPTS[:batch], SamplingParams(), seed=0)
+    calls = []
+    real_add_rmsnorm = step_module.add_rmsnorm
+
+    def add_rmsnorm(x, weight, eps, residual):
+        calls.append(residual is not None)
+        return real_add_rmsnorm(x, weight, eps, residual)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(step_module, "add_rmsnorm", add_rmsnorm)
+        if uses_gemv is not None:
+            patch.setattr(step_module, "uses_gemv", uses_gemv)
+            patch.setattr(dispatch, "uses_warp_decode", warp_decode_rule)
+            patch.setattr(moe_block, "uses_warp_decode", warp_decode_rule)
+            patch.setattr(gemv_module, "default_gemv_config", lambda n, h, batch: GEMV_BLOCKS)
+            patch.setattr(warp_decode, "warp_decode_config", lambda *shape_and_tokens: WARP_DECODE_BLOCKS)
+        logits = [step_module.decode_step(engine.model, runner.state, batch, "greedy").clone() for _ in range(STEPS)]
+    per_step = len(calls) // STEPS
+    assert calls == calls[:per_step] * STEPS
+    return torch.stack(logits), calls[:per_step]
+
+
+# The qwen3_moe test model has layers MoE, dense, MoE. Unfused, every norm adds the pending output of the block
+# before it, but the first layer's (h is the embedding): [F, T, T, T, T, T, T].
+UNFUSED = [False, True, True, True, True, True, True]
+CASES = {
+    # Every projection fused: only the dense layer's norm (nothing pending, h complete), the next layer's input norm
+    # (the dense MLP's output is pending) and the final norm remain.
+    "1 row": (1, gemv_rule, [False, True, False]),
+    "3 rows, every GEMV": (3, gemv_rule, [False, True, False]),
+    # cuBLAS for q/k/v and o_proj: the norms stay, but warp decode adds the experts' output, so the norm after a MoE
+    # layer has nothing to add.
+    "3 rows, router GEMV only": (3, router_only, [False, True, False, True, True, True, False]),
+    "5 rows, cuBLAS": (5, gemv_rule, [False, True, False, True, True, True, False]),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_fused_decode_matches_unfused(case, dtype, hf_checkpoints):
+    batch, uses_gemv, expected_calls = CASES[case]
+    engine = load_with_random_norms(hf_checkpoints["qwen3_moe"][1], dtype)
+    unfused, unfused_calls = decode(engine, batch)
+    fused, fused_calls = decode(engine, batch, uses_gemv)
+    assert (unfused_calls, fused_calls) == (UNFUSED, expected_calls)
+    if dtype == torch.float32:  # only the order of fp32 sums differs
+        torch.testing.assert_close(fused, unfused, rtol=1e-5, atol=1e-5)
+    else:
+        # bf16: the fused GEMVs multiply the normalised input before it is rounded to bf16 (one rounding fewer than
+        # the eager model and the norm kernel), and warp decode's fp16 intermediate differs from the reference
+        # experts' fp32 one: a few ulps apart (a logit's ulp is 2**-6 in [2, 4)), and the first step's logits no
+        # further from the fp32 model's than the unfused ones (later steps may follow other tokens in fp32).
+        reference = decode(load_with_random_norms(hf_checkpoints["qwen3_moe"][1], torch.float32), batch)[0][0]
+
+        def error(logits):
+            return ((logits[0].float() - reference).norm() / reference.norm()).item()
+
+        assert error(fused) <= 1.25 * error(unfused), (error(fused), error(unfused))
+        torch.testing.assert_close(fused.float(), unfused.float(), rtol=2**-4, atol=2**-4)
+    assert torch.equal(fused.argmax(-1), unfused.argmax(-1))
+
+
+def test_fused_decode_falls_back_for_every_architecture(arch, hf_checkpoints):
+    """Shared experts (qwen2_moe), full q/k norms and clipped q/k/v (olmoe): the fused kernels run where they apply
+    and give the unfused logits."""
+    engine = load_with_random_norms(hf_checkpoints[arch][1])
+    unfused, unfused_calls = decode(engine, 3)
+    fused, fused_calls = decode(engine, 3, gemv_rule)
+    assert len(fused_calls) < len(unfused_calls)
+    torch.testing.assert_close(fused, unfused, rtol=1e-5, atol=1e-5)
