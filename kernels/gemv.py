@@ -65,6 +65,8 @@ class GemvConfig:
 # Measured on the H200 by `python -m warpcode.kernels.bench_gemv`: {(N, H, tuning.token_bucket(B)): GemvConfig}.
 # Qwen3-30B-A3B's q/k/v, o_proj and router shapes, 2026-11-29 (BENCHMARKS.md, decode): at B = 1 gemv beats cuBLAS
 # on all three (6.8 vs 7.9 us, 6.7 vs 9.3 us, 1.2 vs 5.4 us), at B = 4 only on the router (2.1 vs 5.4 us).
+# The B = 1 q/k/v and router entries were re-chosen on 2026-11-30 inside the decode step's CUDA graph, where
+# both run with the RMSNorm prologue (a wider router program holds the gamma and x tiles without spilling).
 TUNED_CONFIGS: dict[tuple[int, int, int], GemvConfig] = {
     (5120, 2048, 1): GemvConfig(block_n=4, block_k=1024, num_warps=1),
     (5120, 2048, 4): GemvConfig(block_n=4, block_k=2048, num_warps=4),
