@@ -19,8 +19,10 @@ at one row, narrow outputs such as the router up to 4 rows), warp decode up to i
 shared expert. Elsewhere (cuBLAS, the expert-centric path, dense MLP layers, off the GPU) the output waits as
 `pending` and the next norm is the add + RMSNorm kernel:
     normed, h = add_rmsnorm(pending, norm_weight, h)                       # h + pending, then RMSNorm: one kernel
-The final norm is always that kernel. Both ways round every value as the eager model does: the projection, then the
-sum with h, then the norm's steps (only the order of the fp32 sums of squares differs, see kernels/norm.py).
+The final norm is always that kernel. The adds round as the eager model does (the projection, then the sum with h);
+the norm kernel and the stored `normed` round RMSNorm's steps as it does too, while a GEMV with the norm prologue
+multiplies the normalised input before rounding it (one rounding fewer, see kernels/gemv.py), which keeps the
+prologue in the same pass over h as the product: measured faster than the norm kernel only that way.
 """
 
 from __future__ import annotations
