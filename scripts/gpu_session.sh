@@ -2,7 +2,9 @@
 # One device call: install, GPU tests, warp-decode tuning and the MoE benchmarks, logs under $OUT.
 # Usage (on the GPU machine, from the repository root):
 #   bash scripts/gpu_session.sh [tests] [tune] [tune-centric] [bench] [pdl] [decode-tests] [profile] [decode] [decode-hf] [gemv]
-#       [attention] [small] [variants] [moe-small] [boundaries] [pytest]
+#       [attention] [small] [variants] [moe-small] [boundaries] [pytest] [ab]
+# ab: decode of this tree against a base tree made here with `git archive REF -o ab_base.tar` (an untracked file in
+# the repository root travels with the working tree), alternating AB_ROUNDS times in one call.
 set -uo pipefail
 OUT=${OUT:-/tmp/warpcode-gpu}
 mkdir -p "$OUT"
@@ -77,6 +79,18 @@ for step in $steps; do
     moe-small)  # the qwen3 layer at batch 1-8, our two paths only
         python3 -m warpcode.agent bench moe --shape 2048,768,128,8 --batch 1,2,4,8 --paths warp-decode,expert-centric \
             --json 2>>"$OUT/bench_err.log" | tee -a "$OUT/bench_moe_small.jsonl" | python3 scripts/show_bench.py ;;
+    ab)
+        base=/tmp/warpcode-ab-base
+        rm -rf "$base" && mkdir -p "$base" && tar -xf "${AB_BASE:-ab_base.tar}" -C "$base"
+        for round in $(seq "${AB_ROUNDS:-2}"); do
+            for tree in "$PWD" "$base"; do
+                (cd "$tree" && python3 -m pip install -q --no-deps --no-build-isolation -e . >>"$OUT/install.log" 2>&1 &&
+                    python3 -m warpcode.agent bench decode --preset qwen3-30b-a3b --random-weights \
+                        --batch ${DECODE_BATCH:-1} --context ${DECODE_CONTEXT:-512,8192} --prefill 0 --json \
+                        2>>"$OUT/ab_err.log" | sed "s|^|$tree round $round |" | tee -a "$OUT/ab.log")
+            done
+        done
+        python3 -m pip install -q --no-deps --no-build-isolation -e . >>"$OUT/install.log" 2>&1 ;;
     pdl)
         for pdl in 0 1; do
             echo "WARPCODE_DISABLE_PDL=$pdl"

@@ -1,12 +1,17 @@
 """Decode attention time per layer against the number of KV splits (qwen3-30b-a3b heads), graph-replayed over
-48 layers' caches so the cache is read from HBM.
+48 layers' caches so the cache is read from HBM; with --launch-params, against the split kernel's keys per tile,
+warps and pipeline stages instead (default splits and merge, batch 1).
 
-    python scripts/sweep_attention.py
+    python scripts/sweep_attention.py [--launch-params]
 """
 
 from __future__ import annotations
 
+import argparse
+import itertools
+
 import torch
+import triton
 
 from warpcode.kernels import decode_attention as attention_module
 from warpcode.kernels.decode_attention import MERGE_KERNEL_MIN_SPLITS, decode_attention_triton
@@ -15,13 +20,49 @@ from warpcode.kernels.timing import time_per_call
 HQ, HKV, D, LAYERS = 32, 4, 128, 48
 
 
+def caches_for(batch: int, capacity: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    return [
+        (torch.randn(batch, HKV, capacity, D, device="cuda", dtype=torch.bfloat16),
+         torch.randn(batch, HKV, capacity, D, device="cuda", dtype=torch.bfloat16))
+        for _ in range(LAYERS)
+    ]  # fmt: skip
+
+
+def sweep_launch_params() -> None:
+    """Batch 1 at 512 and 8,192 keys: every (keys per tile, warps, stages) of the split kernel; shared-memory or
+    register overflows are reported as such."""
+    defaults = attention_module._BLOCK_N, attention_module._NUM_WARPS, attention_module._NUM_STAGES
+    for length, capacity in ((513, 768), (8193, 8448)):
+        caches = caches_for(1, capacity)
+        q = torch.randn(1, HQ, D, device="cuda", dtype=torch.bfloat16)
+        lens = torch.full((1,), length, device="cuda", dtype=torch.int32)
+        kv_bytes = 2 * HKV * length * D * 2
+        for block_n, warps, stages in itertools.product((32, 64, 128), (1, 2, 4, 8), (1, 2, 3, 4)):
+            attention_module._BLOCK_N, attention_module._NUM_WARPS, attention_module._NUM_STAGES = (
+                block_n,
+                warps,
+                stages,
+            )
+            label = f"len={length} block_n={block_n} warps={warps} stages={stages}"
+            try:
+                seconds, _ = time_per_call(
+                    lambda k, v, q=q, lens=lens: decode_attention_triton(q, k, v, lens, D**-0.5), caches
+                )
+            except triton.runtime.errors.OutOfResources as error:
+                print(f"{label}: {error}", flush=True)
+                continue
+            print(f"{label}: {seconds * 1e6:.2f} us ({kv_bytes / seconds / 1e9:.0f} GB/s)", flush=True)
+    attention_module._BLOCK_N, attention_module._NUM_WARPS, attention_module._NUM_STAGES = defaults
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--launch-params", action="store_true")
+    if parser.parse_args().launch_params:
+        sweep_launch_params()
+        return
     for batch, length, capacity in ((1, 513, 768), (1, 8193, 8448), (8, 513, 768), (8, 8193, 8448)):
-        caches = [
-            (torch.randn(batch, HKV, capacity, D, device="cuda", dtype=torch.bfloat16),
-             torch.randn(batch, HKV, capacity, D, device="cuda", dtype=torch.bfloat16))
-            for _ in range(LAYERS)
-        ]  # fmt: skip
+        caches = caches_for(batch, capacity)
         q = torch.randn(batch, HQ, D, device="cuda", dtype=torch.bfloat16)
         lens = torch.full((batch,), length, device="cuda", dtype=torch.int32)
         kv_bytes = 2 * batch * HKV * length * D * 2
