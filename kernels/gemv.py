@@ -19,11 +19,11 @@ Two optional fusions take a decoder layer's add + RMSNorm kernels out of the dec
 The sums of squares accumulate in the same pass over x as the product, and rstd scales the fp32 accumulator at the
 end: no serial pass over x before the first multiply. The normalised input is therefore not rounded to x.dtype
 before the product, as the eager model rounds it (one rounding fewer, closer to float64; the tensor-core path
-rounds x * gamma once). Program 0 may also store
-RMSNorm(x) rounded as kernels/norm.py rounds (normed_out, for the other readers of the normed input), in a second
-pass over x after its product. gamma is a weight: its first tile is fetched before `gdc_wait` with the first weight
-tile. Each output element has one owner program, the only one that reads its residual element (right after the
-wait, so the load overlaps the product), so `out` may be `residual` itself.
+rounds x * gamma once). Program 0 may also store RMSNorm(x) rounded as kernels/norm.py rounds (normed_out, for the
+other readers of the normed input), in a second pass over x after its product. gamma is a weight: its first tile
+is fetched before `gdc_wait` with the first weight tile. Each output element has one owner program, the only one
+that reads its residual element (right after the wait, so the load overlaps the product), so `out` may be
+`residual` itself.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import triton
 import triton.language as tl
 
 from warpcode.kernels.launch import INTERPRETER, pdl_options
-from warpcode.kernels.norm import SUPPORTED_DTYPES, round_to
+from warpcode.kernels.norm import SUPPORTED_DTYPES, round_to, rounded_rmsnorm
 from warpcode.kernels.tuning import token_bucket
 
 MAX_BATCH = 16  # beyond this, callers use cuBLAS
@@ -118,8 +118,7 @@ def _store_rmsnorm(x_ptrs, gamma_ptr, normed_ptrs, rstd, batch_mask, H, BLOCK_K:
         mask = batch_mask[:, None] & (cols + k < H)[None, :]
         a = tl.load(x_ptrs + k, mask=mask, other=0.0)
         gamma = tl.load(gamma_ptr + cols + k, mask=cols + k < H, other=0.0)
-        n = round_to(a.to(tl.float32) * rstd[:, None], a.dtype)
-        tl.store(normed_ptrs + k, round_to(gamma.to(tl.float32)[None, :] * n.to(tl.float32), a.dtype), mask=mask)
+        tl.store(normed_ptrs + k, rounded_rmsnorm(a.to(tl.float32), rstd[:, None], gamma[None, :], a.dtype), mask=mask)
 
 
 @triton.jit
@@ -234,7 +233,7 @@ def gemv(
     residual: torch.Tensor | None = None,  # [B, N] x.dtype: add the projection to it
 ) -> torch.Tensor:
     """y [B, N] = x @ w.T (+ bias) in x.dtype, accumulated in fp32 and rounded once; with norm_weight, x is replaced
-    by RMSNorm(x) rounded as kernels/norm.py rounds; with residual, y = round(residual + y) (module docstring)."""
+    by RMSNorm(x), unrounded; with residual, y = round(residual + y) (module docstring)."""
     if x.dim() != 2:
         raise ValueError(f"x must be [B, H], got shape {tuple(x.shape)}")
     if x.dtype not in SUPPORTED_DTYPES:

@@ -42,6 +42,13 @@ def round_to(x, dtype: tl.constexpr):
 
 
 @triton.jit
+def rounded_rmsnorm(s32, rstd, weight, dtype: tl.constexpr):
+    """round(weight * round(s32 * rstd)) in `dtype` (module docstring); rstd broadcasts against s32."""
+    n = round_to(s32 * rstd, dtype)
+    return round_to(weight.to(tl.float32) * n.to(tl.float32), dtype)
+
+
+@triton.jit
 def _add_rmsnorm_kernel(
     x_ptr,
     residual_ptr,
@@ -70,10 +77,8 @@ def _add_rmsnorm_kernel(
         tl.store(summed_ptr + row * stride_s + cols, s, mask=mask)
     s32 = s.to(tl.float32)
     rstd = tl.rsqrt(tl.sum(s32 * s32, axis=0) / H + eps)
-    n = round_to(s32 * rstd, dtype)
     w = tl.load(weight_ptr + cols, mask=mask, other=0.0)
-    normed = round_to(w.to(tl.float32) * n.to(tl.float32), dtype)
-    tl.store(normed_ptr + row * stride_n + cols, normed, mask=mask)
+    tl.store(normed_ptr + row * stride_n + cols, rounded_rmsnorm(s32, rstd, w, dtype), mask=mask)
 
 
 def _num_warps(block_h: int) -> int:

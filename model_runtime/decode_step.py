@@ -104,11 +104,10 @@ def decode_step(model: MoeForCausalLM, state: DecodeState, batch: int, sampling:
             qkv = gemv(h, attn.qkv_weight, attn.qkv_bias, norm_weight=norm_weight, eps=eps)
         else:
             normed, h = _add_rmsnorm(h, pending, norm_weight, eps)
-            qkv = linear(normed, attn.qkv_weight, attn.qkv_bias)
+            qkv, pending = linear(normed, attn.qkv_weight, attn.qkv_bias), None
         out = _attention(attn, model.model.rotary, eps, qkv, seq_lens, attend_lens, state, index)
-        if uses_gemv(out, attn.o_proj.weight):  # the q/k/v step left nothing pending: h is complete
+        if uses_gemv(out, attn.o_proj.weight):  # nothing is pending after q/k/v: h is complete
             gemv(out, attn.o_proj.weight, attn.o_proj.bias, residual=h, out=h)
-            pending = None
         else:
             pending = linear(out, attn.o_proj.weight, attn.o_proj.bias)
         h, pending = _mlp(layer, h, pending, eps)

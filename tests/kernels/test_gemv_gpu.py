@@ -7,6 +7,7 @@ import torch
 
 from warpcode.kernels.gemv import GemvConfig, gemv, gemv_reference
 from warpcode.kernels.norm import add_rmsnorm_triton
+from warpcode.kernels.timing import capture_graph
 from warpcode.kernels.warp_decode import moe_warp_decode
 
 pytestmark = pytest.mark.gpu
@@ -66,12 +67,9 @@ def test_cuda_graph_replay_after_inputs_change_in_place(weights, batch):
     out = torch.full((batch, n), float("nan"), device=CUDA, dtype=torch.bfloat16)
     gemv(x, w, bias, out=out)  # compile outside the capture
     torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
-        y = gemv(x, w, bias, out=out)
-    torch.cuda.current_stream().wait_stream(stream)
+    returned = []
+    graph = capture_graph(lambda: returned.append(gemv(x, w, bias, out=out)))
+    (y,) = returned
     for seed in (3, 4):
         x.copy_(inputs(batch, hidden, n, seed=seed)[0])
         out.fill_(float("nan"))
@@ -171,12 +169,7 @@ def test_fused_decode_layer_chain_replays_from_a_cuda_graph():
 
     fused()  # compile outside the capture
     torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
-        fused()
-    torch.cuda.current_stream().wait_stream(stream)
+    graph = capture_graph(fused)
     for _ in range(2):
         h0 = rand(1, hidden, scale=4.0)
         attn.copy_(rand(1, attn_size))
