@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import NamedTuple
 
 import torch
 import triton
@@ -42,9 +43,16 @@ from warpcode.kernels.launch import INTERPRETER, pdl_options, wait_for_inputs
 # batch 1, 512 keys (12 splits) 5.0 vs 5.4 us, 8K keys with 32 splits 14.0 vs 14.5, with 64-66 splits 13.3-14.3 vs
 # 11.2-11.8; batch 8, 8K keys (8 splits) 39.9 vs 42.4. Read at every call (captured graphs keep their path).
 MERGE_KERNEL_MIN_SPLITS = 33
+# Streaming splits (several tiles per program, pipelined):
 _BLOCK_N = 64  # keys per iteration (D = 128: one 16 KB bf16 K tile and one V tile per step)
 _NUM_WARPS = 2  # measured on the H200 (batch 1): 5.0 us at 512 tokens, 14.3 at 8K, against 5.6 and 16.2 with 4
 _NUM_STAGES = 2
+# One-tile splits, where one program per split fits on the SMs at once (batch 1): each program fetches all its keys
+# and values before waiting on the kernel before it. H200, decode step in its CUDA graph (scripts/
+# sweep_decode_variants.py), with the RoPE kernel letting attention launch early: 128 keys x 8 warps 2.41-2.42 ms at
+# 512 keys (streaming 2.45-2.47), 256 x 8 warps 2.65-2.69 ms at 8K (streaming 2.81-2.82; 128 keys: 2.70-2.71).
+_ONE_TILE_BLOCKS = (128, 256)  # keys per tile, the first whose splits fit one program per SM
+_ONE_TILE_WARPS = 8  # 4 spill at 256 keys; 16 were slower (2.63 ms at 512 keys, 2.71 at 8K)
 _MERGE_ELEMENTS = 8192  # partial-accumulator elements (heads x splits x D) a merge program reads per step
 _MERGE_NUM_WARPS = 4  # a step of 64 splits x D = 128 is 64 fp32 values per thread; not tuned yet
 _PROGRAMS_PER_SM = 2  # the split heuristic aims at about this many programs per SM
@@ -96,8 +104,10 @@ def _decode_attention_kernel(
     d_mask = offs_d < D
     heads = kv_head * G + offs_g
     b64 = b.to(tl.int64)
-    k_ptrs = k_ptr + b64 * stride_kb + kv_head.to(tl.int64) * stride_kh + offs_n[:, None] * stride_kn + offs_d[None, :]
-    v_ptrs = v_ptr + b64 * stride_vb + kv_head.to(tl.int64) * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :]
+    k_head = k_ptr + b64 * stride_kb + kv_head.to(tl.int64) * stride_kh
+    v_head = v_ptr + b64 * stride_vb + kv_head.to(tl.int64) * stride_vh
+    k_ptrs = k_head + offs_n[:, None] * stride_kn + offs_d[None, :]
+    v_ptrs = v_head + offs_n[:, None] * stride_vn + offs_d[None, :]
     # The first K/V tile is fetched before waiting on the kernel launched just before (under PDL, while it runs): of
     # what this kernel reads, that kernel writes only q and the newest token's cache slot (L - 1; the lengths were
     # set before it). Masked rows load as 0: slots past the length may hold anything (NaN * 0 would leak).
@@ -105,9 +115,12 @@ def _decode_attention_kernel(
     k = tl.load(k_ptrs + start * stride_kn, mask=tile_mask, other=0.0)
     v = tl.load(v_ptrs + start * stride_vn, mask=tile_mask, other=0.0)
     wait_for_inputs(USE_PDL)  # q, the newest slot, and the counters' last reset
-    if USE_PDL and start < end and seq_len - 1 < start + BLOCK_N:  # the first tile holds the newest slot: reload
-        k = tl.load(k_ptrs + start * stride_kn, mask=tile_mask, other=0.0)
-        v = tl.load(v_ptrs + start * stride_vn, mask=tile_mask, other=0.0)
+    newest = seq_len - 1
+    if (start <= newest) & (newest < tl.minimum(start + BLOCK_N, end)):  # the first tile holds the newest key: its
+        # row may have been fetched before the previous kernel wrote it, so that one row is read again (from L2)
+        is_newest = (start + offs_n == newest)[:, None]
+        k = tl.where(is_newest, tl.load(k_head + newest * stride_kn + offs_d, mask=d_mask, other=0.0)[None, :], k)
+        v = tl.where(is_newest, tl.load(v_head + newest * stride_vn + offs_d, mask=d_mask, other=0.0)[None, :], v)
     q_ptrs = q_ptr + b64 * stride_qb + heads[:, None] * stride_qh + offs_d[None, :]
     q = tl.load(q_ptrs, mask=g_mask[:, None] & d_mask[None, :], other=0.0).to(DOT_DTYPE)
 
@@ -209,6 +222,13 @@ def _sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
+def _sms(device: torch.device) -> int:
+    """The SMs the split heuristics fill: the GPU's, or 1 off the GPU and in the CPU interpreter."""
+    if device.type != "cuda" or INTERPRETER:
+        return 1
+    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+
+
 def _default_num_splits(batch: int, kv_heads: int, slots: int, block_n: int, sms: int) -> int:
     """About _PROGRAMS_PER_SM * sms programs, at most one split per BLOCK_N tile of S, and a whole number of tiles
     per split, so that no split is empty when a row is full. Two programs per SM rather than more: every split's
@@ -216,6 +236,35 @@ def _default_num_splits(batch: int, kv_heads: int, slots: int, block_n: int, sms
     tiles = triton.cdiv(slots, block_n)
     wanted = max(1, min(tiles, _PROGRAMS_PER_SM * sms // (batch * kv_heads)))
     return triton.cdiv(tiles, triton.cdiv(tiles, wanted))
+
+
+class _Launch(NamedTuple):
+    block_n: int
+    num_warps: int
+    num_stages: int
+    num_splits: int
+
+
+def _one_tile_block(batch: int, kv_heads: int, slots: int, sms: int) -> int | None:
+    """The first tile of _ONE_TILE_BLOCKS whose one-tile splits fit one program per SM, if any does."""
+    return next((b for b in _ONE_TILE_BLOCKS if batch * kv_heads * triton.cdiv(slots, b) <= sms), None)
+
+
+def _launch_config(batch: int, kv_heads: int, slots: int, sms: int, num_splits: int | None) -> _Launch:
+    """One-tile splits where they fit (unless the caller sets the split count), else streaming splits
+    (_default_num_splits of _BLOCK_N tiles, or the caller's count)."""
+    block_n = None if num_splits is not None else _one_tile_block(batch, kv_heads, slots, sms)
+    if block_n is not None:
+        return _Launch(block_n, _ONE_TILE_WARPS, 1, triton.cdiv(slots, block_n))
+    if num_splits is None:
+        num_splits = _default_num_splits(batch, kv_heads, slots, _BLOCK_N, sms)
+    return _Launch(_BLOCK_N, _NUM_WARPS, _NUM_STAGES, num_splits)
+
+
+def fetches_before_wait(batch: int, kv_heads: int, slots: int, device: torch.device) -> bool:
+    """Whether decode_attention_triton runs one-tile splits for these shapes: each program then fetches all its keys
+    and values before its wait, so the kernel before it gains from letting it launch early (see rope_cache)."""
+    return _one_tile_block(batch, kv_heads, slots, _sms(device)) is not None
 
 
 def _merge_step(num_splits: int, elements_per_split: int) -> int:
@@ -242,13 +291,9 @@ def decode_attention_triton(
         out = torch.empty_like(q)
     elif out.shape != q.shape or out.dtype != q.dtype or out.device != q.device or out.stride(-1) != 1:
         raise ValueError(f"out must be a {tuple(q.shape)} {q.dtype} tensor on {q.device} with unit last stride")
-    block_n = _BLOCK_N
-    if num_splits is None:
-        on_gpu = q.is_cuda and not INTERPRETER
-        sms = _sm_count(q.device.index if q.device.index is not None else torch.cuda.current_device()) if on_gpu else 1
-        num_splits = _default_num_splits(batch, kv_heads, slots, block_n, sms)
-    if not isinstance(num_splits, int) or num_splits < 1:
+    if num_splits is not None and (not isinstance(num_splits, int) or num_splits < 1):
         raise ValueError(f"num_splits must be a positive int, got {num_splits!r}")
+    block_n, num_warps, num_stages, num_splits = _launch_config(batch, kv_heads, slots, _sms(q.device), num_splits)
     if batch == 0:
         return out
     group = q_heads // kv_heads
@@ -283,7 +328,7 @@ def decode_attention_triton(
         G=group, NUM_SPLITS=num_splits, DOT_DTYPE=dot_dtype, DOT_PRECISION=dot_precision,
         BLOCK_G=max(16, triton.next_power_of_2(group)), BLOCK_N=block_n, BLOCK_D=block_d,
         MERGE_IN_KERNEL=not separate_merge, MERGE_G=merge_g, MERGE_S=merge_s,
-        num_warps=_NUM_WARPS, num_stages=_NUM_STAGES, **pdl_options(q.device),
+        num_warps=num_warps, num_stages=num_stages, **pdl_options(q.device),
     )  # fmt: skip
     if separate_merge:
         _merge_splits_kernel[(batch, q_heads)](

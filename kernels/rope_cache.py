@@ -76,8 +76,11 @@ def _qk_norm_rope_cache_kernel(
     BLOCK_HALF: tl.constexpr,
     HAS_Q_NORM: tl.constexpr,
     HAS_K_NORM: tl.constexpr,
+    EARLY_DEPENDENTS: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
+    if USE_PDL and EARLY_DEPENDENTS:  # the next kernel reads nothing of this one's before its own wait
+        tl.extra.cuda.gdc_launch_dependents()
     wait_for_inputs(USE_PDL)
     row = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1).to(tl.int64)
@@ -202,8 +205,13 @@ def qk_norm_rope_cache_triton(
     slots: torch.Tensor,  # int32/int64 [B]
     *,
     out: torch.Tensor | None = None,  # [B, Hq, D]; allocated when omitted
+    early_dependents: bool = False,
 ) -> torch.Tensor:  # q [B, Hq, D], qkv.dtype
-    """Writes the rotated key and the value of row b at slot slots[b]; returns the normed, rotated queries."""
+    """Writes the rotated key and the value of row b at slot slots[b]; returns the normed, rotated queries.
+
+    early_dependents: under PDL, let the next kernel launch when this one starts rather than after its own wait,
+    for a next kernel that fetches inputs no earlier kernel writes before its wait (decode attention's one-tile
+    splits: the keys and values of earlier tokens, fetched while the q/k/v projection still runs)."""
     _check_args(qkv, num_heads, num_kv_heads, head_dim, q_norm_weight, k_norm_weight, eps, inv_freq,
                 attention_scaling, positions, k_cache, v_cache, slots, out)  # fmt: skip
     batch = qkv.shape[0]
@@ -221,7 +229,7 @@ def qk_norm_rope_cache_triton(
             v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
             D=head_dim, HALF=half, BLOCK_HALF=block_half,
             HAS_Q_NORM=q_norm_weight is not None, HAS_K_NORM=k_norm_weight is not None,
-            num_warps=_num_warps(block_half), **pdl_options(qkv.device),
+            EARLY_DEPENDENTS=early_dependents, num_warps=_num_warps(block_half), **pdl_options(qkv.device),
         )  # fmt: skip
     return out
 
@@ -259,12 +267,13 @@ def qk_norm_rope_cache_reference(
 
 def qk_norm_rope_cache(
     qkv, num_heads, num_kv_heads, head_dim, q_norm_weight, k_norm_weight, eps, inv_freq, attention_scaling,
-    positions, k_cache, v_cache, slots, *, out=None,
+    positions, k_cache, v_cache, slots, *, out=None, early_dependents=False,
 ) -> torch.Tensor:  # fmt: skip
-    """The Triton kernel on CUDA, the PyTorch reference elsewhere; same arguments and effects."""
+    """The Triton kernel on CUDA, the PyTorch reference elsewhere; same arguments and effects (early_dependents
+    is a launch option of the kernel)."""
     args = (qkv, num_heads, num_kv_heads, head_dim, q_norm_weight, k_norm_weight, eps, inv_freq,
             attention_scaling, positions, k_cache, v_cache, slots)  # fmt: skip
     if qkv.is_cuda:
-        return qk_norm_rope_cache_triton(*args, out=out)
+        return qk_norm_rope_cache_triton(*args, out=out, early_dependents=early_dependents)
     q = qk_norm_rope_cache_reference(*args)
     return q if out is None else out.copy_(q)

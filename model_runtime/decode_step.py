@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from warpcode.kernels.decode_attention import decode_attention
+from warpcode.kernels.decode_attention import decode_attention, fetches_before_wait
 from warpcode.kernels.dispatch import route
 from warpcode.kernels.gemv import gemv
 from warpcode.kernels.norm import add_rmsnorm
@@ -160,6 +160,7 @@ def _attention(
         qkv, attn.num_heads, attn.num_kv_heads, attn.head_dim,
         attn.q_norm.weight if per_head else None, attn.k_norm.weight if per_head else None, eps,
         inv_freq, rope_scaling, seq_lens, state.keys[layer], state.values[layer], seq_lens,
+        early_dependents=fetches_before_wait(qkv.shape[0], attn.num_kv_heads, state.capacity, qkv.device),
     )  # fmt: skip
     out = decode_attention(q, state.keys[layer], state.values[layer], attend_lens, attn.head_dim**-0.5)
     return out.reshape(qkv.shape[0], q_size)

@@ -2,7 +2,7 @@
 attention merge runs, and ablations that leave one kernel kind out (results then are wrong; only the time counts)
 to show each kind's share of the step as the graph runs it, with PDL overlap.
 
-    python scripts/sweep_decode_variants.py [--contexts 512,8192] [--steps 64]
+    python scripts/sweep_decode_variants.py [--contexts 512,8192] [--steps 64] [--attention-configs ...]
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import contextlib
 import time
 
 import torch
+import triton
 
 from warpcode.kernels import decode_attention, gemv, warp_decode
 from warpcode.kernels.route import route_triton
@@ -85,7 +86,7 @@ def ablations(config):
         patched(
             step_module,
             "qk_norm_rope_cache",
-            lambda qkv, hq, *a: qkv[:, :q_size].view(qkv.shape[0], hq, -1),
+            lambda qkv, hq, *a, **options: qkv[:, :q_size].view(qkv.shape[0], hq, -1),
         ),
     )
     yield (
@@ -104,54 +105,95 @@ def ablations(config):
     yield "no router GEMV", skip_linear(config.num_experts)
 
 
+def attention_config(values: dict):
+    """Streaming splits' keys per tile, warps, stages and programs per SM; one-tile splits' warps, or none of them
+    (one_tile=0); the split count from which the merge runs in its own kernel (merge_min)."""
+    names = {
+        "block_n": "_BLOCK_N",
+        "warps": "_NUM_WARPS",
+        "stages": "_NUM_STAGES",
+        "per_sm": "_PROGRAMS_PER_SM",
+        "one_tile_warps": "_ONE_TILE_WARPS",
+        "merge_min": "MERGE_KERNEL_MIN_SPLITS",
+    }
+    stack = contextlib.ExitStack()
+    for key, value in values.items():
+        if key == "one_tile":
+            value = decode_attention._ONE_TILE_BLOCKS if value else ()
+            stack.enter_context(patched(decode_attention, "_ONE_TILE_BLOCKS", value))
+        else:
+            stack.enter_context(patched(decode_attention, names[key], value))
+    return stack
+
+
+def parse_overrides(text: str) -> dict:
+    return {key: int(value) for key, value in (item.split("=") for item in text.split(","))}
+
+
+def variants(args, config):
+    """(label, context manager) for every variant the flags ask for, the baseline first and last."""
+    yield "baseline", contextlib.nullcontext()
+    for overrides in filter(None, args.moe_configs.split(";")):
+        yield f"moe {overrides}", moe_config(parse_overrides(overrides))
+    for item in filter(None, args.gemv_configs.split(";")):
+        shape, overrides = item.split(":")
+        yield f"gemv {item}", gemv_config(shape, parse_overrides(overrides))
+    for overrides in filter(None, args.attention_configs.split(";")):
+        yield f"attention {overrides}", attention_config(parse_overrides(overrides))
+    if not args.no_merge_variants:
+        for label, min_splits in (("attention merge always in the split kernel", 10**9), ("always a merge kernel", 2)):
+            yield label, patched(decode_attention, "MERGE_KERNEL_MIN_SPLITS", min_splits)
+    yield "baseline again", contextlib.nullcontext()
+    if not args.no_ablations:
+        yield "static routing", static_routing(config)
+        for label, patch in ablations(config):
+            stack = contextlib.ExitStack()
+            stack.enter_context(static_routing(config))
+            stack.enter_context(patch)
+            yield f"static routing, {label}", stack
+
+
+def step_seconds(runner, context: int, steps: int) -> float:
+    """Seconds per batch-1 graph step from a random cache of `context` tokens, the step captured afresh."""
+    runner.drop_graphs()
+    runner.start_from_random_cache(1, context)
+    decode = runner.decode(1, SamplingParams())
+    next(decode)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(steps):
+        next(decode)
+    seconds = (time.perf_counter() - start) / steps
+    decode.close()
+    return seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--contexts", default="512,8192")
     parser.add_argument("--steps", type=int, default=64)
     parser.add_argument("--no-ablations", action="store_true")
+    parser.add_argument("--no-merge-variants", action="store_true")
     parser.add_argument("--moe-configs", default="", help="';'-separated k=v,k=v WarpDecodeConfig overrides at T=1")
     parser.add_argument("--gemv-configs", default="", help="';'-separated N,H:k=v,k=v GemvConfigs at batch 1")
+    parser.add_argument(
+        "--attention-configs", default="", help="';'-separated k=v,k=v attention settings (attention_config)"
+    )
     args = parser.parse_args()
     engine = load_random("qwen3-30b-a3b", device="cuda")
     runner = engine.runner
-    contexts = [int(c) for c in args.contexts.split(",")]
-    runner.reserve(1, max(contexts) + args.steps + 8)
-
-    def measure(label: str) -> None:
-        times = []
-        for context in contexts:
-            runner.drop_graphs()  # each variant captures its own step
-            runner.start_from_random_cache(1, context)
-            decode = runner.decode(1, SamplingParams())
-            next(decode)
-            torch.cuda.synchronize()
-            start = time.perf_counter()
-            for _ in range(args.steps):
-                next(decode)
-            seconds = (time.perf_counter() - start) / args.steps
-            decode.close()
-            times.append(f"{context}: {seconds * 1e3:.3f} ms {1 / seconds:.0f} tok/s")
-        print(f"{label:40s} " + " | ".join(times), flush=True)
-
-    measure("baseline")
-    for overrides in filter(None, args.moe_configs.split(";")):
-        values = {key: int(value) for key, value in (item.split("=") for item in overrides.split(","))}
-        with moe_config(values):
-            measure(f"moe {overrides}")
-    for item in filter(None, args.gemv_configs.split(";")):
-        shape, overrides = item.split(":")
-        with gemv_config(shape, {key: int(value) for key, value in (kv.split("=") for kv in overrides.split(","))}):
-            measure(f"gemv {item}")
-    for label, min_splits in (("attention merge always in the split kernel", 10**9), ("always a merge kernel", 2)):
-        with patched(decode_attention, "MERGE_KERNEL_MIN_SPLITS", min_splits):
-            measure(label)
-    measure("baseline again")
-    if not args.no_ablations:
-        with static_routing(engine.config):
-            measure("static routing")
-            for label, patch in ablations(engine.config):
+    # Contexts in ascending order, each with the cache capacity `warpcode bench decode` gives it (the split count
+    # follows the capacity), every variant measured at one context before the cache grows for the next.
+    for context in sorted(int(c) for c in args.contexts.split(",")):
+        runner.reserve(1, context + args.steps + 2)
+        for label, patch in variants(args, engine.config):
+            try:
                 with patch:
-                    measure(f"static routing, {label}")
+                    seconds = step_seconds(runner, context, args.steps)
+            except triton.runtime.errors.OutOfResources as error:  # a launch setting too large for the device
+                print(f"{context:6d} keys  {label:50s} {error}", flush=True)
+                continue
+            print(f"{context:6d} keys  {label:50s} {seconds * 1e3:.3f} ms {1 / seconds:.0f} tok/s", flush=True)
 
 
 if __name__ == "__main__":

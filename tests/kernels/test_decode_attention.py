@@ -212,6 +212,46 @@ def test_default_num_splits():
     assert module._default_num_splits(1, 1, 5, 64, 1) == 1
 
 
+def test_launch_config():
+    """H200 (132 SMs), qwen3's 4 KV heads: one-tile splits of 128 keys where they fit one program per SM, else of
+    256; streaming 64-key tiles past that, and whenever the caller sets the split count."""
+    one_tile = {(1, 768): (128, 6), (1, 8448): (256, 33), (4, 1024): (128, 8), (8, 768): (256, 3)}
+    for (batch, slots), (block_n, splits) in one_tile.items():
+        assert module._launch_config(batch, 4, slots, 132, None) == (block_n, module._ONE_TILE_WARPS, 1, splits)
+        assert module.fetches_before_wait(batch, 4, slots, torch.device("cpu")) is False  # one SM off the GPU
+        assert module._one_tile_block(batch, 4, slots, 132) == block_n
+    for batch, slots in [(1, 16384), (32, 768), (8, 8448)]:
+        expected = module._default_num_splits(batch, 4, slots, 64, 132)
+        assert module._launch_config(batch, 4, slots, 132, None) == (64, 2, 2, expected)
+        assert module._one_tile_block(batch, 4, slots, 132) is None
+    assert module._launch_config(1, 4, 768, 132, 5) == (64, 2, 2, 5)
+
+
+@pytest.fixture
+def one_tile_splits(monkeypatch):
+    """One-tile splits in the interpreter: tiles of 16 or 32 keys, 24 SMs."""
+    monkeypatch.setattr(module, "_ONE_TILE_BLOCKS", (16, 32))
+    monkeypatch.setattr(module, "_sms", lambda device: 24)
+
+
+@DTYPES
+@pytest.mark.parametrize(
+    ("lengths", "slots", "block_n"), [([64, 47, 1], 70, 32), ([32], 37, 16), ([129, 126, 80, 1], 129, None)]
+)
+def test_one_tile_splits_match_float64(one_tile_splits, separate_merge, fresh_counters, lengths, slots, block_n, dtype):
+    """3 rows x 2 KV heads of 70 slots: 5 tiles of 16 keys would need 30 programs, 3 tiles of 32 fit, and each row's
+    newest key (re-read after the wait) ends a tile, sits inside one and starts one; 1 row of 37 slots in 3 tiles
+    of 16, the newest key ending the second; 4 rows of 129 slots fit in neither (streaming splits)."""
+    q, k_cache, v_cache, seq_lens, scale = make_case(len(lengths), 8, 2, 32, slots, dtype, seed=slots)
+    assert (torch.tensor(lengths) <= seq_lens).all()  # shorter rows: slots past them hold finite keys, not NaN
+    seq_lens.copy_(torch.tensor(lengths, dtype=torch.int32))
+    assert module._one_tile_block(len(lengths), 2, slots, 24) == block_n
+    case = q, k_cache, v_cache, seq_lens, scale
+    assert_matches(decode_attention_triton(*case), float64_reference(*case), dtype)
+    if block_n is not None and not separate_merge:
+        assert_counters_reset(fresh_counters)
+
+
 def good_args():
     return make_case(2, 4, 2, 16, 9, torch.float32)
 
