@@ -3,7 +3,8 @@
 For row b, KV head h and query head j = h*G + g (G = Hq / Hkv), with L = seq_lens[b] and c = scale * log2(e):
     s_n = c * <q[b, j], K[b, h, n]>                      n in [0, L)     (base-2 logits: exp2 replaces exp)
     out[b, j] = sum_n 2^(s_n - m) V[b, h, n] / sum_n 2^(s_n - m)         m = max_n s_n
-The keys are cut into NUM_SPLITS chunks, read in parallel by one kernel (grid (B, Hkv, NUM_SPLITS)):
+The keys are cut into NUM_SPLITS chunks, read in parallel by one kernel (grid (B, Hkv, NUM_SPLITS); the tile, warps
+and split count come from attention_splits.py):
     chunk = cdiv(cdiv(L, NUM_SPLITS), BLOCK_N) * BLOCK_N      split i covers [i*chunk, min((i+1)*chunk, L))
     m_i = max s_n,  l_i = sum 2^(s_n - m_i),  acc_i = sum 2^(s_n - m_i) V_n     online softmax over BLOCK_N keys
 Non-empty splits are a prefix, i < cdiv(L, chunk), and only they write partials (fp32 workspaces). The merge
@@ -26,14 +27,13 @@ product in the cache dtype (the usual flash-attention rounding, far below the bf
 
 from __future__ import annotations
 
-import functools
 import math
-from typing import NamedTuple
 
 import torch
 import triton
 import triton.language as tl
 
+from warpcode.kernels import attention_splits
 from warpcode.kernels.attention_merge import _merge_splits_kernel, _split_chunk
 from warpcode.kernels.counters import arrival_counters
 from warpcode.kernels.launch import INTERPRETER, pdl_options, wait_for_inputs
@@ -43,19 +43,8 @@ from warpcode.kernels.launch import INTERPRETER, pdl_options, wait_for_inputs
 # batch 1, 512 keys (12 splits) 5.0 vs 5.4 us, 8K keys with 32 splits 14.0 vs 14.5, with 64-66 splits 13.3-14.3 vs
 # 11.2-11.8; batch 8, 8K keys (8 splits) 39.9 vs 42.4. Read at every call (captured graphs keep their path).
 MERGE_KERNEL_MIN_SPLITS = 33
-# Streaming splits (several tiles per program, pipelined):
-_BLOCK_N = 64  # keys per iteration (D = 128: one 16 KB bf16 K tile and one V tile per step)
-_NUM_WARPS = 2  # measured on the H200 (batch 1): 5.0 us at 512 tokens, 14.3 at 8K, against 5.6 and 16.2 with 4
-_NUM_STAGES = 2
-# One-tile splits, where one program per split fits on the SMs at once (batch 1): each program fetches all its keys
-# and values before waiting on the kernel before it. H200, decode step in its CUDA graph (scripts/
-# sweep_decode_variants.py), with the RoPE kernel letting attention launch early: 128 keys x 8 warps 2.41-2.42 ms at
-# 512 keys (streaming 2.45-2.47), 256 x 8 warps 2.65-2.69 ms at 8K (streaming 2.81-2.82; 128 keys: 2.70-2.71).
-_ONE_TILE_BLOCKS = (128, 256)  # keys per tile, the first whose splits fit one program per SM
-_ONE_TILE_WARPS = 8  # 4 spill at 256 keys; 16 were slower (2.63 ms at 512 keys, 2.71 at 8K)
 _MERGE_ELEMENTS = 8192  # partial-accumulator elements (heads x splits x D) a merge program reads per step
-_MERGE_NUM_WARPS = 4  # a step of 64 splits x D = 128 is 64 fp32 values per thread; not tuned yet
-_PROGRAMS_PER_SM = 2  # the split heuristic aims at about this many programs per SM
+_MERGE_NUM_WARPS = 4  # H200, batch 1, 8K keys (33 splits), step in its graph: 2.63 ms; 1, 2, 8 warps: 2.84, 2.65, 2.68
 _FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 _TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}
 
@@ -217,56 +206,6 @@ def _check_args(q, k_cache, v_cache, seq_lens, dtypes) -> None:
         raise ValueError(f"all tensors must be on one device, got {sorted(map(str, devices))}")
 
 
-@functools.cache
-def _sm_count(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
-def _sms(device: torch.device) -> int:
-    """The SMs the split heuristics fill: the GPU's, or 1 off the GPU and in the CPU interpreter."""
-    if device.type != "cuda" or INTERPRETER:
-        return 1
-    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
-
-
-def _default_num_splits(batch: int, kv_heads: int, slots: int, block_n: int, sms: int) -> int:
-    """About _PROGRAMS_PER_SM * sms programs, at most one split per BLOCK_N tile of S, and a whole number of tiles
-    per split, so that no split is empty when a row is full. Two programs per SM rather than more: every split's
-    partials are read back by the merge, so more splits lengthen it (serially per group on the one-launch path)."""
-    tiles = triton.cdiv(slots, block_n)
-    wanted = max(1, min(tiles, _PROGRAMS_PER_SM * sms // (batch * kv_heads)))
-    return triton.cdiv(tiles, triton.cdiv(tiles, wanted))
-
-
-class _Launch(NamedTuple):
-    block_n: int
-    num_warps: int
-    num_stages: int
-    num_splits: int
-
-
-def _one_tile_block(batch: int, kv_heads: int, slots: int, sms: int) -> int | None:
-    """The first tile of _ONE_TILE_BLOCKS whose one-tile splits fit one program per SM, if any does."""
-    return next((b for b in _ONE_TILE_BLOCKS if batch * kv_heads * triton.cdiv(slots, b) <= sms), None)
-
-
-def _launch_config(batch: int, kv_heads: int, slots: int, sms: int, num_splits: int | None) -> _Launch:
-    """One-tile splits where they fit (unless the caller sets the split count), else streaming splits
-    (_default_num_splits of _BLOCK_N tiles, or the caller's count)."""
-    block_n = None if num_splits is not None else _one_tile_block(batch, kv_heads, slots, sms)
-    if block_n is not None:
-        return _Launch(block_n, _ONE_TILE_WARPS, 1, triton.cdiv(slots, block_n))
-    if num_splits is None:
-        num_splits = _default_num_splits(batch, kv_heads, slots, _BLOCK_N, sms)
-    return _Launch(_BLOCK_N, _NUM_WARPS, _NUM_STAGES, num_splits)
-
-
-def fetches_before_wait(batch: int, kv_heads: int, slots: int, device: torch.device) -> bool:
-    """Whether decode_attention_triton runs one-tile splits for these shapes: each program then fetches all its keys
-    and values before its wait, so the kernel before it gains from letting it launch early (see rope_cache)."""
-    return _one_tile_block(batch, kv_heads, slots, _sms(device)) is not None
-
-
 def _merge_step(num_splits: int, elements_per_split: int) -> int:
     """Splits a merge reads at once: all of them, or as many as keep the step within _MERGE_ELEMENTS."""
     return min(triton.next_power_of_2(num_splits), max(1, _MERGE_ELEMENTS // elements_per_split))
@@ -293,7 +232,9 @@ def decode_attention_triton(
         raise ValueError(f"out must be a {tuple(q.shape)} {q.dtype} tensor on {q.device} with unit last stride")
     if num_splits is not None and (not isinstance(num_splits, int) or num_splits < 1):
         raise ValueError(f"num_splits must be a positive int, got {num_splits!r}")
-    block_n, num_warps, num_stages, num_splits = _launch_config(batch, kv_heads, slots, _sms(q.device), num_splits)
+    block_n, num_warps, num_stages, num_splits = attention_splits.launch_config(
+        batch, kv_heads, slots, attention_splits.sms(q.device), num_splits
+    )
     if batch == 0:
         return out
     group = q_heads // kv_heads

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from warpcode.kernels.decode_attention import decode_attention, fetches_before_wait
+from warpcode.kernels.attention_splits import fetches_before_wait
+from warpcode.kernels.decode_attention import decode_attention
 from warpcode.kernels.dispatch import route
 from warpcode.kernels.gemv import gemv
 from warpcode.kernels.norm import add_rmsnorm

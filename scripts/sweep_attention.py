@@ -13,6 +13,7 @@ import itertools
 import torch
 import triton
 
+from warpcode.kernels import attention_splits
 from warpcode.kernels import decode_attention as attention_module
 from warpcode.kernels.decode_attention import MERGE_KERNEL_MIN_SPLITS, decode_attention_triton
 from warpcode.kernels.timing import time_per_call
@@ -29,16 +30,17 @@ def caches_for(batch: int, capacity: int) -> list[tuple[torch.Tensor, torch.Tens
 
 
 def sweep_launch_params() -> None:
-    """Batch 1 at 512 and 8,192 keys: every (keys per tile, warps, stages) of the split kernel; shared-memory or
-    register overflows are reported as such."""
-    defaults = attention_module._BLOCK_N, attention_module._NUM_WARPS, attention_module._NUM_STAGES
+    """Batch 1 at 512 and 8,192 keys: every (keys per tile, warps, stages) of the streaming splits (one-tile splits
+    off); shared-memory or register overflows are reported as such."""
+    defaults = attention_splits.BLOCK_N, attention_splits.NUM_WARPS, attention_splits.NUM_STAGES
+    one_tile_blocks, attention_splits.ONE_TILE_BLOCKS = attention_splits.ONE_TILE_BLOCKS, ()
     for length, capacity in ((513, 768), (8193, 8448)):
         caches = caches_for(1, capacity)
         q = torch.randn(1, HQ, D, device="cuda", dtype=torch.bfloat16)
         lens = torch.full((1,), length, device="cuda", dtype=torch.int32)
         kv_bytes = 2 * HKV * length * D * 2
         for block_n, warps, stages in itertools.product((32, 64, 128), (1, 2, 4, 8), (1, 2, 3, 4)):
-            attention_module._BLOCK_N, attention_module._NUM_WARPS, attention_module._NUM_STAGES = (
+            attention_splits.BLOCK_N, attention_splits.NUM_WARPS, attention_splits.NUM_STAGES = (
                 block_n,
                 warps,
                 stages,
@@ -52,7 +54,8 @@ def sweep_launch_params() -> None:
                 print(f"{label}: {error}", flush=True)
                 continue
             print(f"{label}: {seconds * 1e6:.2f} us ({kv_bytes / seconds / 1e9:.0f} GB/s)", flush=True)
-    attention_module._BLOCK_N, attention_module._NUM_WARPS, attention_module._NUM_STAGES = defaults
+    attention_splits.BLOCK_N, attention_splits.NUM_WARPS, attention_splits.NUM_STAGES = defaults
+    attention_splits.ONE_TILE_BLOCKS = one_tile_blocks
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ import time
 import torch
 import triton
 
-from warpcode.kernels import decode_attention, gemv, warp_decode
+from warpcode.kernels import attention_splits, decode_attention, gemv, warp_decode
 from warpcode.kernels.route import route_triton
 from warpcode.kernels.tuning import WarpDecodeConfig
 from warpcode.model_runtime import decode_step as step_module
@@ -107,22 +107,22 @@ def ablations(config):
 
 def attention_config(values: dict):
     """Streaming splits' keys per tile, warps, stages and programs per SM; one-tile splits' warps, or none of them
-    (one_tile=0); the split count from which the merge runs in its own kernel (merge_min)."""
+    (one_tile=0); the split count from which the merge runs in its own kernel (merge_min), and its warps."""
     names = {
-        "block_n": "_BLOCK_N",
-        "warps": "_NUM_WARPS",
-        "stages": "_NUM_STAGES",
-        "per_sm": "_PROGRAMS_PER_SM",
-        "one_tile_warps": "_ONE_TILE_WARPS",
-        "merge_min": "MERGE_KERNEL_MIN_SPLITS",
+        "block_n": (attention_splits, "BLOCK_N"),
+        "warps": (attention_splits, "NUM_WARPS"),
+        "stages": (attention_splits, "NUM_STAGES"),
+        "per_sm": (attention_splits, "PROGRAMS_PER_SM"),
+        "one_tile_warps": (attention_splits, "ONE_TILE_WARPS"),
+        "merge_warps": (decode_attention, "_MERGE_NUM_WARPS"),
+        "merge_min": (decode_attention, "MERGE_KERNEL_MIN_SPLITS"),
     }
     stack = contextlib.ExitStack()
     for key, value in values.items():
         if key == "one_tile":
-            value = decode_attention._ONE_TILE_BLOCKS if value else ()
-            stack.enter_context(patched(decode_attention, "_ONE_TILE_BLOCKS", value))
+            stack.enter_context(patched(attention_splits, "ONE_TILE_BLOCKS", attention_splits.ONE_TILE_BLOCKS * value))
         else:
-            stack.enter_context(patched(decode_attention, names[key], value))
+            stack.enter_context(patched(*names[key], value))
     return stack
 
 

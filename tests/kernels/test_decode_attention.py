@@ -4,6 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from warpcode.kernels import attention_splits as splits_module
 from warpcode.kernels import counters as counters_module
 from warpcode.kernels import decode_attention as module
 from warpcode.kernels.decode_attention import decode_attention, decode_attention_reference, decode_attention_triton
@@ -44,7 +45,7 @@ def assert_matches(out, reference, dtype):
 @pytest.fixture
 def small_tiles(monkeypatch):
     """16-key tiles and one split per merge step: several iterations of both loops at these small S."""
-    monkeypatch.setattr(module, "_BLOCK_N", 16)
+    monkeypatch.setattr(splits_module, "BLOCK_N", 16)
     monkeypatch.setattr(module, "_MERGE_ELEMENTS", 1)
 
 
@@ -201,37 +202,11 @@ def test_reference_matches_sdpa(dtype):
     torch.testing.assert_close(decode_attention_reference(q, k_cache, v_cache, seq_lens, scale), expected, **tolerance)
 
 
-def test_default_num_splits():
-    """H200 (132 SMs): about 2 programs per SM, never more splits than 64-key tiles, whole tiles per split."""
-    for batch, slots, expected in [(1, 8192, 64), (8, 8192, 8), (32, 8192, 2), (1, 512, 8), (256, 8192, 1)]:
-        splits = module._default_num_splits(batch, 4, slots, 64, 132)
-        assert splits == expected, (batch, slots, splits)
-        tiles = -(-slots // 64)
-        per_split = -(-tiles // splits)
-        assert per_split * (splits - 1) < tiles <= per_split * splits  # a full row leaves no split empty
-    assert module._default_num_splits(1, 1, 5, 64, 1) == 1
-
-
-def test_launch_config():
-    """H200 (132 SMs), qwen3's 4 KV heads: one-tile splits of 128 keys where they fit one program per SM, else of
-    256; streaming 64-key tiles past that, and whenever the caller sets the split count."""
-    one_tile = {(1, 768): (128, 6), (1, 8448): (256, 33), (4, 1024): (128, 8), (8, 768): (256, 3)}
-    for (batch, slots), (block_n, splits) in one_tile.items():
-        assert module._launch_config(batch, 4, slots, 132, None) == (block_n, module._ONE_TILE_WARPS, 1, splits)
-        assert module.fetches_before_wait(batch, 4, slots, torch.device("cpu")) is False  # one SM off the GPU
-        assert module._one_tile_block(batch, 4, slots, 132) == block_n
-    for batch, slots in [(1, 16384), (32, 768), (8, 8448)]:
-        expected = module._default_num_splits(batch, 4, slots, 64, 132)
-        assert module._launch_config(batch, 4, slots, 132, None) == (64, 2, 2, expected)
-        assert module._one_tile_block(batch, 4, slots, 132) is None
-    assert module._launch_config(1, 4, 768, 132, 5) == (64, 2, 2, 5)
-
-
 @pytest.fixture
 def one_tile_splits(monkeypatch):
     """One-tile splits in the interpreter: tiles of 16 or 32 keys, 24 SMs."""
-    monkeypatch.setattr(module, "_ONE_TILE_BLOCKS", (16, 32))
-    monkeypatch.setattr(module, "_sms", lambda device: 24)
+    monkeypatch.setattr(splits_module, "ONE_TILE_BLOCKS", (16, 32))
+    monkeypatch.setattr(splits_module, "sms", lambda device: 24)
 
 
 @DTYPES
@@ -245,7 +220,7 @@ def test_one_tile_splits_match_float64(one_tile_splits, separate_merge, fresh_co
     q, k_cache, v_cache, seq_lens, scale = make_case(len(lengths), 8, 2, 32, slots, dtype, seed=slots)
     assert (torch.tensor(lengths) <= seq_lens).all()  # shorter rows: slots past them hold finite keys, not NaN
     seq_lens.copy_(torch.tensor(lengths, dtype=torch.int32))
-    assert module._one_tile_block(len(lengths), 2, slots, 24) == block_n
+    assert splits_module.one_tile_block(len(lengths), 2, slots, 24) == block_n
     case = q, k_cache, v_cache, seq_lens, scale
     assert_matches(decode_attention_triton(*case), float64_reference(*case), dtype)
     if block_n is not None and not separate_merge:
