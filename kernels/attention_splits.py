@@ -23,9 +23,10 @@ from warpcode.kernels.launch import INTERPRETER
 
 # One-tile splits. H200, qwen3 batch 1, the decode step in its CUDA graph (scripts/sweep_decode_variants.py), with
 # the RoPE kernel letting attention launch early: 128 keys x 8 warps 2.41-2.42 ms per step at 512 keys (streaming
-# splits 2.45-2.47), 256 keys x 8 warps 2.63-2.69 ms at 8K (streaming 2.81-2.82; 128-key tiles, two per split, 2.70).
+# splits 2.45-2.47; 256-key tiles 2.45-2.50), 256 keys x 8 warps 2.63-2.64 ms at 8K (streaming 2.81-2.82; 128-key
+# tiles, two per split, 2.70).
 ONE_TILE_BLOCKS = (128, 256)  # keys per tile, the first whose splits fit one program per SM
-ONE_TILE_WARPS = 8  # 4 spill at 256 keys (1.5 KB of stack); 16 were slower (2.63 ms at 512 keys, 2.71 at 8K)
+ONE_TILE_WARPS = 8  # 4: 2.55 / 3.16 ms at 512 / 8K keys (1.4 KB of spills at 256 keys); 16: 2.63 / 2.71
 # Streaming splits.
 BLOCK_N = 64  # keys per iteration (D = 128: one 16 KB bf16 K tile and one V tile per step)
 NUM_WARPS = 2  # measured on the H200 (batch 1): 5.0 us at 512 tokens, 14.3 at 8K, against 5.6 and 16.2 with 4
