@@ -6,9 +6,11 @@ implementation; the roofline is the device-to-device copy bandwidth measured in 
 
 from __future__ import annotations
 
+import argparse
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -41,6 +43,18 @@ class BenchRow:
     relative_error: float
     timing: str
     speedup_vs_transformers: float | None = None
+
+
+def parse_tuner_args(
+    description: str, default_batches: str, argv: list[str] | None
+) -> tuple[argparse.Namespace, MoeShape, list[int]]:
+    """The MoE tuners' command line: --shape H,I,E,K, --batch (token counts, ascending) and --write FILE."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--shape", required=True, help="H,I,E,K")
+    parser.add_argument("--batch", default=default_batches)
+    parser.add_argument("--write", type=Path, help="merge the results into this JSON config file")
+    args = parser.parse_args(argv)
+    return args, MoeShape(*map(int, args.shape.split(","))), sorted(map(int, args.batch.split(",")))
 
 
 def gather_bmm(x, topk_weights, topk_ids, w13, w2) -> torch.Tensor:

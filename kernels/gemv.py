@@ -36,7 +36,7 @@ import triton.language as tl
 
 from warpcode.kernels.launch import INTERPRETER, pdl_options
 from warpcode.kernels.norm import SUPPORTED_DTYPES, round_to, rounded_rmsnorm
-from warpcode.kernels.tuning import token_bucket
+from warpcode.kernels.tuning import require_powers_of_two, token_bucket
 
 MAX_BATCH = 16  # beyond this, callers use cuBLAS
 
@@ -50,10 +50,7 @@ class GemvConfig:
     use_dot: bool = False  # tl.dot with B padded to 16 instead of broadcast multiply + sum
 
     def __post_init__(self) -> None:
-        for name in ("block_n", "block_k", "num_warps"):
-            value = getattr(self, name)
-            if value < 1 or value & (value - 1):
-                raise ValueError(f"GemvConfig.{name} must be a power of two, got {value}")
+        require_powers_of_two(self, ("block_n", "block_k", "num_warps"))
         if self.block_k < 16:
             raise ValueError(f"GemvConfig.block_k must be >= 16, got {self.block_k}")
         if self.num_stages < 1:
@@ -111,6 +108,13 @@ def _accumulate(acc, a, w, USE_DOT: tl.constexpr, DOT_IN_FP32: tl.constexpr):
 
 
 @triton.jit
+def _norm_prologue_tile(a, gamma, sum_sq):
+    """One x tile's share of the RMSNorm prologue: (x32 * gamma32, sum_sq + each row's sum of x32 ** 2)."""
+    a = a.to(tl.float32)
+    return a * gamma.to(tl.float32)[None, :], sum_sq + tl.sum(a * a, axis=1)
+
+
+@triton.jit
 def _store_rmsnorm(x_ptrs, gamma_ptr, normed_ptrs, rstd, batch_mask, H, BLOCK_K: tl.constexpr):
     """normed_out = round(gamma * round(x32 * rstd)) over whole rows, in BLOCK_K tiles (norm.py's rounding)."""
     cols = tl.arange(0, BLOCK_K)
@@ -161,9 +165,7 @@ def _gemv_kernel(
     for k in range(0, last_k, BLOCK_K):
         a = tl.load(x_ptrs + k, mask=batch_mask[:, None], other=0.0)  # k + BLOCK_K < H: no column mask
         if HAS_NORM:
-            a = a.to(tl.float32)
-            sum_sq += tl.sum(a * a, axis=1)
-            a *= gamma.to(tl.float32)[None, :]
+            a, sum_sq = _norm_prologue_tile(a, gamma, sum_sq)
         acc = _accumulate(acc, a, w, USE_DOT, DOT_IN_FP32)
         if EVEN_K:
             w = tl.load(w_ptrs + k + BLOCK_K, mask=row_mask[:, None], other=0.0)
@@ -174,9 +176,7 @@ def _gemv_kernel(
     x_mask = batch_mask[:, None] if EVEN_K else batch_mask[:, None] & (cols + last_k < H)[None, :]
     a = tl.load(x_ptrs + last_k, mask=x_mask, other=0.0)
     if HAS_NORM:
-        a = a.to(tl.float32)
-        sum_sq += tl.sum(a * a, axis=1)
-        a *= gamma.to(tl.float32)[None, :]
+        a, sum_sq = _norm_prologue_tile(a, gamma, sum_sq)
     acc = _accumulate(acc, a, w, USE_DOT, DOT_IN_FP32)
     if HAS_NORM:
         rstd = tl.rsqrt(sum_sq / H + eps)

@@ -11,16 +11,14 @@ section, which `tuning.grouped_gemm_config` reads. Candidates that exceed shared
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 from dataclasses import asdict
-from pathlib import Path
 
 import torch
 import triton
 
-from warpcode.kernels.bench_moe import MoeShape, layer_count, make_layers
+from warpcode.kernels.bench_moe import MoeShape, layer_count, make_layers, parse_tuner_args
 from warpcode.kernels.expert_centric import moe_expert_centric
 from warpcode.kernels.timing import time_per_call
 from warpcode.kernels.tuning import (
@@ -66,14 +64,9 @@ def tune(shape: MoeShape, batch: int) -> tuple[GroupedGemmConfig, float, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shape", required=True, help="H,I,E,K")
-    parser.add_argument("--batch", default="16,32,64,128")
-    parser.add_argument("--write", type=Path, help="merge the results into this JSON config file")
-    args = parser.parse_args(argv)
-    shape = MoeShape(*map(int, args.shape.split(",")))
+    args, shape, batches = parse_tuner_args(__doc__.splitlines()[0], "16,32,64,128", argv)
     configs = {}
-    for batch in sorted(map(int, args.batch.split(","))):
+    for batch in batches:
         best, best_seconds, default_seconds = tune(shape, batch)
         configs[str(token_bucket(batch))] = asdict(best)
         line = {"shape": args.shape, "batch": batch, "config": asdict(best), "us": best_seconds * 1e6}

@@ -8,16 +8,14 @@ expert-centric path, and the largest token count where warp decode is faster bec
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 from dataclasses import asdict, replace
-from pathlib import Path
 
 import torch
 import triton
 
-from warpcode.kernels.bench_moe import MoeShape, layer_count, make_layers
+from warpcode.kernels.bench_moe import MoeShape, layer_count, make_layers, parse_tuner_args
 from warpcode.kernels.expert_centric import moe_expert_centric
 from warpcode.kernels.timing import time_per_call
 from warpcode.kernels.tuning import WarpDecodeConfig, shape_key, token_bucket, update_config_file
@@ -86,14 +84,9 @@ def tune(shape: MoeShape, batch: int) -> tuple[WarpDecodeConfig, dict]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shape", required=True, help="H,I,E,K")
-    parser.add_argument("--batch", default="1,2,4,8,16,32,64,128")
-    parser.add_argument("--write", type=Path, help="merge the results into this JSON config file")
-    args = parser.parse_args(argv)
-    shape = MoeShape(*map(int, args.shape.split(",")))
+    args, shape, batches = parse_tuner_args(__doc__.splitlines()[0], "1,2,4,8,16,32,64,128", argv)
     configs, crossover, still_faster = {}, 0, True
-    for batch in sorted(map(int, args.batch.split(","))):
+    for batch in batches:
         best, times = tune(shape, batch)
         configs[str(token_bucket(batch))] = asdict(best)
         still_faster = still_faster and times["total_us"] < times["expert_centric_us"]

@@ -21,6 +21,14 @@ CONFIG_FILE = Path(__file__).parent / "warp_decode_configs.json"
 TOKEN_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
+def require_powers_of_two(config: object, names: tuple[str, ...]) -> None:
+    """Raises ValueError naming the first of `names` whose value on the launch config is not a power of two."""
+    for name in names:
+        value = getattr(config, name)
+        if value < 1 or value & (value - 1):
+            raise ValueError(f"{type(config).__name__}.{name} must be a power of two, got {value}")
+
+
 @dataclass(frozen=True)
 class WarpDecodeConfig:
     gate_up_rows: int = 8  # intermediate rows per kernel-1 program (gate and up each)
@@ -33,10 +41,9 @@ class WarpDecodeConfig:
     down_stages: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("gate_up_rows", "gate_up_cols", "down_rows", "down_cols", "gate_up_warps", "down_warps"):
-            value = getattr(self, name)
-            if value < 1 or value & (value - 1):
-                raise ValueError(f"WarpDecodeConfig.{name} must be a power of two, got {value}")
+        require_powers_of_two(
+            self, ("gate_up_rows", "gate_up_cols", "down_rows", "down_cols", "gate_up_warps", "down_warps")
+        )
         if self.gate_up_stages < 1 or self.down_stages < 1:
             raise ValueError("WarpDecodeConfig stages must be >= 1")
 
@@ -52,10 +59,7 @@ class GroupedGemmConfig:
     num_stages: int = 3
 
     def __post_init__(self) -> None:
-        for name in ("block_m", "block_n", "block_k", "num_warps"):
-            value = getattr(self, name)
-            if value < 1 or value & (value - 1):
-                raise ValueError(f"GroupedGemmConfig.{name} must be a power of two, got {value}")
+        require_powers_of_two(self, ("block_m", "block_n", "block_k", "num_warps"))
         if min(self.block_m, self.block_n, self.block_k) < 16:
             raise ValueError(f"GroupedGemmConfig blocks must be >= 16 (tl.dot), got {self}")
         if self.num_stages < 1:

@@ -99,6 +99,8 @@ def decode_step(model: MoeForCausalLM, state: DecodeState, batch: int, sampling:
     attend_lens = seq_lens + 1
     h = model.model.embed_tokens(state.tokens[:batch])  # [B, H]: the residual stream, updated in place
     pending, eps = None, config.rms_norm_eps  # pending: a layer output [B, H] not yet added to h
+    # Attention's one-tile splits fetch the cache before their wait: the RoPE kernel then lets them launch early.
+    attention_fetches_early = fetches_before_wait(batch, config.num_key_value_heads, state.capacity, h.device)
     for index, layer in enumerate(model.model.layers):
         attn, norm_weight = layer.self_attn, layer.input_layernorm.weight
         if pending is None and uses_gemv(h, attn.qkv_weight):
@@ -106,7 +108,9 @@ def decode_step(model: MoeForCausalLM, state: DecodeState, batch: int, sampling:
         else:
             normed, h = _add_rmsnorm(h, pending, norm_weight, eps)
             qkv, pending = linear(normed, attn.qkv_weight, attn.qkv_bias), None
-        out = _attention(attn, model.model.rotary, eps, qkv, seq_lens, attend_lens, state, index)
+        out = _attention(
+            attn, model.model.rotary, eps, qkv, seq_lens, attend_lens, state, index, attention_fetches_early
+        )
         if uses_gemv(out, attn.o_proj.weight):  # nothing is pending after q/k/v: h is complete
             gemv(out, attn.o_proj.weight, attn.o_proj.bias, residual=h, out=h)
         else:
@@ -148,6 +152,7 @@ def _attention(
     attend_lens: torch.Tensor,  # int32 [B]: seq_lens + 1
     state: DecodeState,
     layer: int,
+    fetches_early: bool,  # attention fetches the cache before its wait (attention_splits.fetches_before_wait)
 ) -> torch.Tensor:  # [B, Hq * D], before o_proj
     q_size, kv_size = attn.num_heads * attn.head_dim, attn.num_kv_heads * attn.head_dim
     if attn.qk_norm == "full":  # olmoe normalises the whole q and k projections: not per head, so not fused
@@ -161,7 +166,7 @@ def _attention(
         qkv, attn.num_heads, attn.num_kv_heads, attn.head_dim,
         attn.q_norm.weight if per_head else None, attn.k_norm.weight if per_head else None, eps,
         inv_freq, rope_scaling, seq_lens, state.keys[layer], state.values[layer], seq_lens,
-        early_dependents=fetches_before_wait(qkv.shape[0], attn.num_kv_heads, state.capacity, qkv.device),
+        early_dependents=fetches_early,
     )  # fmt: skip
     out = decode_attention(q, state.keys[layer], state.values[layer], attend_lens, attn.head_dim**-0.5)
     return out.reshape(qkv.shape[0], q_size)
