@@ -104,14 +104,14 @@ def _decode_attention_kernel(
     k = tl.load(k_ptrs + start * stride_kn, mask=tile_mask, other=0.0)
     v = tl.load(v_ptrs + start * stride_vn, mask=tile_mask, other=0.0)
     wait_for_inputs(USE_PDL)  # q, the newest slot, and the counters' last reset
+    q_ptrs = q_ptr + b64 * stride_qb + heads[:, None] * stride_qh + offs_d[None, :]
+    q = tl.load(q_ptrs, mask=g_mask[:, None] & d_mask[None, :], other=0.0).to(DOT_DTYPE)  # in flight during the next
     newest = seq_len - 1
     if (start <= newest) & (newest < tl.minimum(start + BLOCK_N, end)):  # the first tile holds the newest key: its
         # row may have been fetched before the previous kernel wrote it, so that one row is read again (from L2)
         is_newest = (start + offs_n == newest)[:, None]
         k = tl.where(is_newest, tl.load(k_head + newest * stride_kn + offs_d, mask=d_mask, other=0.0)[None, :], k)
         v = tl.where(is_newest, tl.load(v_head + newest * stride_vn + offs_d, mask=d_mask, other=0.0)[None, :], v)
-    q_ptrs = q_ptr + b64 * stride_qb + heads[:, None] * stride_qh + offs_d[None, :]
-    q = tl.load(q_ptrs, mask=g_mask[:, None] & d_mask[None, :], other=0.0).to(DOT_DTYPE)
 
     m_i = tl.full([BLOCK_G], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_G], dtype=tl.float32)

@@ -19,7 +19,9 @@ Grid (B, Hq + Hkv): program (b, h) handles query head h for h < Hq, else key and
 column offset in qkv is h * D in both cases (key heads start right after the Hq query heads).
 
 CUDA graphs: the launcher reads shapes and strides only. positions and slots are read inside the kernel, so a
-captured graph replays correctly after they are changed in place. A slot outside [0, S) is not written (the
+captured graph replays correctly after they are changed in place. Under PDL they (and the weights) are read before
+the wait on the previous kernel, which may still run: they must not be written by the kernel launched just before
+(the decode step sets them between steps). A slot outside [0, S) is not written (the
 kernel cannot raise); keeping slots in range is the caller's job.
 """
 
@@ -37,10 +39,8 @@ INDEX_DTYPES = (torch.int32, torch.int64)
 
 
 @triton.jit
-def _rms_norm_halves(x1, x2, w_ptr, cols, mask, eps, HALF: tl.constexpr, D: tl.constexpr):
+def _rms_norm_halves(x1, x2, w1, w2, eps, D: tl.constexpr):
     rstd = tl.rsqrt((tl.sum(x1 * x1, axis=0) + tl.sum(x2 * x2, axis=0)) / D + eps)
-    w1 = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    w2 = tl.load(w_ptr + HALF + cols, mask=mask, other=0.0).to(tl.float32)
     return x1 * rstd * w1, x2 * rstd * w2
 
 
@@ -79,41 +79,54 @@ def _qk_norm_rope_cache_kernel(
     EARLY_DEPENDENTS: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
+    row = tl.program_id(0).to(tl.int64)
+    head = tl.program_id(1).to(tl.int64)
+    is_query = head < num_heads
+    cols = tl.arange(0, BLOCK_HALF)
+    mask = cols < HALF
+    # Everything but qkv was written before this decode step began (positions, slots) or never changes (weights,
+    # frequencies): read it before the wait, so that after it only qkv's loads stand between the wait and the stores.
+    position = tl.load(positions_ptr + row * stride_pos).to(tl.float32)
+    inv_freq = tl.load(inv_freq_ptr + cols, mask=mask, other=0.0)
+    norm_ptr = q_norm_ptr if HAS_Q_NORM else k_norm_ptr
+    if HAS_Q_NORM and HAS_K_NORM:
+        norm_ptr = tl.where(is_query, q_norm_ptr, k_norm_ptr)
+    if HAS_Q_NORM or HAS_K_NORM:
+        w1 = tl.load(norm_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        w2 = tl.load(norm_ptr + HALF + cols, mask=mask, other=0.0).to(tl.float32)
+    slot = tl.load(slots_ptr + row * stride_slot).to(tl.int64)
     if USE_PDL and EARLY_DEPENDENTS:  # the next kernel reads nothing of this one's before its own wait
         tl.extra.cuda.gdc_launch_dependents()
     wait_for_inputs(USE_PDL)
-    row = tl.program_id(0).to(tl.int64)
-    head = tl.program_id(1).to(tl.int64)
-    cols = tl.arange(0, BLOCK_HALF)
-    mask = cols < HALF
     src = qkv_ptr + row * stride_qkv + head * D
     x1 = tl.load(src + cols, mask=mask, other=0.0).to(tl.float32)
     x2 = tl.load(src + HALF + cols, mask=mask, other=0.0).to(tl.float32)
-
-    position = tl.load(positions_ptr + row * stride_pos).to(tl.float32)
-    angle = position * tl.load(inv_freq_ptr + cols, mask=mask, other=0.0)
+    # Used only after the wait: without an early launch (a predecessor that does not trigger it) the loads above
+    # and qkv's are then in flight together.
+    angle = position * inv_freq
     cos = tl.cos(angle) * attention_scaling
     sin = tl.sin(angle) * attention_scaling
 
-    if head < num_heads:
+    if is_query:
         if HAS_Q_NORM:
-            x1, x2 = _rms_norm_halves(x1, x2, q_norm_ptr, cols, mask, eps, HALF, D)
+            x1, x2 = _rms_norm_halves(x1, x2, w1, w2, eps, D)
         dst = q_ptr + row * stride_qb + head * stride_qh
         tl.store(dst + cols, round_to(x1 * cos - x2 * sin, q_ptr.dtype.element_ty), mask=mask)
         tl.store(dst + HALF + cols, round_to(x2 * cos + x1 * sin, q_ptr.dtype.element_ty), mask=mask)
     else:
+        v_src = src + num_kv_heads * D
+        v1 = tl.load(v_src + cols, mask=mask)  # in flight during the norm and the rotation
+        v2 = tl.load(v_src + HALF + cols, mask=mask)
         if HAS_K_NORM:
-            x1, x2 = _rms_norm_halves(x1, x2, k_norm_ptr, cols, mask, eps, HALF, D)
+            x1, x2 = _rms_norm_halves(x1, x2, w1, w2, eps, D)
         kv_head = head - num_heads
-        slot = tl.load(slots_ptr + row * stride_slot).to(tl.int64)
         write = cols < tl.where((slot >= 0) & (slot < S), HALF, 0)  # (mask & scalar trips the interpreter)
         k_dst = k_cache_ptr + row * stride_kb + kv_head * stride_kh + slot * stride_ks
         tl.store(k_dst + cols, round_to(x1 * cos - x2 * sin, k_cache_ptr.dtype.element_ty), mask=write)
         tl.store(k_dst + HALF + cols, round_to(x2 * cos + x1 * sin, k_cache_ptr.dtype.element_ty), mask=write)
-        v_src = src + num_kv_heads * D
         v_dst = v_cache_ptr + row * stride_vb + kv_head * stride_vh + slot * stride_vs
-        tl.store(v_dst + cols, tl.load(v_src + cols, mask=mask), mask=write)
-        tl.store(v_dst + HALF + cols, tl.load(v_src + HALF + cols, mask=mask), mask=write)
+        tl.store(v_dst + cols, v1, mask=write)
+        tl.store(v_dst + HALF + cols, v2, mask=write)
 
 
 def _num_warps(block_half: int) -> int:

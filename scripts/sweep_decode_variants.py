@@ -3,12 +3,14 @@ attention merge runs, and ablations that leave one kernel kind out (results then
 to show each kind's share of the step as the graph runs it, with PDL overlap.
 
     python scripts/sweep_decode_variants.py [--contexts 512,8192] [--steps 64] [--attention-configs ...]
+        [--settings "gemv.NAME=expr|warp_decode.NAME=expr;..."]   (module constants patched per variant)
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import time
 
 import torch
@@ -126,6 +128,24 @@ def attention_config(values: dict):
     return stack
 
 
+def module_settings(text: str):
+    """'module.NAME=expr|module.NAME=expr' (modules of warpcode.kernels or decode_step) -> one context manager."""
+    modules = {
+        "route": importlib.import_module("warpcode.kernels.route"),  # (kernels/__init__ shadows it with route())
+        "decode_step": step_module,
+        "gemv": gemv,
+        "warp_decode": warp_decode,
+        "attention_splits": attention_splits,
+        "decode_attention": decode_attention,
+    }
+    stack = contextlib.ExitStack()
+    for item in text.split("|"):
+        target, expression = item.split("=", 1)
+        module, name = target.split(".")
+        stack.enter_context(patched(modules[module], name, eval(expression)))
+    return stack
+
+
 def parse_overrides(text: str) -> dict:
     return {key: int(value) for key, value in (item.split("=") for item in text.split(","))}
 
@@ -133,6 +153,8 @@ def parse_overrides(text: str) -> dict:
 def variants(args, config):
     """(label, context manager) for every variant the flags ask for, the baseline first and last."""
     yield "baseline", contextlib.nullcontext()
+    for settings in filter(None, args.settings.split(";")):
+        yield f"{settings}", module_settings(settings)
     for overrides in filter(None, args.moe_configs.split(";")):
         yield f"moe {overrides}", moe_config(parse_overrides(overrides))
     for item in filter(None, args.gemv_configs.split(";")):
@@ -175,6 +197,7 @@ def main() -> None:
     parser.add_argument("--no-ablations", action="store_true")
     parser.add_argument("--no-merge-variants", action="store_true")
     parser.add_argument("--moe-configs", default="", help="';'-separated k=v,k=v WarpDecodeConfig overrides at T=1")
+    parser.add_argument("--settings", default="", help="';'-separated module.NAME=expr|... variants")
     parser.add_argument("--gemv-configs", default="", help="';'-separated N,H:k=v,k=v GemvConfigs at batch 1")
     parser.add_argument(
         "--attention-configs", default="", help="';'-separated k=v,k=v attention settings (attention_config)"

@@ -34,3 +34,10 @@ def test_route_dispatches_to_the_reference_on_cpu_and_checks_arguments():
         route_triton(logits, 9)
     with pytest.raises(ValueError, match=r"\[T, E\]"):
         route_triton(logits[0], 2)
+
+
+def test_ties_go_to_the_lowest_expert_index():
+    logits = torch.tensor([[0.5, 2.0, 2.0, -1.0, 2.0, 0.5, 0.5]])
+    weights, ids = route_triton(logits, 4)
+    assert ids.tolist() == [[1, 2, 4, 0]]
+    torch.testing.assert_close(weights, route_reference(logits, 4)[0])
