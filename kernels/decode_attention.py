@@ -15,7 +15,8 @@ runs in one of two places, by the number of splits (MERGE_KERNEL_MIN_SPLITS, rea
   the H200: 11.2 us against 14.3 in one launch);
 - few splits: in the same launch (a second launch would cost more than the short tail it saves), "last program
   finishes": every program of a (row, KV head) group, empty split or not, increments the group's int32 counter
-  (acq_rel, after a barrier), and the one that sees NUM_SPLITS - 1 earlier arrivals merges the group's G heads,
+  (acq_rel, after a barrier), and the one that sees NUM_SPLITS - 1 earlier arrivals merges the group's G heads
+  (attention_merge._merge_group),
   writes out and resets the counter to 0 for the next call. The counters are zeroed once and persist across calls
   (kernels/counters.py).
 With NUM_SPLITS = 1 there is no workspace, no counter and no merge: the program normalises and writes out itself.
@@ -34,7 +35,7 @@ import triton
 import triton.language as tl
 
 from warpcode.kernels import attention_splits
-from warpcode.kernels.attention_merge import _merge_splits_kernel, _split_chunk
+from warpcode.kernels.attention_merge import _merge_group, _merge_splits_kernel, _split_chunk
 from warpcode.kernels.counters import arrival_counters
 from warpcode.kernels.launch import INTERPRETER, pdl_options, wait_for_inputs
 
@@ -145,37 +146,11 @@ def _decode_attention_kernel(
         if arrived == NUM_SPLITS - 1:
             tl.store(counter, 0)  # every program of the group has arrived: the next call (or replay) starts at 0
             num_active = (seq_len + chunk - 1) // chunk  # non-empty splits are a prefix
-            offs_mg = tl.arange(0, MERGE_G)
-            offs_s = tl.arange(0, MERGE_S)
-            mg_mask = offs_mg < G
-            merge_heads = kv_head * G + offs_mg
-            ml_base = b64 * stride_mb + merge_heads[:, None] * stride_mh  # [MERGE_G, 1]
-            acc_base = acc_ptr + b64 * stride_ab + merge_heads[:, None, None] * stride_ah + offs_d[None, None, :]
-            run_max = tl.full([MERGE_G], float("-inf"), dtype=tl.float32)
-            run_sum = tl.zeros([MERGE_G], dtype=tl.float32)
-            run_acc = tl.zeros([MERGE_G, BLOCK_D], dtype=tl.float32)
-            for s_start in range(0, num_active, MERGE_S):  # online softmax over blocks of MERGE_S splits
-                splits = s_start + offs_s
-                ml_mask = mg_mask[:, None] & (splits < num_active)[None, :]
-                # .cg: from L2, past this SM's L1, which holds nothing written by the other programs.
-                m = tl.load(m_ptr + ml_base + splits[None, :], mask=ml_mask, other=float("-inf"), cache_modifier=".cg")
-                l = tl.load(l_ptr + ml_base + splits[None, :], mask=ml_mask, other=0.0, cache_modifier=".cg")
-                part = tl.load(
-                    acc_base + splits[None, :, None] * stride_as,
-                    mask=ml_mask[:, :, None] & d_mask[None, None, :],
-                    other=0.0,
-                    cache_modifier=".cg",
-                )  # [MERGE_G, MERGE_S, BLOCK_D]
-                new_max = tl.maximum(run_max, tl.max(m, axis=1))
-                safe_max = tl.where(new_max == float("-inf"), 0.0, new_max)  # no split yet: weights 0, not NaN
-                rescale = tl.exp2(run_max - safe_max)
-                weight = tl.exp2(m - safe_max[:, None])  # 0 for masked lanes (m = -inf)
-                run_sum = run_sum * rescale + tl.sum(weight * l, axis=1)
-                run_acc = run_acc * rescale[:, None] + tl.sum(part * weight[:, :, None], axis=1)
-                run_max = new_max
-            out = run_acc / tl.where(run_sum > 0, run_sum, 1.0)[:, None]  # no key: run_acc is 0, so is out
-            out_ptrs = out_ptr + b64 * stride_ob + merge_heads[:, None] * stride_oh + offs_d[None, :]
-            tl.store(out_ptrs, out.to(out_ptr.dtype.element_ty), mask=mg_mask[:, None] & d_mask[None, :])
+            _merge_group(
+                m_ptr, l_ptr, acc_ptr, out_ptr, b64, kv_head, num_active, D,
+                stride_mb, stride_mh, stride_ab, stride_ah, stride_as, stride_ob, stride_oh,
+                G, MERGE_G, MERGE_S, BLOCK_D,
+            )  # fmt: skip
 
 
 def _check_args(q, k_cache, v_cache, seq_lens, dtypes) -> None:

@@ -1,5 +1,5 @@
-"""Small-batch dense projections (B <= 16 rows): y [B, N] = x [B, H] @ w [N, H].T (+ bias), fp32 accumulation, rounded
-once to x.dtype.
+"""Small-batch dense projections (B <= 16 rows): y [B, N] = x [B, H] @ w [N, H].T (+ bias), fp32 accumulation,
+rounded once to x.dtype.
 
 One program per block of BLOCK_N weight rows, holding all B input rows: every weight element is read once per call,
 in 16-byte loads along H, marked first to evict in L2 (so the stream does not push out what is read again: the
@@ -11,8 +11,7 @@ broadcast multiply + sum on CUDA cores for small B and `tl.dot` (tensor cores, B
 enough for the FMAs to compete with the loads. Under PDL the first weight tile is fetched before `gdc_wait`, while
 the previous kernel drains; only the reads of x wait. The launcher reads shapes and strides only (CUDA-graph safe).
 
-Two optional fusions take a decoder layer's add + RMSNorm kernels out of the decode step
-(model_runtime/decode_step):
+Two optional fusions take a decoder layer's add + RMSNorm kernels out of the decode step (model_runtime/decode_step):
 
     prologue (norm_weight = gamma [H], eps): the input is RMSNorm(x) instead of x,
         y = rstd * (x32 * gamma32) @ w.T (+ bias),   rstd = rsqrt(mean(x32 ** 2) + eps) per row, x32 = x.float()
@@ -24,10 +23,9 @@ before the product, as the eager model rounds it (one rounding fewer, closer to 
 x * gamma once). One more program, whose weight rows are all masked off (no weight traffic), may also store
 RMSNorm(x) rounded as kernels/norm.py rounds (normed_out, for the other readers of the normed input), in a second
 pass over x after its sums: done by a program of the product, it made that program the last to finish (H200,
-batch-1 decode step: -0.3 to -0.4%). gamma is a
-weight: its first tile is fetched before `gdc_wait` with the first weight tile. Each output element has one owner
-program, the only one that reads its residual element (right after the wait, so the load overlaps the product), so
-`out` may be `residual` itself.
+batch-1 decode step: -0.3 to -0.4%). gamma is a weight: its first tile is fetched before `gdc_wait` with the first
+weight tile. Each output element has one owner program, the only one that reads its residual element (right after
+the wait, so the load overlaps the product), so `out` may be `residual` itself.
 """
 
 from __future__ import annotations

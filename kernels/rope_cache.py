@@ -21,8 +21,8 @@ column offset in qkv is h * D in both cases (key heads start right after the Hq 
 CUDA graphs: the launcher reads shapes and strides only. positions and slots are read inside the kernel, so a
 captured graph replays correctly after they are changed in place. Under PDL they (and the weights) are read before
 the wait on the previous kernel, which may still run: they must not be written by the kernel launched just before
-(the decode step sets them between steps). A slot outside [0, S) is not written (the
-kernel cannot raise); keeping slots in range is the caller's job.
+(the decode step sets them between steps). A slot outside [0, S) is not written (the kernel cannot raise); keeping
+slots in range is the caller's job.
 """
 
 from __future__ import annotations
