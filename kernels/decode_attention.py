@@ -16,9 +16,8 @@ runs in one of two places, by the number of splits (MERGE_KERNEL_MIN_SPLITS, rea
 - few splits: in the same launch (a second launch would cost more than the short tail it saves), "last program
   finishes": every program of a (row, KV head) group, empty split or not, increments the group's int32 counter
   (acq_rel, after a barrier), and the one that sees NUM_SPLITS - 1 earlier arrivals merges the group's G heads
-  (attention_merge._merge_group),
-  writes out and resets the counter to 0 for the next call. The counters are zeroed once and persist across calls
-  (kernels/counters.py).
+  (attention_merge._merge_group), writes out and resets the counter to 0 for the next call. The counters are zeroed
+  once and persist across calls (kernels/counters.py).
 With NUM_SPLITS = 1 there is no workspace, no counter and no merge: the program normalises and writes out itself.
 L is read inside the kernels, so the launches depend only on shapes and one captured CUDA graph serves every
 length. A program holds all G query heads of its KV head (padded to 16 rows for tl.dot, the padding masked off),
