@@ -11,7 +11,7 @@ buffer h [B, H], and each add + RMSNorm is folded into the kernels around it (ke
     q = qk_norm_rope_cache(qkv, ...)                                       # q/k norm, RoPE, K/V cache write
     attn = decode_attention(q, cache, seq_lens + 1)                        # split-KV flash decoding, one launch
     h = gemv(attn, Wo, residual=h, out=h)                                  # h + attn @ Wo in the epilogue
-    logits = gemv(h, Wrouter, norm_weight=post_norm, normed_out=normed)    # program 0 also stores RMSNorm(h)
+    logits = gemv(h, Wrouter, norm_weight=post_norm, normed_out=normed)    # one more program stores RMSNorm(h)
     h = moe(normed, route(logits), residual=h)                             # softmax + top-k kernel; warp decode
                                                                            # adds h in its last kernel
 A fusion applies where its kernel runs: the GEMV where it measured faster than cuBLAS (`uses_gemv`: every projection

@@ -43,7 +43,7 @@ class SparseMoeBlock(nn.Module):
         topk_ids: torch.Tensor,
         residual: torch.Tensor | None = None,  # [N, H], only where `adds_residual(flat)`
     ) -> torch.Tensor:
-        """[N, H] routed (elsewhere, e.g. by the decode step's fused router kernel) -> [N, H]; with `residual`,
+        """[N, H] routed elsewhere (the decode step's router GEMV and route kernel) -> [N, H]; with `residual`,
         residual + that, added in place by the experts' last kernel (the decoder layer's add)."""
         if residual is not None and self.shared_expert is not None:
             raise ValueError("the shared expert is added after the routed experts: it cannot take a residual")
