@@ -11,11 +11,17 @@ from warpcode.kernels.tuning import warp_decode_max_tokens
 from warpcode.kernels.warp_decode import moe_warp_decode
 
 
-def route(router_logits: torch.Tensor, k: int, normalize: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+def route(
+    router_logits: torch.Tensor,
+    k: int,
+    normalize: bool = True,
+    rms_of: torch.Tensor | None = None,  # [T, H]: logits scaled by RMSNorm's rstd of these rows first
+    eps: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """[T, E] -> (fp32 weights [T, K], int64 ids [T, K]); the fused Triton kernel on CUDA."""
     if router_logits.is_cuda:
-        return route_triton(router_logits, k, normalize)
-    return route_reference(router_logits, k, normalize)
+        return route_triton(router_logits, k, normalize, rms_of, eps)
+    return route_reference(router_logits, k, normalize, rms_of, eps)
 
 
 def uses_warp_decode(x: torch.Tensor, w13: torch.Tensor, top_k: int) -> bool:

@@ -12,11 +12,20 @@ import torch
 from warpcode.kernels.moe_args import check_moe_args
 
 
-def route_reference(router_logits: torch.Tensor, k: int, normalize: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+def route_reference(
+    router_logits: torch.Tensor,
+    k: int,
+    normalize: bool = True,
+    rms_of: torch.Tensor | None = None,  # [T, H]: scale each row's logits by its RMSNorm rstd first
+    eps: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """[T, E] logits -> (fp32 weights [T, K], int64 expert ids [T, K]), experts sorted by weight descending.
 
     Float64 logits stay float64 (the tests' reference); every other dtype is computed in float32."""
     logits = router_logits if router_logits.dtype == torch.float64 else router_logits.float()
+    if rms_of is not None:
+        r = rms_of.to(logits.dtype)
+        logits = logits * torch.rsqrt(r.pow(2).mean(-1, keepdim=True) + eps)
     probs = torch.softmax(logits, dim=-1)
     topk_weights, topk_ids = torch.topk(probs, k, dim=-1)
     if normalize:

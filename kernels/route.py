@@ -1,6 +1,7 @@
 """Router softmax + top-k (+ renormalisation) fused in one Triton kernel: one program per token.
 
-p = softmax(logits[t]);  repeat K times: pick the largest remaining p (lowest index on ties);
+p = softmax(logits[t])  (with rms_of: softmax(logits[t] * rsqrt(mean(rms_of[t] ** 2) + eps)), the router's RMSNorm
+applied afterwards, see o_proj_router.py);  repeat K times: pick the largest remaining p (lowest index on ties);
 w = picked / sum(picked) when normalize, else picked.
 """
 
@@ -18,14 +19,20 @@ _NUM_WARPS = 1  # the K rounds of max are warp-shuffle reductions only: 1.8 us a
 @triton.jit
 def _route_kernel(
     logits_ptr,
+    rms_ptr,
     weights_ptr,
     ids_ptr,
     E,
+    H,
+    eps,
     stride_t,
+    stride_r,
     K: tl.constexpr,
     BLOCK_E: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    BLOCK_H: tl.constexpr,
     NORMALIZE: tl.constexpr,
+    HAS_RMS: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
     wait_for_inputs(USE_PDL)
@@ -33,6 +40,10 @@ def _route_kernel(
     experts = tl.arange(0, BLOCK_E)
     valid = experts < E
     logits = tl.load(logits_ptr + token * stride_t + experts, mask=valid, other=-float("inf")).to(tl.float32)
+    if HAS_RMS:
+        cols = tl.arange(0, BLOCK_H)
+        r = tl.load(rms_ptr + token * stride_r + cols, mask=cols < H, other=0.0).to(tl.float32)
+        logits = logits * tl.rsqrt(tl.sum(r * r, axis=0) / H + eps)
     exps = tl.where(valid, tl.exp(logits - tl.max(logits, axis=0)), 0.0)
     remaining = tl.where(valid, exps / tl.sum(exps, axis=0), -1.0)
     slots = tl.arange(0, BLOCK_K)
@@ -50,7 +61,13 @@ def _route_kernel(
     tl.store(ids_ptr + token * K + slots, picked_ids.to(tl.int64), mask=slots < K)
 
 
-def route_triton(router_logits: torch.Tensor, k: int, normalize: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+def route_triton(
+    router_logits: torch.Tensor,
+    k: int,
+    normalize: bool = True,
+    rms_of: torch.Tensor | None = None,  # [T, H]: scale each row's logits by its RMSNorm rstd first
+    eps: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """[T, E] logits (any float dtype) -> (fp32 weights [T, K], int64 ids [T, K])."""
     if router_logits.dim() != 2:
         raise ValueError(f"router_logits must be [T, E], got shape {tuple(router_logits.shape)}")
@@ -59,12 +76,17 @@ def route_triton(router_logits: torch.Tensor, k: int, normalize: bool = True) ->
         raise ValueError(f"top-k must be in [1, {experts}] for {experts} experts, got {k}")
     if router_logits.stride(1) != 1:
         raise ValueError("router_logits must be contiguous in its expert dimension")
+    if rms_of is not None and (rms_of.dim() != 2 or rms_of.shape[0] != tokens or rms_of.stride(1) != 1):
+        raise ValueError(f"rms_of must be [T={tokens}, H] with contiguous rows, got {tuple(rms_of.shape)}")
     weights = torch.empty((tokens, k), device=router_logits.device, dtype=torch.float32)
     ids = torch.empty((tokens, k), device=router_logits.device, dtype=torch.int64)
     if tokens:
+        hidden = 1 if rms_of is None else rms_of.shape[1]
         _route_kernel[(tokens,)](
-            router_logits, weights, ids, experts, router_logits.stride(0),
-            K=k, BLOCK_E=triton.next_power_of_2(experts), BLOCK_K=triton.next_power_of_2(k), NORMALIZE=normalize,
+            router_logits, router_logits if rms_of is None else rms_of, weights, ids,
+            experts, hidden, float(eps), router_logits.stride(0), 0 if rms_of is None else rms_of.stride(0),
+            K=k, BLOCK_E=triton.next_power_of_2(experts), BLOCK_K=triton.next_power_of_2(k),
+            BLOCK_H=triton.next_power_of_2(hidden), NORMALIZE=normalize, HAS_RMS=rms_of is not None,
             num_warps=_NUM_WARPS, **pdl_options(router_logits.device),
         )  # fmt: skip
     return weights, ids

@@ -14,6 +14,10 @@ buffer h [B, H], and each add + RMSNorm is folded into the kernels around it (ke
     logits = gemv(h, Wrouter, norm_weight=post_norm, normed_out=normed)    # one more program stores RMSNorm(h)
     h = moe(normed, route(logits), residual=h)                             # softmax + top-k kernel; warp decode
                                                                            # adds h in its last kernel
+At one row on the GPU an MoE layer instead routes beside its o_proj, from weights folded at load time
+(prepare_for_decode, kernels/o_proj_router.py): one kernel fewer, and no normed copy of h:
+    h_new, z = o_proj_router(attn, Wo, h, fold)                            # h + attn @ Wo; Wr (post_norm * that)
+    h = moe_warp_decode(h_new, route(z, rms_of=h_new), norm_weight=post_norm, residual=h_new)
 A fusion applies where its kernel runs: the GEMV where it measured faster than cuBLAS (`uses_gemv`: every projection
 at one row, narrow outputs such as the router up to 4 rows), warp decode up to its crossover token count without a
 shared expert. Elsewhere (cuBLAS, the expert-centric path, dense MLP layers, off the GPU) the output waits as
@@ -37,7 +41,9 @@ from warpcode.kernels.decode_attention import decode_attention
 from warpcode.kernels.dispatch import route
 from warpcode.kernels.gemv import gemv
 from warpcode.kernels.norm import add_rmsnorm
+from warpcode.kernels.o_proj_router import fits, o_proj_router, router_fold
 from warpcode.kernels.rope_cache import qk_norm_rope_cache
+from warpcode.kernels.warp_decode import moe_warp_decode
 from warpcode.model_runtime.attention import Attention
 from warpcode.model_runtime.config import ModelConfig
 from warpcode.model_runtime.layers import RotaryEmbedding
@@ -85,9 +91,16 @@ class DecodeState:
 
 
 def prepare_for_decode(model: MoeForCausalLM) -> None:
-    """One-time weight preparation the decode step relies on (fused q/k/v projections)."""
+    """One-time weight preparation the decode step relies on: fused q/k/v projections, and on the GPU the folded
+    router weights of each MoE layer that can route beside its o_proj (kernels/o_proj_router.py)."""
     for layer in model.model.layers:
         layer.self_attn.fuse_qkv()
+        attn, mlp = layer.self_attn, layer.mlp
+        foldable = isinstance(mlp, SparseMoeBlock) and mlp.shared_expert is None and attn.o_proj.bias is None
+        if foldable and attn.o_proj.weight.is_cuda and fits(*attn.o_proj.weight.shape):
+            with torch.no_grad():
+                layer.router_fold = router_fold(mlp.gate.weight, layer.post_attention_layernorm.weight,
+                                                attn.o_proj.weight)  # fmt: skip
 
 
 def decode_step(model: MoeForCausalLM, state: DecodeState, batch: int, sampling: str) -> torch.Tensor:
@@ -111,6 +124,10 @@ def decode_step(model: MoeForCausalLM, state: DecodeState, batch: int, sampling:
         out = _attention(
             attn, model.model.rotary, eps, qkv, seq_lens, attend_lens, state, index, attention_fetches_early
         )
+        fold = getattr(layer, "router_fold", None)
+        if fold is not None and out.shape[0] == 1 and layer.mlp.adds_residual(out):
+            h = _o_proj_and_routed_experts(layer, out, h, fold, eps)
+            continue
         if uses_gemv(out, attn.o_proj.weight):  # nothing is pending after q/k/v: h is complete
             gemv(out, attn.o_proj.weight, attn.o_proj.bias, residual=h, out=h)
         else:
@@ -191,6 +208,19 @@ def _mlp(
     if mlp.adds_residual(normed):
         return mlp.experts_forward(normed, topk_weights, topk_ids, residual=h), None
     return h, mlp.experts_forward(normed, topk_weights, topk_ids)
+
+
+def _o_proj_and_routed_experts(
+    layer: DecoderLayer, out: torch.Tensor, h: torch.Tensor, fold: tuple[torch.Tensor, torch.Tensor], eps: float
+) -> torch.Tensor:
+    """One row: o_proj and the router's logits in one launch, route (scaled by RMSNorm's rstd of the new h), the
+    experts on RMSNorm(new h) adding their output to it -> the layer's output [1, H]."""
+    mlp, norm_weight = layer.mlp, layer.post_attention_layernorm.weight
+    h_new, z = o_proj_router(out, layer.self_attn.o_proj.weight, h, fold)
+    topk_weights, topk_ids = route(z, mlp.top_k, mlp.normalize, rms_of=h_new, eps=eps)
+    w13, w2 = mlp.experts.w13, mlp.experts.w2
+    return moe_warp_decode(h_new, topk_weights, topk_ids, w13, w2, out=h_new, residual=h_new, norm_weight=norm_weight,
+                           eps=eps)  # fmt: skip
 
 
 def _add_rmsnorm(

@@ -1,0 +1,124 @@
+"""One token's attention output projection and the next router's logits in one launch.
+
+A decoder layer routes from RMSNorm(h + attn @ Wo.T). RMSNorm's rstd is one positive scalar per row, so (with gamma
+the post-attention norm weight and Wr the router)
+
+    z      = Wr diag(gamma) h + (Wr diag(gamma) Wo) attn      = Wr (gamma * (h + Wo attn))     fp32 [E]
+    logits = rstd(h_new) * z,   h_new = round(h + round(attn @ Wo.T))
+
+and z needs only what the projection itself reads: the router's rows run beside o_proj's, from the folded weights
+Wr diag(gamma) [E, H] and Wr diag(gamma) Wo [E, K] (router_fold), instead of as a GEMV after it. The route kernel
+then scales z by rstd(h_new) (route.py, rms_of), and warp decode normalises h_new in its gate/up kernel
+(norm_weight), so no normed copy of h_new is stored. The folded product is rounded to the weights' dtype once, and
+z uses h + Wo attn before the two roundings of h_new: the logits differ from the eager model's by bf16 rounding.
+
+Grid: cdiv(H, BLOCK_N) programs of o_proj rows (whole rows of Wo: one tile each, fetched before the PDL wait), then
+E programs of one router row each (both folded rows, also fetched before the wait). One row of input only.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from warpcode.kernels.launch import pdl_options
+from warpcode.kernels.norm import round_to
+
+BLOCK_N = 4  # o_proj rows per program: the tuned batch-1 o_proj GEMV tile (kernels/gemv.py)
+NUM_WARPS = 8
+MAX_TILE = 16384  # elements of one program's weight tile: beyond it, the unfused kernels
+
+
+@triton.jit
+def _o_proj_router_kernel(
+    x_ptr, wo_ptr, h_ptr, out_ptr, wa_ptr, wh_ptr, z_ptr,
+    H, K, E,
+    stride_wo, stride_wa, stride_wh,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr, USE_PDL: tl.constexpr,
+):  # fmt: skip
+    pid = tl.program_id(0)
+    o_programs = tl.cdiv(H, BLOCK_N)
+    cols = tl.arange(0, BLOCK_K)
+    col_mask = cols < K
+    if USE_PDL:
+        tl.extra.cuda.gdc_launch_dependents()
+    if pid < o_programs:
+        rows = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+        row_mask = rows < H
+        w_ptrs = wo_ptr + rows[:, None].to(tl.int64) * stride_wo + cols[None, :]
+        w = tl.load(w_ptrs, mask=row_mask[:, None] & col_mask[None, :], other=0.0, eviction_policy="evict_first")
+        if USE_PDL:
+            tl.extra.cuda.gdc_wait()
+        r = tl.load(h_ptr + rows, mask=row_mask, other=0.0)
+        x = tl.load(x_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+        y = round_to(tl.sum(w.to(tl.float32) * x[None, :], axis=1), out_ptr.dtype.element_ty)
+        y = round_to(y.to(tl.float32) + r.to(tl.float32), out_ptr.dtype.element_ty)
+        tl.store(out_ptr + rows, y, mask=row_mask)
+    else:
+        expert = (pid - o_programs).to(tl.int64)
+        h_cols = tl.arange(0, BLOCK_H)
+        h_mask = h_cols < H
+        wa = tl.load(wa_ptr + expert * stride_wa + cols, mask=col_mask, other=0.0, eviction_policy="evict_first")
+        wh = tl.load(wh_ptr + expert * stride_wh + h_cols, mask=h_mask, other=0.0, eviction_policy="evict_first")
+        if USE_PDL:
+            tl.extra.cuda.gdc_wait()
+        x = tl.load(x_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+        h = tl.load(h_ptr + h_cols, mask=h_mask, other=0.0).to(tl.float32)
+        z = tl.sum(wa.to(tl.float32) * x, axis=0) + tl.sum(wh.to(tl.float32) * h, axis=0)
+        tl.store(z_ptr + expert, z)
+
+
+def router_fold(
+    router: torch.Tensor,  # [E, H]
+    norm_weight: torch.Tensor,  # [H]: the post-attention RMSNorm's gamma
+    o_proj: torch.Tensor,  # [H, K]
+) -> tuple[torch.Tensor, torch.Tensor]:  # ([E, K] Wr diag(gamma) Wo, [E, H] Wr diag(gamma)), router.dtype
+    """The folded router weights, computed in fp32 (fp64 for fp64 weights) and rounded once."""
+    wide = torch.promote_types(router.dtype, torch.float32)
+    scaled = router.to(wide) * norm_weight.to(wide)[None, :]
+    return (scaled @ o_proj.to(wide)).to(router.dtype).contiguous(), scaled.to(router.dtype).contiguous()
+
+
+def fits(hidden: int, k: int) -> bool:
+    """Whether one launch holds these shapes: whole-row tiles of at most MAX_TILE elements."""
+    return BLOCK_N * triton.next_power_of_2(k) <= MAX_TILE and triton.next_power_of_2(hidden) <= MAX_TILE
+
+
+def o_proj_router(
+    x: torch.Tensor,  # [1, K]: the attention output
+    o_proj: torch.Tensor,  # [H, K]
+    h: torch.Tensor,  # [1, H]: the residual stream before the projection
+    fold: tuple[torch.Tensor, torch.Tensor],  # router_fold(...): [E, K], [E, H]
+    out: torch.Tensor | None = None,  # [1, H]: h + attn @ o_proj.T; must not overlap h (the router rows read it)
+) -> tuple[torch.Tensor, torch.Tensor]:  # (h_new [1, H] x.dtype, z [1, E] fp32)
+    folded_attn, folded_h = fold
+    if x.dim() != 2 or x.shape[0] != 1:
+        raise ValueError(f"x must be one row [1, K], got shape {tuple(x.shape)}")
+    k = x.shape[1]
+    hidden, experts = o_proj.shape[0], folded_h.shape[0]
+    if tuple(o_proj.shape) != (hidden, k) or tuple(h.shape) != (1, hidden):
+        raise ValueError(f"o_proj must be [H, {k}] and h [1, H], got {tuple(o_proj.shape)} and {tuple(h.shape)}")
+    if tuple(folded_attn.shape) != (experts, k) or tuple(folded_h.shape) != (experts, hidden):
+        raise ValueError(f"fold must be ([E, {k}], [E, {hidden}]), got {tuple(folded_attn.shape)}, "
+                         f"{tuple(folded_h.shape)}")  # fmt: skip
+    if not fits(hidden, k):
+        raise ValueError(f"H = {hidden}, K = {k} do not fit one launch's tiles (see fits())")
+    for name, t in (("x", x), ("o_proj", o_proj), ("h", h), ("fold[0]", folded_attn), ("fold[1]", folded_h)):
+        if t.dtype != x.dtype or t.device != x.device or t.stride(-1) != 1:
+            raise ValueError(f"{name} must be {x.dtype} on {x.device}, contiguous in its last dimension")
+    if out is None:
+        out = torch.empty_like(h)
+    elif out.shape != h.shape or out.dtype != h.dtype or not out.is_contiguous():
+        raise ValueError(f"out must be a contiguous {tuple(h.shape)} {h.dtype} tensor")
+    if out.data_ptr() == h.data_ptr():
+        raise ValueError("out must not be h: the router rows read h while the o_proj rows write out")
+    z = torch.empty((1, experts), device=x.device, dtype=torch.float32)
+    _o_proj_router_kernel[(triton.cdiv(hidden, BLOCK_N) + experts,)](
+        x, o_proj, h, out, folded_attn, folded_h, z,
+        hidden, k, experts,
+        o_proj.stride(0), folded_attn.stride(0), folded_h.stride(0),
+        BLOCK_N=BLOCK_N, BLOCK_K=triton.next_power_of_2(k), BLOCK_H=triton.next_power_of_2(hidden),
+        num_warps=NUM_WARPS, **pdl_options(x.device),
+    )  # fmt: skip
+    return out, z
