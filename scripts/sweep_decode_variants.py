@@ -59,7 +59,9 @@ def skip_linear(n_rows: int):
 def static_routing(config):
     """route() on fixed random logits: the same kernel, and routing no ablation can make degenerate."""
     logits = torch.randn(1, config.num_experts, device="cuda", generator=torch.Generator("cuda").manual_seed(1))
-    return patched(step_module, "route", lambda router_logits, k, normalize: route_triton(logits, k, normalize))
+    return patched(
+        step_module, "route", lambda router_logits, k, normalize, **scaling: route_triton(logits, k, normalize)
+    )
 
 
 def moe_config(overrides: dict):
@@ -100,7 +102,7 @@ def ablations(config):
         ),
     )
     fixed = route_triton(torch.randn(1, config.num_experts, device="cuda"), config.num_experts_per_tok)
-    yield "no route kernel", patched(step_module, "route", lambda logits, k, normalize: fixed)
+    yield "no route kernel", patched(step_module, "route", lambda logits, k, normalize, **scaling: fixed)
     yield "no add_rmsnorm", patched(step_module, "add_rmsnorm", lambda x, w, eps, residual: (x, x))
     yield "no qkv GEMV", skip_linear(q_size + 2 * kv)
     yield "no o GEMV", skip_linear(config.hidden_size)
