@@ -93,14 +93,16 @@ def ablations(config):
             lambda qkv, hq, *a, **options: qkv[:, :q_size].view(qkv.shape[0], hq, -1),
         ),
     )
-    yield (
-        "no MoE experts",
+    no_experts = contextlib.ExitStack()
+    no_experts.enter_context(
         patched(
             SparseMoeBlock,
             "experts_forward",
             lambda self, flat, w, ids, residual=None: flat if residual is None else residual,
-        ),
+        )
     )
+    no_experts.enter_context(patched(step_module, "moe_warp_decode", lambda x, *args, **kwargs: x))  # folded path
+    yield "no MoE experts", no_experts
     fixed = route_triton(torch.randn(1, config.num_experts, device="cuda"), config.num_experts_per_tok)
     yield "no route kernel", patched(step_module, "route", lambda logits, k, normalize, **scaling: fixed)
     yield "no add_rmsnorm", patched(step_module, "add_rmsnorm", lambda x, w, eps, residual: (x, x))
