@@ -6,7 +6,8 @@ import torch
 
 from warpcode.kernels.expert_centric import moe_expert_centric
 from warpcode.kernels.moe_reference import moe_reference, route_reference
-from warpcode.kernels.route import route_triton
+from warpcode.kernels.norm import add_rmsnorm_reference
+from warpcode.kernels.route import check_normed_out, route_triton
 from warpcode.kernels.tuning import warp_decode_max_tokens
 from warpcode.kernels.warp_decode import moe_warp_decode
 
@@ -17,10 +18,15 @@ def route(
     normalize: bool = True,
     rms_of: torch.Tensor | None = None,  # [T, H]: logits scaled by RMSNorm's rstd of these rows first
     eps: float = 0.0,
+    norm_weight: torch.Tensor | None = None,  # [H], with normed_out
+    normed_out: torch.Tensor | None = None,  # [T, H] <- RMSNorm(rms_of) * norm_weight (route.py)
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """[T, E] -> (fp32 weights [T, K], int64 ids [T, K]); the fused Triton kernel on CUDA."""
     if router_logits.is_cuda:
-        return route_triton(router_logits, k, normalize, rms_of, eps)
+        return route_triton(router_logits, k, normalize, rms_of, eps, norm_weight, normed_out)
+    if normed_out is not None:
+        check_normed_out(rms_of, norm_weight, normed_out)
+        normed_out.copy_(add_rmsnorm_reference(rms_of, norm_weight, eps)[0])
     return route_reference(router_logits, k, normalize, rms_of, eps)
 
 

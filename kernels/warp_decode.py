@@ -2,8 +2,6 @@
 
     kernel 1 (gate_up), one program per (routed slot s = t*K + k, block of intermediate rows):
         hidden[s, i] = silu(G[e] x[t])_i * (U[e] x[t])_i          e = topk_ids[t, k], fp32 accumulation
-        (with norm_weight gamma: x[t] is RMSNorm(x[t]) = rstd * gamma * x[t], the sums of squares taken in the same
-        pass as the products and rstd applied to the two sums: the normalised input is never rounded)
     kernel 2 (down), one program per (token t, block of output rows):
         out[t, r] = sum_k topk_weights[t, k] * (W2[e_k] hidden[t*K + k])_r   fp32 accumulator, written once
         (with a residual: out[t, r] = round(residual[t, r] + round(that sum)), the decoder layer's add, fused)
@@ -47,14 +45,12 @@ def intermediate_dtype(dtype: torch.dtype) -> torch.dtype:
 @triton.jit
 def _gate_up_kernel(
     x_ptr,
-    gamma_ptr,
     w13_ptr,
     topk_ids_ptr,
     hidden_ptr,
     H,
     I,
     K,
-    eps,
     stride_xt,
     stride_we,
     stride_wr,
@@ -62,7 +58,6 @@ def _gate_up_kernel(
     BLOCK_I: tl.constexpr,
     BLOCK_H: tl.constexpr,
     EVEN_H: tl.constexpr,
-    HAS_NORM: tl.constexpr,
     EVICTION: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
@@ -82,33 +77,21 @@ def _gate_up_kernel(
     x_ptrs = x_ptr + token.to(tl.int64) * stride_xt + cols
     gate_acc = tl.zeros([BLOCK_I, BLOCK_H], dtype=tl.float32)
     up_acc = tl.zeros([BLOCK_I, BLOCK_H], dtype=tl.float32)
-    sum_sq = 0.0
     for h_start in range(0, H, BLOCK_H):
         if EVEN_H:
             x = tl.load(x_ptrs + h_start).to(tl.float32)
-            if HAS_NORM:
-                gamma = tl.load(gamma_ptr + h_start + cols).to(tl.float32)
             gate = tl.load(gate_ptrs + h_start, mask=row_mask[:, None], other=0.0, eviction_policy=EVICTION)
             up = tl.load(up_ptrs + h_start, mask=row_mask[:, None], other=0.0, eviction_policy=EVICTION)
         else:
             col_mask = cols + h_start < H
             tile_mask = row_mask[:, None] & col_mask[None, :]
             x = tl.load(x_ptrs + h_start, mask=col_mask, other=0.0).to(tl.float32)
-            if HAS_NORM:
-                gamma = tl.load(gamma_ptr + h_start + cols, mask=col_mask, other=0.0).to(tl.float32)
             gate = tl.load(gate_ptrs + h_start, mask=tile_mask, other=0.0, eviction_policy=EVICTION)
             up = tl.load(up_ptrs + h_start, mask=tile_mask, other=0.0, eviction_policy=EVICTION)
-        if HAS_NORM:
-            sum_sq += tl.sum(x * x, axis=0)
-            x = x * gamma
         gate_acc += gate.to(tl.float32) * x[None, :]
         up_acc += up.to(tl.float32) * x[None, :]
     gate_sum = tl.sum(gate_acc, axis=1)
     up_sum = tl.sum(up_acc, axis=1)
-    if HAS_NORM:
-        rstd = tl.rsqrt(sum_sq / H + eps)
-        gate_sum *= rstd
-        up_sum *= rstd
     hidden = gate_sum * tl.sigmoid(gate_sum) * up_sum
     if hidden_ptr.dtype.element_ty == tl.float16:
         hidden = tl.minimum(tl.maximum(hidden, -FP16_MAX), FP16_MAX)
@@ -188,17 +171,11 @@ def moe_warp_decode(
     config: WarpDecodeConfig | None = None,
     out: torch.Tensor | None = None,  # [T, H] x.dtype: a preallocated output (CUDA graphs keep it static)
     residual: torch.Tensor | None = None,  # [T, H] x.dtype: out = round(residual + round(moe)); out may be it
-    norm_weight: torch.Tensor | None = None,  # [H] x.dtype: the experts take RMSNorm(x) with this gamma
-    eps: float = 0.0,  # RMSNorm's epsilon, with norm_weight
 ) -> torch.Tensor:  # [T, H], x.dtype
     check_moe_args(x, topk_weights, topk_ids, w13, w2)
     check_kernel_layout(x, topk_weights, topk_ids, w13, w2)
     if residual is not None:
         check_like_x("residual", residual, x)
-    if norm_weight is not None and (
-        norm_weight.shape != (x.shape[1],) or norm_weight.dtype != x.dtype or norm_weight.stride(0) != 1
-    ):
-        raise ValueError(f"norm_weight must be a contiguous [{x.shape[1]}] {x.dtype} tensor")
     out = output_buffer(x, out)
     tokens, hidden_size = x.shape
     experts, two_i, _ = w13.shape
@@ -208,22 +185,21 @@ def moe_warp_decode(
     if tokens == 0:
         return out
     hidden = torch.empty((tokens * top_k, intermediate), device=x.device, dtype=intermediate_dtype(x.dtype))
-    launch_gate_up(x, topk_ids, w13, hidden, config, norm_weight, eps)
+    launch_gate_up(x, topk_ids, w13, hidden, config)
     launch_down(hidden, topk_weights, topk_ids, w2, out, config, residual)
     return out
 
 
-def launch_gate_up(x, topk_ids, w13, hidden, config: WarpDecodeConfig, norm_weight=None, eps: float = 0.0) -> None:
+def launch_gate_up(x, topk_ids, w13, hidden, config: WarpDecodeConfig) -> None:
     """Kernel 1 alone (the tuner times it separately): hidden [T*K, I] (intermediate_dtype) <- silu(gate) * up."""
     tokens, hidden_size = x.shape
     top_k = topk_ids.shape[1]
     intermediate = w13.shape[1] // 2
     _gate_up_kernel[(tokens * top_k, triton.cdiv(intermediate, config.gate_up_rows))](
-        x, x if norm_weight is None else norm_weight, w13, topk_ids, hidden,
-        hidden_size, intermediate, top_k, float(eps),
+        x, w13, topk_ids, hidden,
+        hidden_size, intermediate, top_k,
         x.stride(0), w13.stride(0), w13.stride(1), hidden.stride(0),
         BLOCK_I=config.gate_up_rows, BLOCK_H=config.gate_up_cols, EVEN_H=hidden_size % config.gate_up_cols == 0,
-        HAS_NORM=norm_weight is not None,
         EVICTION=ONE_TOKEN_EVICTION if tokens == 1 else "",
         num_warps=config.gate_up_warps, num_stages=config.gate_up_stages, **pdl_options(x.device),
     )  # fmt: skip

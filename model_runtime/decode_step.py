@@ -15,9 +15,10 @@ buffer h [B, H], and each add + RMSNorm is folded into the kernels around it (ke
     h = moe(normed, route(logits), residual=h)                             # softmax + top-k kernel; warp decode
                                                                            # adds h in its last kernel
 At one row on the GPU an MoE layer instead routes beside its o_proj, from weights folded at load time
-(prepare_for_decode, kernels/o_proj_router.py): one kernel fewer, and no normed copy of h:
+(prepare_for_decode, kernels/o_proj_router.py): the router GEMV leaves the chain:
     h_new, z = o_proj_router(attn, Wo, h, fold)                            # h + attn @ Wo; Wr (post_norm * that)
-    h = moe_warp_decode(h_new, route(z, rms_of=h_new), norm_weight=post_norm, residual=h_new)
+    ids = route(z, rms_of=h_new, normed_out=normed)                        # z * rstd(h_new); stores RMSNorm(h_new)
+    h = moe_warp_decode(normed, ids, residual=h_new)
 A fusion applies where its kernel runs: the GEMV where it measured faster than cuBLAS (`uses_gemv`: every projection
 at one row, narrow outputs such as the router up to 4 rows), warp decode up to its crossover token count without a
 shared expert. Elsewhere (cuBLAS, the expert-centric path, dense MLP layers, off the GPU) the output waits as
@@ -40,6 +41,7 @@ from warpcode.kernels.attention_splits import fetches_before_wait
 from warpcode.kernels.decode_attention import decode_attention
 from warpcode.kernels.dispatch import route
 from warpcode.kernels.gemv import gemv
+from warpcode.kernels.greedy import greedy_finish
 from warpcode.kernels.norm import add_rmsnorm
 from warpcode.kernels.o_proj_router import fits, o_proj_router, router_fold
 from warpcode.kernels.rope_cache import qk_norm_rope_cache
@@ -90,14 +92,17 @@ class DecodeState:
         return self.keys[0].shape[2]
 
 
-def prepare_for_decode(model: MoeForCausalLM) -> None:
-    """One-time weight preparation the decode step relies on: fused q/k/v projections, and on the GPU the folded
-    router weights of each MoE layer that can route beside its o_proj (kernels/o_proj_router.py)."""
+def prepare_for_decode(model: MoeForCausalLM, fold_routers: bool | None = None) -> None:
+    """One-time weight preparation the decode step relies on: fused q/k/v projections, and (by default on the GPU,
+    where the fused kernel runs) the folded router weights of each MoE layer that can route beside its o_proj
+    (kernels/o_proj_router.py). The fold is a copy: weights changed afterwards need this called again."""
     for layer in model.model.layers:
         layer.self_attn.fuse_qkv()
         attn, mlp = layer.self_attn, layer.mlp
+        fold = attn.o_proj.weight.is_cuda if fold_routers is None else fold_routers
         foldable = isinstance(mlp, SparseMoeBlock) and mlp.shared_expert is None and attn.o_proj.bias is None
-        if foldable and attn.o_proj.weight.is_cuda and fits(*attn.o_proj.weight.shape):
+        layer.router_fold = None
+        if fold and foldable and fits(*attn.o_proj.weight.shape):
             with torch.no_grad():
                 layer.router_fold = router_fold(mlp.gate.weight, layer.post_attention_layernorm.weight,
                                                 attn.o_proj.weight)  # fmt: skip
@@ -124,7 +129,7 @@ def decode_step(model: MoeForCausalLM, state: DecodeState, batch: int, sampling:
         out = _attention(
             attn, model.model.rotary, eps, qkv, seq_lens, attend_lens, state, index, attention_fetches_early
         )
-        fold = getattr(layer, "router_fold", None)
+        fold = layer.router_fold
         if fold is not None and out.shape[0] == 1 and layer.mlp.adds_residual(out):
             h = _o_proj_and_routed_experts(layer, out, h, fold, eps)
             continue
@@ -135,8 +140,11 @@ def decode_step(model: MoeForCausalLM, state: DecodeState, batch: int, sampling:
         h, pending = _mlp(layer, h, pending, eps)
     normed, _ = _add_rmsnorm(h, pending, model.model.norm.weight, eps)
     logits = F.linear(normed, model.output_weight)  # [B, V]
-    sample_next_tokens(state, logits, batch, sampling)
-    state.seq_lens[:batch] += 1
+    if sampling == "greedy":  # argmax into tokens, steps and seq_lens + 1: two launches
+        greedy_finish(logits, state.tokens[:batch], (state.steps[:batch], seq_lens))
+    else:
+        sample_next_tokens(state, logits, batch, sampling)
+        seq_lens += 1
     return logits
 
 
@@ -213,14 +221,15 @@ def _mlp(
 def _o_proj_and_routed_experts(
     layer: DecoderLayer, out: torch.Tensor, h: torch.Tensor, fold: tuple[torch.Tensor, torch.Tensor], eps: float
 ) -> torch.Tensor:
-    """One row: o_proj and the router's logits in one launch, route (scaled by RMSNorm's rstd of the new h), the
-    experts on RMSNorm(new h) adding their output to it -> the layer's output [1, H]."""
+    """One row: o_proj and the router's logits in one launch, then route (the logits scaled by RMSNorm's rstd of
+    the new h; the kernel stores the normed h too), the experts adding their output to the new h -> [1, H]."""
     mlp, norm_weight = layer.mlp, layer.post_attention_layernorm.weight
     h_new, z = o_proj_router(out, layer.self_attn.o_proj.weight, h, fold)
-    topk_weights, topk_ids = route(z, mlp.top_k, mlp.normalize, rms_of=h_new, eps=eps)
-    w13, w2 = mlp.experts.w13, mlp.experts.w2
-    return moe_warp_decode(h_new, topk_weights, topk_ids, w13, w2, out=h_new, residual=h_new, norm_weight=norm_weight,
-                           eps=eps)  # fmt: skip
+    normed = torch.empty_like(h_new)
+    topk_weights, topk_ids = route(
+        z, mlp.top_k, mlp.normalize, rms_of=h_new, eps=eps, norm_weight=norm_weight, normed_out=normed
+    )
+    return moe_warp_decode(normed, topk_weights, topk_ids, mlp.experts.w13, mlp.experts.w2, out=h_new, residual=h_new)
 
 
 def _add_rmsnorm(

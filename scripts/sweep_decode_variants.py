@@ -24,6 +24,8 @@ from warpcode.model_runtime import load_random
 from warpcode.model_runtime.moe_block import SparseMoeBlock
 from warpcode.model_runtime.sampling import SamplingParams
 
+WARMUP_STEPS = 16
+
 
 @contextlib.contextmanager
 def patched(target, name, value):
@@ -133,10 +135,11 @@ def attention_config(values: dict):
 
 
 def module_settings(text: str):
-    """'module.NAME=expr|module.NAME=expr' (modules of warpcode.kernels or decode_step) -> one context manager."""
+    """'module.NAME=expr|module.NAME=expr' (the modules below) -> one context manager."""
     modules = {
         "route": importlib.import_module("warpcode.kernels.route"),  # (kernels/__init__ shadows it with route())
         "decode_step": step_module,
+        "o_proj_router": importlib.import_module("warpcode.kernels.o_proj_router"),
         "gemv": gemv,
         "warp_decode": warp_decode,
         "attention_splits": attention_splits,
@@ -184,7 +187,8 @@ def step_seconds(runner, context: int, steps: int) -> float:
     runner.drop_graphs()
     runner.start_from_random_cache(1, context)
     decode = runner.decode(1, SamplingParams())
-    next(decode)
+    for _ in range(1 + WARMUP_STEPS):  # capture, then untimed replays (as `warpcode bench decode`)
+        next(decode)
     torch.cuda.synchronize()
     start = time.perf_counter()
     for _ in range(steps):
@@ -212,7 +216,7 @@ def main() -> None:
     # Contexts in ascending order, each with the cache capacity `warpcode bench decode` gives it (the split count
     # follows the capacity), every variant measured at one context before the cache grows for the next.
     for context in sorted(int(c) for c in args.contexts.split(",")):
-        runner.reserve(1, context + args.steps + 2)
+        runner.reserve(1, context + WARMUP_STEPS + args.steps + 2)
         for label, patch in variants(args, engine.config):
             try:
                 with patch:

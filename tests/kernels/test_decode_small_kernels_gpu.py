@@ -1,11 +1,15 @@
-"""add_rmsnorm and qk_norm_rope_cache on the GPU at Qwen3-30B-A3B shapes, and replayed from CUDA graphs after
-their inputs change in place (run on the device: pytest -m gpu tests/kernels)."""
+"""add_rmsnorm, qk_norm_rope_cache, route's normed row and the greedy finish on the GPU at
+Qwen3-30B-A3B shapes, and replayed from CUDA graphs after their inputs change in place (run on the device:
+pytest -m gpu tests/kernels)."""
 
 import pytest
 import torch
 
+from warpcode.kernels.greedy import greedy_finish_triton
+from warpcode.kernels.moe_reference import route_reference
 from warpcode.kernels.norm import add_rmsnorm, add_rmsnorm_reference, add_rmsnorm_triton
 from warpcode.kernels.rope_cache import qk_norm_rope_cache, qk_norm_rope_cache_reference, qk_norm_rope_cache_triton
+from warpcode.kernels.route import route_triton
 from warpcode.model_runtime.config import RopeScaling
 from warpcode.model_runtime.layers import rope_frequencies
 
@@ -148,3 +152,35 @@ def test_add_rmsnorm_replays_from_a_cuda_graph():
     torch.cuda.synchronize()
     expected_normed, expected_summed = add_rmsnorm_triton(new_x, weight, EPS, new_residual)
     assert torch.equal(normed, expected_normed) and torch.equal(summed, expected_summed)
+
+
+def test_route_stores_the_normed_row_at_model_shapes(rmsnorm_within_one_ulp_flips):
+    """The folded router's route call (kernels/o_proj_router.py): 128 experts, top 8, h of 2048."""
+    h, weight, _ = norm_inputs(1, 2048)
+    logits = torch.randn(1, 128, generator=generator(4), device=CUDA)
+    normed = torch.empty_like(h)
+    weights, ids = route_triton(logits, 8, True, rms_of=h, eps=EPS, norm_weight=weight, normed_out=normed)
+    expected_weights, expected_ids = route_reference(logits, 8, True, rms_of=h, eps=EPS)
+    assert torch.equal(ids, expected_ids)
+    torch.testing.assert_close(weights, expected_weights, rtol=1e-5, atol=1e-6)
+    rmsnorm_within_one_ulp_flips(normed, h, weight, None, EPS, max_fraction=1e-3)
+
+
+@pytest.mark.parametrize("rows", [1, 8, 32])
+def test_greedy_finish_at_model_shapes_and_from_a_cuda_graph(rows):
+    """151,936 logits a row (75 slices); replayed after the logits change."""
+    logits = torch.randn(rows, 151936, generator=generator(5), device=CUDA).bfloat16()
+    tokens = torch.zeros(rows, dtype=torch.long, device=CUDA)
+    steps = torch.zeros(rows, dtype=torch.long, device=CUDA)
+    seq_lens = torch.arange(rows, dtype=torch.int32, device=CUDA)
+    greedy_finish_triton(logits, tokens, (steps, seq_lens))
+    torch.cuda.synchronize()
+    assert torch.equal(tokens, logits.argmax(-1)) and steps.tolist() == [1] * rows
+    assert torch.equal(seq_lens, torch.arange(rows, dtype=torch.int32, device=CUDA) + 1)
+    graph = capture(lambda: greedy_finish_triton(logits, tokens, (steps, seq_lens)))  # its warm-up: one more step
+    lens_before, steps_before = seq_lens.clone(), steps.clone()
+    logits.copy_(torch.randn(rows, 151936, generator=generator(7), device=CUDA))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(tokens, logits.argmax(-1)) and torch.equal(steps, steps_before + 1)
+    assert torch.equal(seq_lens, lens_before + 1)

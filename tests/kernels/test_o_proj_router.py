@@ -1,10 +1,13 @@
-"""o_proj + folded router in one launch, the route kernel's rms_of scaling and warp decode's RMSNorm prologue,
-each against float64, and the three together against the unfused layer (CPU: TRITON_INTERPRET=1, small odd shapes)."""
+"""o_proj + folded router in one launch, and the route kernel's rms_of scaling and normed row, each against float64 or
+the norm's reference, and together with warp decode against the unfused layer (CPU: TRITON_INTERPRET=1, small odd
+shapes)."""
 
 import pytest
 import torch
 
 from warpcode.kernels import moe_reference, moe_warp_decode, route_reference, route_triton
+from warpcode.kernels.dispatch import route as dispatch_route
+from warpcode.kernels.norm import add_rmsnorm_reference
 from warpcode.kernels.o_proj_router import fits, o_proj_router, router_fold
 from warpcode.kernels.tuning import WarpDecodeConfig
 
@@ -77,17 +80,36 @@ def test_route_scales_the_logits_by_rstd_of_rms_of(normalize):
     torch.testing.assert_close(reference_weights.double(), expected_weights, rtol=1e-6, atol=1e-7)
 
 
-@pytest.mark.parametrize("hidden", [48, 37])  # 37: the masked gamma and x tiles
-def test_warp_decode_norm_prologue_matches_float64(hidden):
-    p = layer(hidden, 16, 6, 12, torch.float32, seed=2)
-    x = p["h"].repeat(3, 1) * torch.tensor([[1.0], [0.25], [4.0]])  # per-token rstd
-    weights, ids = route_reference(torch.randn(3, 6, generator=torch.Generator().manual_seed(3)), 2)
-    out = moe_warp_decode(x, weights, ids, p["w13"], p["w2"], config=SMALL_BLOCKS, norm_weight=p["gamma"], eps=EPS)
-    expected = moe_reference(rmsnorm64(x, p["gamma"]), weights.double(), ids, p["w13"].double(), p["w2"].double(),
-                             torch.float64)  # fmt: skip
-    torch.testing.assert_close(out.double(), expected, rtol=1e-5, atol=1e-5)
-    with pytest.raises(ValueError, match="norm_weight"):
-        moe_warp_decode(x, weights, ids, p["w13"], p["w2"], norm_weight=p["gamma"][:-1])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("hidden", [48, 37])  # 37: a masked row
+def test_route_stores_the_normed_row(hidden, dtype):
+    """normed_out gets RMSNorm(rms_of) * norm_weight rounded as the norm kernel rounds it, from the kernel and from
+    the CPU dispatch (the reference); the routing is the same as without it."""
+    g = torch.Generator().manual_seed(5)
+    z, rows = torch.randn(2, 9, generator=g), (torch.randn(2, hidden, generator=g) * 3).to(dtype)
+    norm_weight = (0.5 + torch.rand(hidden, generator=g)).to(dtype)
+    expected_normed, _ = add_rmsnorm_reference(rows, norm_weight, EPS)
+    plain = route_triton(z, 3, rms_of=rows, eps=EPS)
+    for route_fn in (route_triton, dispatch_route):
+        normed = torch.full_like(rows, float("nan"))
+        weights, ids = route_fn(z, 3, True, rows, EPS, norm_weight, normed)
+        assert torch.equal(ids, plain[1])
+        torch.testing.assert_close(weights, plain[0], rtol=1e-6, atol=1e-7)
+        if dtype == torch.float32:
+            torch.testing.assert_close(normed, expected_normed, rtol=1e-6, atol=1e-6)
+        else:  # rstd's last bits may move a rounding by one ulp
+            torch.testing.assert_close(normed.float(), expected_normed.float(), rtol=2**-7, atol=0)
+            assert (normed != expected_normed).float().mean() < 0.05
+
+
+def test_route_checks_the_normed_arguments():
+    z, rows, norm_weight = torch.randn(2, 9), torch.randn(2, 16), torch.ones(16)
+    with pytest.raises(ValueError, match="needs rms_of"):
+        route_triton(z, 3, normed_out=torch.empty(2, 16), norm_weight=norm_weight)
+    with pytest.raises(ValueError, match="normed_out must be"):
+        route_triton(z, 3, rms_of=rows, norm_weight=norm_weight, normed_out=torch.empty(2, 15))
+    with pytest.raises(ValueError, match="norm_weight must be"):
+        dispatch_route(z, 3, rms_of=rows, norm_weight=norm_weight[:-1], normed_out=torch.empty(2, 16))
 
 
 def test_folded_layer_equals_the_unfused_layer():
@@ -95,9 +117,9 @@ def test_folded_layer_equals_the_unfused_layer():
     p = layer(40, 24, 7, 12, torch.float32, seed=4)
     fold = router_fold(p["router"], p["gamma"], p["o_proj"])
     h_new, z = o_proj_router(p["attn"], p["o_proj"], p["h"], fold)
-    weights, ids = route_triton(z, 3, True, rms_of=h_new, eps=EPS)
-    out = moe_warp_decode(h_new, weights, ids, p["w13"], p["w2"], SMALL_BLOCKS, out=h_new, residual=h_new,
-                          norm_weight=p["gamma"], eps=EPS)  # fmt: skip
+    normed = torch.empty_like(h_new)
+    weights, ids = route_triton(z, 3, True, rms_of=h_new, eps=EPS, norm_weight=p["gamma"], normed_out=normed)
+    out = moe_warp_decode(normed, weights, ids, p["w13"], p["w2"], SMALL_BLOCKS, out=h_new, residual=h_new)
 
     h64 = p["h"].double() + p["attn"].double() @ p["o_proj"].double().T
     normed = rmsnorm64(h64, p["gamma"])

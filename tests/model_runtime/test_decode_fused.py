@@ -127,3 +127,30 @@ def test_fused_decode_falls_back_for_every_architecture(arch, hf_checkpoints):
     fused, fused_calls = decode(engine, 3, gemv_rule)
     assert len(fused_calls) < len(unfused_calls)
     torch.testing.assert_close(fused, unfused, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_folded_router_decode_matches_unfused(dtype, hf_checkpoints):
+    """One row with the router folded beside o_proj (what prepare_for_decode does on the GPU): both MoE layers take
+    that path, and the logits are the unfused path's up to the fold's roundings."""
+    engine = load_with_random_norms(hf_checkpoints["qwen3_moe"][1], dtype)
+    unfused, _ = decode(engine, 1)
+    step_module.prepare_for_decode(engine.model, fold_routers=True)
+    folded_layers = []
+    real_o_proj_router = step_module.o_proj_router
+
+    def o_proj_router(x, o_proj, h, fold):
+        folded_layers.append(o_proj)
+        return real_o_proj_router(x, o_proj, h, fold)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(step_module, "o_proj_router", o_proj_router)
+        folded, calls = decode(engine, 1, gemv_rule)
+    layers = engine.model.model.layers
+    assert folded_layers == [layers[0].self_attn.o_proj.weight, layers[2].self_attn.o_proj.weight] * STEPS
+    assert calls == [False, True, False]
+    if dtype == torch.float32:
+        torch.testing.assert_close(folded, unfused, rtol=1e-5, atol=1e-5)
+    else:  # the folded router weights are rounded to bf16 once, and z sums h + Wo attn before h_new's roundings
+        torch.testing.assert_close(folded.float(), unfused.float(), rtol=2**-4, atol=2**-4)
+    assert torch.equal(folded.argmax(-1), unfused.argmax(-1))
