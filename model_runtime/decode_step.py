@@ -24,7 +24,8 @@ at one row, narrow outputs such as the router up to 4 rows), warp decode up to i
 shared expert. Elsewhere (cuBLAS, the expert-centric path, dense MLP layers, off the GPU) the output waits as
 `pending` and the next norm is the add + RMSNorm kernel:
     normed, h = add_rmsnorm(pending, norm_weight, h)                       # h + pending, then RMSNorm: one kernel
-The final norm is always that kernel. The adds round as the eager model does (the projection, then the sum with h);
+The final norm is always that kernel; greedy steps end in kernels/greedy.py's two launches (argmax into tokens,
+steps and seq_lens + 1). The adds round as the eager model does (the projection, then the sum with h);
 the norm kernel and the stored `normed` round RMSNorm's steps as it does too, while a GEMV with the norm prologue
 multiplies the normalised input before rounding it (one rounding fewer, see kernels/gemv.py), which keeps the
 prologue in the same pass over h as the product: measured faster than the norm kernel only that way.

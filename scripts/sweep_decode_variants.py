@@ -140,6 +140,7 @@ def module_settings(text: str):
         "route": importlib.import_module("warpcode.kernels.route"),  # (kernels/__init__ shadows it with route())
         "decode_step": step_module,
         "o_proj_router": importlib.import_module("warpcode.kernels.o_proj_router"),
+        "greedy": importlib.import_module("warpcode.kernels.greedy"),
         "gemv": gemv,
         "warp_decode": warp_decode,
         "attention_splits": attention_splits,
