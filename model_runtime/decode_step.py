@@ -116,7 +116,7 @@ def decode_step(model: MoeForCausalLM, state: DecodeState, batch: int, sampling:
     config = model.config
     seq_lens = state.seq_lens[:batch]
     attend_lens = seq_lens + 1
-    h = model.model.embed_tokens(state.tokens[:batch])  # [B, H]: the residual stream, updated in place
+    h = model.model.embed_tokens(state.tokens[:batch])  # [B, H]: the residual stream
     pending, eps = None, config.rms_norm_eps  # pending: a layer output [B, H] not yet added to h
     # Attention's one-tile splits fetch the cache before their wait: the RoPE kernel then lets them launch early.
     attention_fetches_early = fetches_before_wait(batch, config.num_key_value_heads, state.capacity, h.device)
