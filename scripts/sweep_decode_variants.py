@@ -59,10 +59,13 @@ def skip_linear(n_rows: int):
 
 
 def static_routing(config):
-    """route() on fixed random logits: the same kernel, and routing no ablation can make degenerate."""
+    """route() on fixed random logits: the same kernel (with the folded router's arguments: the normed row is still
+    stored), and routing no ablation can make degenerate."""
     logits = torch.randn(1, config.num_experts, device="cuda", generator=torch.Generator("cuda").manual_seed(1))
     return patched(
-        step_module, "route", lambda router_logits, k, normalize, **scaling: route_triton(logits, k, normalize)
+        step_module,
+        "route",
+        lambda router_logits, k, normalize, **folded: route_triton(logits, k, normalize, **folded),
     )
 
 
@@ -103,14 +106,22 @@ def ablations(config):
             lambda self, flat, w, ids, residual=None: flat if residual is None else residual,
         )
     )
-    no_experts.enter_context(patched(step_module, "moe_warp_decode", lambda x, *args, **kwargs: x))  # folded path
+    no_experts.enter_context(  # the folded path
+        patched(step_module, "moe_warp_decode", lambda x, *args, residual=None, **kwargs: residual)
+    )
     yield "no MoE experts", no_experts
     fixed = route_triton(torch.randn(1, config.num_experts, device="cuda"), config.num_experts_per_tok)
-    yield "no route kernel", patched(step_module, "route", lambda logits, k, normalize, **scaling: fixed)
+    yield "no route kernel", patched(step_module, "route", lambda logits, k, normalize, **folded: fixed)
     yield "no add_rmsnorm", patched(step_module, "add_rmsnorm", lambda x, w, eps, residual: (x, x))
     yield "no qkv GEMV", skip_linear(q_size + 2 * kv)
     yield "no o GEMV", skip_linear(config.hidden_size)
-    yield "no router GEMV", skip_linear(config.num_experts)
+    yield "no router GEMV", skip_linear(config.num_experts)  # where the router is not folded beside o_proj
+    yield (
+        "no o_proj + router launch",
+        patched(
+            step_module, "o_proj_router", lambda x, o_proj, h, fold: (h, h.new_zeros(1, config.num_experts).float())
+        ),
+    )
 
 
 def attention_config(values: dict):
