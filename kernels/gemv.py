@@ -216,15 +216,16 @@ def _check_rows(name: str, t: torch.Tensor, shape: tuple[int, int], x: torch.Ten
         raise ValueError(f"{name} rows must be contiguous (stride along the last dimension is {t.stride(1)})")
 
 
-def _check_apart_from_x(name: str, t: torch.Tensor, x: torch.Tensor) -> None:
-    """Every program reads all of x: a store into x's memory would race the other programs' loads."""
+def check_apart(name: str, t: torch.Tensor, read_name: str, read: torch.Tensor) -> None:
+    """For [rows, columns] tensors with contiguous rows, t written while every program reads all of `read`: a store
+    into read's memory would race the other programs' loads."""
 
-    def span(u: torch.Tensor) -> tuple[int, int]:  # [rows, columns] with contiguous rows
+    def span(u: torch.Tensor) -> tuple[int, int]:
         return u.data_ptr(), u.data_ptr() + ((u.shape[0] - 1) * u.stride(0) + u.shape[1]) * u.element_size()
 
-    (start, end), (x_start, x_end) = span(t), span(x)
-    if start < x_end and x_start < end:
-        raise ValueError(f"{name} must not overlap x (every program reads the whole of x)")
+    (start, end), (read_start, read_end) = span(t), span(read)
+    if start < read_end and read_start < end:
+        raise ValueError(f"{name} must not overlap {read_name} (every program reads the whole of {read_name})")
 
 
 def gemv(
@@ -266,12 +267,12 @@ def gemv(
             raise ValueError(f"norm_weight needs eps as a Python number (a tensor would sync), got {type(eps)}")
     if normed_out is not None:
         _check_rows("normed_out", normed_out, (batch, hidden), x)
-        _check_apart_from_x("normed_out", normed_out, x)
+        check_apart("normed_out", normed_out, "x", x)
     if residual is not None:
         _check_rows("residual", residual, (batch, n), x)
     out = torch.empty((batch, n), device=x.device, dtype=x.dtype) if out is None else out
     _check_rows("out", out, (batch, n), x)
-    _check_apart_from_x("out", out, x)
+    check_apart("out", out, "x", x)
     config = config or default_gemv_config(n, hidden, batch)
     programs = triton.cdiv(n, config.block_n) + (normed_out is not None)
     _gemv_kernel[(programs,)](

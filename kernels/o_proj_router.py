@@ -23,7 +23,9 @@ import torch
 import triton
 import triton.language as tl
 
+from warpcode.kernels.gemv import check_apart
 from warpcode.kernels.launch import pdl_options
+from warpcode.kernels.moe_args import check_like_x
 from warpcode.kernels.norm import round_to
 
 BLOCK_N = 4  # o_proj rows per program: the tuned batch-1 o_proj GEMV tile (kernels/gemv.py)
@@ -91,7 +93,7 @@ def o_proj_router(
     o_proj: torch.Tensor,  # [H, K]
     h: torch.Tensor,  # [1, H]: the residual stream before the projection
     fold: tuple[torch.Tensor, torch.Tensor],  # router_fold(...): [E, K], [E, H]
-    out: torch.Tensor | None = None,  # [1, H]: h + attn @ o_proj.T; must not overlap h (the router rows read it)
+    out: torch.Tensor | None = None,  # [1, H]: h + attn @ o_proj.T; must not overlap h or x
 ) -> tuple[torch.Tensor, torch.Tensor]:  # (h_new [1, H] x.dtype, z [1, E] fp32)
     folded_attn, folded_h = fold
     if x.dim() != 2 or x.shape[0] != 1:
@@ -110,10 +112,9 @@ def o_proj_router(
             raise ValueError(f"{name} must be {x.dtype} on {x.device}, contiguous in its last dimension")
     if out is None:
         out = torch.empty_like(h)
-    elif out.shape != h.shape or out.dtype != h.dtype or not out.is_contiguous():
-        raise ValueError(f"out must be a contiguous {tuple(h.shape)} {h.dtype} tensor")
-    if out.data_ptr() == h.data_ptr():
-        raise ValueError("out must not be h: the router rows read h while the o_proj rows write out")
+    check_like_x("out", out, h)
+    check_apart("out", out, "h", h)  # the router rows read all of h, the o_proj rows all of x
+    check_apart("out", out, "x", x)
     z = torch.empty((1, experts), device=x.device, dtype=torch.float32)
     _o_proj_router_kernel[(triton.cdiv(hidden, BLOCK_N) + experts,)](
         x, o_proj, h, out, folded_attn, folded_h, z,

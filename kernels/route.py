@@ -18,6 +18,7 @@ import triton
 import triton.language as tl
 
 from warpcode.kernels.launch import pdl_options, wait_for_inputs
+from warpcode.kernels.moe_args import check_like_x
 from warpcode.kernels.norm import rounded_rmsnorm
 
 _NUM_WARPS = 1  # the K rounds of max are warp-shuffle reductions only: 1.8 us against 3.0 with 4 warps (H200)
@@ -36,6 +37,7 @@ def _route_kernel(
     eps,
     stride_t,
     stride_r,
+    stride_n,
     K: tl.constexpr,
     BLOCK_E: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -78,7 +80,7 @@ def _route_kernel(
             r = tl.load(rms_ptr + token * stride_r + cols, mask=cols < H, other=0.0).to(tl.float32)
             rstd = tl.rsqrt(tl.sum(r * r, axis=0) / H + eps)
             normed = rounded_rmsnorm(r, rstd, norm_weight, normed_ptr.dtype.element_ty)
-            tl.store(normed_ptr + token * stride_r + cols, normed, mask=cols < H)
+            tl.store(normed_ptr + token * stride_n + cols, normed, mask=cols < H)
 
 
 def route_triton(
@@ -110,6 +112,7 @@ def route_triton(
             router_logits, router_logits if rms_of is None else rms_of,
             *((router_logits, router_logits) if normed_out is None else (norm_weight, normed_out)), weights, ids,
             experts, hidden, float(eps), router_logits.stride(0), 0 if rms_of is None else rms_of.stride(0),
+            0 if normed_out is None else normed_out.stride(0),
             K=k, BLOCK_E=triton.next_power_of_2(experts), BLOCK_K=triton.next_power_of_2(k),
             BLOCK_H=triton.next_power_of_2(hidden), NORMALIZE=normalize, HAS_RMS=rms_of is not None,
             STORE_NORMED=normed_out is not None,
@@ -121,9 +124,6 @@ def route_triton(
 def check_normed_out(rms_of: torch.Tensor | None, norm_weight: torch.Tensor | None, normed_out: torch.Tensor) -> None:
     if rms_of is None or norm_weight is None:
         raise ValueError("normed_out needs rms_of (the row to normalise) and norm_weight")
-    if normed_out.shape != rms_of.shape or normed_out.dtype != rms_of.dtype or not normed_out.is_contiguous():
-        raise ValueError(f"normed_out must be a contiguous {tuple(rms_of.shape)} {rms_of.dtype} tensor")
-    if rms_of.stride(0) != normed_out.stride(0):
-        raise ValueError("rms_of must be contiguous like normed_out")
+    check_like_x("normed_out", normed_out, rms_of)
     if norm_weight.shape != rms_of.shape[1:] or norm_weight.dtype != rms_of.dtype or norm_weight.stride(0) != 1:
         raise ValueError(f"norm_weight must be a contiguous [{rms_of.shape[1]}] {rms_of.dtype} tensor")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from warpcode.model_runtime.config import ModelConfig
+from warpcode.model_runtime.decode_runner import DecodeRunner
 from warpcode.model_runtime.engine import Engine
 from warpcode.model_runtime.sampling import SamplingParams
 
@@ -52,30 +53,33 @@ def bytes_per_step(config: ModelConfig, model: torch.nn.Module, batch: int, cont
     return total + batch * (context + 1) * kv_per_token
 
 
+WARMUP_STEPS = 16  # untimed replays after the capture: the first replays in a process measured ~1% slower
+
+
+def decode_seconds(runner: DecodeRunner, batch: int, context: int, steps: int) -> float:
+    """Seconds per greedy step of rows [0, batch) from a random cache of `context` tokens each: the first step
+    captures the graph (if needed) and compiles kernels, WARMUP_STEPS more run untimed, then `steps` are timed.
+    Call `runner.reserve(batch, context + WARMUP_STEPS + steps + 2)` first."""
+    runner.start_from_random_cache(batch, context)
+    decode = runner.decode(batch, SamplingParams())
+    for _ in range(1 + WARMUP_STEPS):
+        next(decode)
+    _synchronize(runner.device)
+    start = time.perf_counter()
+    for _ in range(steps):
+        next(decode)
+    seconds = (time.perf_counter() - start) / steps
+    decode.close()
+    return seconds
+
+
 def run_decode_bench(
-    engine: Engine,
-    batches: list[int],
-    contexts: list[int],
-    copy_bandwidth: float,
-    steps: int = 64,
-    warmup_steps: int = 16,
+    engine: Engine, batches: list[int], contexts: list[int], copy_bandwidth: float, steps: int = 64
 ) -> Iterator[DecodeBenchRow]:
-    """Steady-state decode: the first step captures the graph and compiles kernels, `warmup_steps` more run
-    untimed (the first replays in a process measured ~1% slower), then `steps` are timed."""
     runner = engine.runner
-    greedy = SamplingParams()
     for context, batch in itertools.product(contexts, batches):
-        runner.reserve(batch, context + warmup_steps + steps + 2)
-        runner.start_from_random_cache(batch, context)
-        decode = runner.decode(batch, greedy)
-        for _ in itertools.islice(decode, 1 + warmup_steps):
-            pass
-        _synchronize(engine.device)
-        start = time.perf_counter()
-        for _ in itertools.islice(decode, steps):
-            pass
-        seconds = (time.perf_counter() - start) / steps
-        decode.close()
+        runner.reserve(batch, context + WARMUP_STEPS + steps + 2)
+        seconds = decode_seconds(runner, batch, context, steps)
         read = bytes_per_step(engine.config, engine.model, batch, context)
         yield DecodeBenchRow(
             "warpcode", batch, context, batch / seconds, seconds * 1e3, read, 100 * read / copy_bandwidth / seconds

@@ -18,7 +18,7 @@ At one row on the GPU an MoE layer instead routes beside its o_proj, from weight
 (prepare_for_decode, kernels/o_proj_router.py): the router GEMV leaves the chain:
     h_new, z = o_proj_router(attn, Wo, h, fold)                            # h + attn @ Wo; Wr (post_norm * that)
     ids = route(z, rms_of=h_new, normed_out=normed)                        # z * rstd(h_new); stores RMSNorm(h_new)
-    h = moe_warp_decode(normed, ids, residual=h_new)
+    h = moe(normed, ids, residual=h_new)                                   # warp decode (`adds_residual`)
 A fusion applies where its kernel runs: the GEMV where it measured faster than cuBLAS (`uses_gemv`: every projection
 at one row, narrow outputs such as the router up to 4 rows), warp decode up to its crossover token count without a
 shared expert. Elsewhere (cuBLAS, the expert-centric path, dense MLP layers, off the GPU) the output waits as
@@ -46,7 +46,6 @@ from warpcode.kernels.greedy import greedy_finish
 from warpcode.kernels.norm import add_rmsnorm
 from warpcode.kernels.o_proj_router import fits, o_proj_router, router_fold
 from warpcode.kernels.rope_cache import qk_norm_rope_cache
-from warpcode.kernels.warp_decode import moe_warp_decode
 from warpcode.model_runtime.attention import Attention
 from warpcode.model_runtime.config import ModelConfig
 from warpcode.model_runtime.layers import RotaryEmbedding
@@ -100,10 +99,10 @@ def prepare_for_decode(model: MoeForCausalLM, fold_routers: bool | None = None) 
     for layer in model.model.layers:
         layer.self_attn.fuse_qkv()
         attn, mlp = layer.self_attn, layer.mlp
-        fold = attn.o_proj.weight.is_cuda if fold_routers is None else fold_routers
+        wanted = attn.o_proj.weight.is_cuda if fold_routers is None else fold_routers
         foldable = isinstance(mlp, SparseMoeBlock) and mlp.shared_expert is None and attn.o_proj.bias is None
         layer.router_fold = None
-        if fold and foldable and fits(*attn.o_proj.weight.shape):
+        if wanted and foldable and fits(*attn.o_proj.weight.shape):
             with torch.no_grad():
                 layer.router_fold = router_fold(mlp.gate.weight, layer.post_attention_layernorm.weight,
                                                 attn.o_proj.weight)  # fmt: skip
@@ -230,7 +229,7 @@ def _o_proj_and_routed_experts(
     topk_weights, topk_ids = route(
         z, mlp.top_k, mlp.normalize, rms_of=h_new, eps=eps, norm_weight=norm_weight, normed_out=normed
     )
-    return moe_warp_decode(normed, topk_weights, topk_ids, mlp.experts.w13, mlp.experts.w2, out=h_new, residual=h_new)
+    return mlp.experts_forward(normed, topk_weights, topk_ids, residual=h_new)
 
 
 def _add_rmsnorm(

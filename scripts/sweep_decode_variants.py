@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import time
 
 import torch
 import triton
@@ -21,10 +20,8 @@ from warpcode.kernels.route import route_triton
 from warpcode.kernels.tuning import WarpDecodeConfig
 from warpcode.model_runtime import decode_step as step_module
 from warpcode.model_runtime import load_random
+from warpcode.model_runtime.bench_decode import WARMUP_STEPS, decode_seconds
 from warpcode.model_runtime.moe_block import SparseMoeBlock
-from warpcode.model_runtime.sampling import SamplingParams
-
-WARMUP_STEPS = 16
 
 
 @contextlib.contextmanager
@@ -98,18 +95,14 @@ def ablations(config):
             lambda qkv, hq, *a, **options: qkv[:, :q_size].view(qkv.shape[0], hq, -1),
         ),
     )
-    no_experts = contextlib.ExitStack()
-    no_experts.enter_context(
+    yield (
+        "no MoE experts",
         patched(
             SparseMoeBlock,
             "experts_forward",
             lambda self, flat, w, ids, residual=None: flat if residual is None else residual,
-        )
+        ),
     )
-    no_experts.enter_context(  # the folded path
-        patched(step_module, "moe_warp_decode", lambda x, *args, residual=None, **kwargs: residual)
-    )
-    yield "no MoE experts", no_experts
     fixed = route_triton(torch.randn(1, config.num_experts, device="cuda"), config.num_experts_per_tok)
     yield "no route kernel", patched(step_module, "route", lambda logits, k, normalize, **folded: fixed)
     yield "no add_rmsnorm", patched(step_module, "add_rmsnorm", lambda x, w, eps, residual: (x, x))
@@ -195,19 +188,10 @@ def variants(args, config):
 
 
 def step_seconds(runner, context: int, steps: int) -> float:
-    """Seconds per batch-1 graph step from a random cache of `context` tokens, the step captured afresh."""
+    """Seconds per batch-1 graph step from a random cache of `context` tokens, the step captured afresh (timed as
+    `warpcode bench decode` times it)."""
     runner.drop_graphs()
-    runner.start_from_random_cache(1, context)
-    decode = runner.decode(1, SamplingParams())
-    for _ in range(1 + WARMUP_STEPS):  # capture, then untimed replays (as `warpcode bench decode`)
-        next(decode)
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(steps):
-        next(decode)
-    seconds = (time.perf_counter() - start) / steps
-    decode.close()
-    return seconds
+    return decode_seconds(runner, 1, context, steps)
 
 
 def main() -> None:

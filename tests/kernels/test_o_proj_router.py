@@ -57,7 +57,7 @@ def test_o_proj_router_matches_float64(hidden, k, experts, dtype):
 def test_o_proj_router_checks_arguments():
     p = layer(24, 40, 5, 8, torch.float32)
     fold = router_fold(p["router"], p["gamma"], p["o_proj"])
-    with pytest.raises(ValueError, match="must not be h"):
+    with pytest.raises(ValueError, match="must not overlap h"):
         o_proj_router(p["attn"], p["o_proj"], p["h"], fold, out=p["h"])
     with pytest.raises(ValueError, match="one row"):
         o_proj_router(torch.zeros(2, 40), p["o_proj"], p["h"], fold)
