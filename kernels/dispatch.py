@@ -7,7 +7,7 @@ import torch
 from warpcode.kernels.expert_centric import moe_expert_centric
 from warpcode.kernels.moe_reference import moe_reference, route_reference
 from warpcode.kernels.norm import add_rmsnorm_reference
-from warpcode.kernels.route import check_normed_out, route_triton
+from warpcode.kernels.route import check_normed_out, check_prefetch, route_triton
 from warpcode.kernels.tuning import warp_decode_max_tokens
 from warpcode.kernels.warp_decode import moe_warp_decode
 
@@ -20,10 +20,13 @@ def route(
     eps: float = 0.0,
     norm_weight: torch.Tensor | None = None,  # [H], with normed_out
     normed_out: torch.Tensor | None = None,  # [T, H] <- RMSNorm(rms_of) * norm_weight (route.py)
+    prefetch: torch.Tensor | None = None,  # [E, 2I, H]: L2-prefetch the routed experts' first gate/up rows (a hint)
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """[T, E] -> (fp32 weights [T, K], int64 ids [T, K]); the fused Triton kernel on CUDA."""
     if router_logits.is_cuda:
-        return route_triton(router_logits, k, normalize, rms_of, eps, norm_weight, normed_out)
+        return route_triton(router_logits, k, normalize, rms_of, eps, norm_weight, normed_out, prefetch)
+    if prefetch is not None:  # a hint the reference has no use for, checked all the same
+        check_prefetch(prefetch, router_logits)
     if normed_out is not None:
         check_normed_out(rms_of, norm_weight, normed_out)
         normed_out.copy_(add_rmsnorm_reference(rms_of, norm_weight, eps)[0])

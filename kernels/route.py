@@ -8,7 +8,15 @@ un-normalised row h = rms_of[t], and RMSNorm's rstd = rsqrt(mean(h ** 2) + eps) 
 p = softmax(rstd * logits[t]). With normed_out a second program per token stores the experts' input RMSNorm(h)
 (rounded as kernels/norm.py rounds it), so the experts need no norm kernel of their own.
 
-Grid (T, 1), or (T, 2) with normed_out: program (t, 0) routes, program (t, 1) stores the normed row.
+With prefetch (the [E, 2I, H] gate/up weights warp decode reads next) more programs per token pick the same experts
+from the raw logits (a positive scale and the softmax keep their order; on ties or NaN they may pick others, which
+costs only the hint) and each asks L2 for ROWS_PER_PROGRAM rows of one routed expert's gate and up weights
+(l2_prefetch.py): the first PREFETCH_ROWS rows of each, the rows warp decode's first programs read. Device memory
+idles from the moment the experts are known until warp decode's own loads arrive (this kernel's end, the PDL wait,
+the ids' load, then the weights' latency); the prefetch moves some of the experts' bytes into that gap.
+
+Grid (T, 1 + normed + prefetch programs): program (t, 0) routes, (t, 1) stores the normed row (with normed_out),
+the rest prefetch.
 """
 
 from __future__ import annotations
@@ -17,11 +25,41 @@ import torch
 import triton
 import triton.language as tl
 
+from warpcode.kernels.l2_prefetch import bulk_prefetch_l2, supports_bulk_prefetch
 from warpcode.kernels.launch import pdl_options, wait_for_inputs
 from warpcode.kernels.moe_args import check_like_x
 from warpcode.kernels.norm import rounded_rmsnorm
 
 _NUM_WARPS = 1  # the K rounds of max are warp-shuffle reductions only: 1.8 us against 3.0 with 4 warps (H200)
+# H200, qwen3 batch-1 step in its graph (512 / 8K keys): 64 rows (4 MB a layer) 2.192-2.204 / 2.439-2.444 ms against
+# 2.203-2.216 / 2.440-2.448 without; 32-96 rows alike; 128 rows 2.221, 192-384 rows 2.269-2.363 (a kernel's end seems
+# to wait for its prefetches: the larger ones delay warp decode's start); per-line `prefetch.global.L2` instead of
+# bulk copies: no better. At several tokens the route kernel takes no prefetch (decode_step).
+PREFETCH_ROWS = 64  # rows of gate and of up prefetched per routed expert (0: none)
+ROWS_PER_PROGRAM = 16  # of gate and of up, one bulk prefetch per row and lane: 8 rows 2.262 ms, 32 rows 2.241 (at 128)
+
+
+@triton.jit
+def _prefetch_targets(
+    logits, experts, slot, chunk, E, I, rows, row_bytes, stride_we, stride_wr,
+    K: tl.constexpr, BLOCK_E: tl.constexpr, ROWS_PER_PROGRAM: tl.constexpr,
+):  # fmt: skip
+    """(element offsets into w13, byte sizes) of the gate and up rows [chunk * ROWS_PER_PROGRAM, + ROWS_PER_PROGRAM)
+    (those below `rows`) of the expert picked `slot`-th from `logits` [BLOCK_E] (-inf past E)."""
+    remaining = logits
+    expert = tl.zeros([], dtype=tl.int32)
+    for k in tl.static_range(K):
+        best = tl.max(remaining, axis=0)
+        best_id = tl.min(tl.where(remaining == best, experts, BLOCK_E), axis=0)
+        expert = tl.where(slot == k, best_id, expert)
+        remaining = tl.where(experts == best_id, -float("inf"), remaining)
+    expert = tl.minimum(expert, E - 1)  # NaN logits pick no index: any address inside the weights will do
+    lanes = tl.arange(0, 2 * ROWS_PER_PROGRAM)
+    row = chunk * ROWS_PER_PROGRAM + lanes % ROWS_PER_PROGRAM
+    offsets = (
+        expert.to(tl.int64) * stride_we + (row + tl.where(lanes < ROWS_PER_PROGRAM, 0, I)).to(tl.int64) * stride_wr
+    )
+    return offsets, tl.where(row < rows, row_bytes, 0)
 
 
 @triton.jit
@@ -32,12 +70,18 @@ def _route_kernel(
     normed_ptr,
     weights_ptr,
     ids_ptr,
+    w13_ptr,
     E,
     H,
+    I,
+    prefetch_rows,
+    row_bytes,
     eps,
     stride_t,
     stride_r,
     stride_n,
+    stride_we,
+    stride_wr,
     K: tl.constexpr,
     BLOCK_E: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -45,11 +89,14 @@ def _route_kernel(
     NORMALIZE: tl.constexpr,
     HAS_RMS: tl.constexpr,
     STORE_NORMED: tl.constexpr,
+    PREFETCH: tl.constexpr,
+    FIRST_PREFETCH: tl.constexpr,
+    ROWS_PER_PROGRAM: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
     cols = tl.arange(0, BLOCK_H)
-    if STORE_NORMED:  # a weight: loaded before the wait for the previous kernel
-        norm_weight = tl.load(norm_weight_ptr + cols, mask=cols < H, other=0.0)
+    if STORE_NORMED:  # a weight: loaded before the wait for the previous kernel, by the program that uses it
+        norm_weight = tl.load(norm_weight_ptr + cols, mask=cols < tl.where(tl.program_id(1) == 1, H, 0), other=0.0)
     wait_for_inputs(USE_PDL)
     token = tl.program_id(0).to(tl.int64)
     if tl.program_id(1) == 0:
@@ -81,6 +128,16 @@ def _route_kernel(
             rstd = tl.rsqrt(tl.sum(r * r, axis=0) / H + eps)
             normed = rounded_rmsnorm(r, rstd, norm_weight, normed_ptr.dtype.element_ty)
             tl.store(normed_ptr + token * stride_n + cols, normed, mask=cols < H)
+    if PREFETCH:  # noqa: SIM102 (a compile-time branch, as above)
+        if tl.program_id(1) >= FIRST_PREFETCH:
+            p = tl.program_id(1) - FIRST_PREFETCH
+            experts = tl.arange(0, BLOCK_E)
+            logits = tl.load(logits_ptr + token * stride_t + experts, mask=experts < E, other=-float("inf"))
+            offsets, sizes = _prefetch_targets(
+                logits.to(tl.float32), experts, p % K, p // K, E, I, prefetch_rows, row_bytes, stride_we, stride_wr,
+                K, BLOCK_E, ROWS_PER_PROGRAM,
+            )  # fmt: skip
+            bulk_prefetch_l2(w13_ptr + offsets, sizes)
 
 
 def route_triton(
@@ -91,6 +148,7 @@ def route_triton(
     eps: float = 0.0,
     norm_weight: torch.Tensor | None = None,  # [H] rms_of.dtype, with normed_out
     normed_out: torch.Tensor | None = None,  # [T, H] rms_of.dtype <- RMSNorm(rms_of) * norm_weight
+    prefetch: torch.Tensor | None = None,  # [E, 2I, H] gate/up weights: L2-prefetch the routed experts' first rows
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """[T, E] logits (any float dtype) -> (fp32 weights [T, K], int64 ids [T, K])."""
     if router_logits.dim() != 2:
@@ -106,19 +164,51 @@ def route_triton(
         check_normed_out(rms_of, norm_weight, normed_out)
     weights = torch.empty((tokens, k), device=router_logits.device, dtype=torch.float32)
     ids = torch.empty((tokens, k), device=router_logits.device, dtype=torch.int64)
+    if prefetch is not None:
+        check_prefetch(prefetch, router_logits)
+    rows = prefetched_rows(prefetch)
+    if rows == 0:  # never dereferenced
+        w13, intermediate, row_bytes, stride_we, stride_wr = router_logits, 0, 0, 0, 0
+    else:
+        w13, intermediate, row_bytes = prefetch, prefetch.shape[1] // 2, prefetch.shape[2] * prefetch.element_size()
+        stride_we, stride_wr = prefetch.stride(0), prefetch.stride(1)
     if tokens:
         hidden = 1 if rms_of is None else rms_of.shape[1]
-        _route_kernel[(tokens, 1 if normed_out is None else 2)](
+        first_prefetch = 1 + (normed_out is not None)
+        _route_kernel[(tokens, first_prefetch + k * triton.cdiv(rows, ROWS_PER_PROGRAM))](
             router_logits, router_logits if rms_of is None else rms_of,
-            *((router_logits, router_logits) if normed_out is None else (norm_weight, normed_out)), weights, ids,
-            experts, hidden, float(eps), router_logits.stride(0), 0 if rms_of is None else rms_of.stride(0),
-            0 if normed_out is None else normed_out.stride(0),
+            *((router_logits, router_logits) if normed_out is None else (norm_weight, normed_out)), weights, ids, w13,
+            experts, hidden, intermediate, rows, row_bytes, float(eps),
+            router_logits.stride(0), 0 if rms_of is None else rms_of.stride(0),
+            0 if normed_out is None else normed_out.stride(0), stride_we, stride_wr,
             K=k, BLOCK_E=triton.next_power_of_2(experts), BLOCK_K=triton.next_power_of_2(k),
             BLOCK_H=triton.next_power_of_2(hidden), NORMALIZE=normalize, HAS_RMS=rms_of is not None,
-            STORE_NORMED=normed_out is not None,
-            num_warps=_NUM_WARPS, **pdl_options(router_logits.device),
+            STORE_NORMED=normed_out is not None, PREFETCH=rows > 0, FIRST_PREFETCH=first_prefetch,
+            ROWS_PER_PROGRAM=ROWS_PER_PROGRAM, num_warps=_NUM_WARPS, **pdl_options(router_logits.device),
         )  # fmt: skip
     return weights, ids
+
+
+def prefetched_rows(prefetch: torch.Tensor | None) -> int:
+    """Rows of gate and of up the route kernel prefetches per routed expert: PREFETCH_ROWS (at most I) where the
+    device can prefetch and every row starts and ends on 16 bytes (bulk copies need it), else 0."""
+    if prefetch is None or not supports_bulk_prefetch(prefetch.device):
+        return 0
+    size = prefetch.element_size()
+    if any(v % 16 for v in (prefetch.data_ptr(), prefetch.stride(0) * size, prefetch.stride(1) * size,
+                            prefetch.shape[2] * size)):  # fmt: skip
+        return 0
+    return min(PREFETCH_ROWS, prefetch.shape[1] // 2)
+
+
+def check_prefetch(prefetch: torch.Tensor, router_logits: torch.Tensor) -> None:
+    experts = router_logits.shape[1]
+    if prefetch.dim() != 3 or prefetch.shape[0] != experts or prefetch.shape[1] % 2 or prefetch.stride(2) != 1:
+        raise ValueError(
+            f"prefetch must be the [E={experts}, 2I, H] gate/up weights, contiguous in H, got {tuple(prefetch.shape)}"
+        )
+    if prefetch.device != router_logits.device:
+        raise ValueError(f"prefetch must be on {router_logits.device}, got {prefetch.device}")
 
 
 def check_normed_out(rms_of: torch.Tensor | None, norm_weight: torch.Tensor | None, normed_out: torch.Tensor) -> None:

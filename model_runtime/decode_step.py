@@ -17,7 +17,8 @@ buffer h [B, H], and each add + RMSNorm is folded into the kernels around it (ke
 At one row on the GPU an MoE layer instead routes beside its o_proj, from weights folded at load time
 (prepare_for_decode, kernels/o_proj_router.py): the router GEMV leaves the chain:
     h_new, z = o_proj_router(attn, Wo, h, fold)                            # h + attn @ Wo; Wr (post_norm * that)
-    ids = route(z, rms_of=h_new, normed_out=normed)                        # z * rstd(h_new); stores RMSNorm(h_new)
+    ids = route(z, rms_of=h_new, normed_out=normed, prefetch=W13)          # z * rstd(h_new); stores RMSNorm(h_new);
+                                                                           # the experts' first rows to L2
     h = moe(normed, ids, residual=h_new)                                   # warp decode (`adds_residual`)
 A fusion applies where its kernel runs: the GEMV where it measured faster than cuBLAS (`uses_gemv`: every projection
 at one row, narrow outputs such as the router up to 4 rows), warp decode up to its crossover token count without a
@@ -222,13 +223,15 @@ def _o_proj_and_routed_experts(
     layer: DecoderLayer, out: torch.Tensor, h: torch.Tensor, fold: tuple[torch.Tensor, torch.Tensor], eps: float
 ) -> torch.Tensor:
     """One row: o_proj and the router's logits in one launch, then route (the logits scaled by RMSNorm's rstd of
-    the new h; the kernel stores the normed h too), the experts adding their output to the new h -> [1, H]."""
+    the new h; the kernel stores the normed h too and prefetches the routed experts' first gate/up rows to L2), the
+    experts adding their output to the new h -> [1, H]."""
     mlp, norm_weight = layer.mlp, layer.post_attention_layernorm.weight
     h_new, z = o_proj_router(out, layer.self_attn.o_proj.weight, h, fold)
     normed = torch.empty_like(h_new)
     topk_weights, topk_ids = route(
-        z, mlp.top_k, mlp.normalize, rms_of=h_new, eps=eps, norm_weight=norm_weight, normed_out=normed
-    )
+        z, mlp.top_k, mlp.normalize, rms_of=h_new, eps=eps, norm_weight=norm_weight, normed_out=normed,
+        prefetch=mlp.experts.w13,
+    )  # fmt: skip
     return mlp.experts_forward(normed, topk_weights, topk_ids, residual=h_new)
 
 

@@ -9,7 +9,7 @@ from warpcode.kernels.greedy import greedy_finish_triton
 from warpcode.kernels.moe_reference import route_reference
 from warpcode.kernels.norm import add_rmsnorm, add_rmsnorm_reference, add_rmsnorm_triton
 from warpcode.kernels.rope_cache import qk_norm_rope_cache, qk_norm_rope_cache_reference, qk_norm_rope_cache_triton
-from warpcode.kernels.route import route_triton
+from warpcode.kernels.route import PREFETCH_ROWS, prefetched_rows, route_triton
 from warpcode.model_runtime.config import RopeScaling
 from warpcode.model_runtime.layers import rope_frequencies
 
@@ -164,6 +164,30 @@ def test_route_stores_the_normed_row_at_model_shapes(rmsnorm_within_one_ulp_flip
     assert torch.equal(ids, expected_ids)
     torch.testing.assert_close(weights, expected_weights, rtol=1e-5, atol=1e-6)
     rmsnorm_within_one_ulp_flips(normed, h, weight, None, EPS, max_fraction=1e-3)
+
+
+@pytest.mark.parametrize(("experts", "top_k", "intermediate", "tokens"), [(128, 8, 768, 1), (60, 4, 1408, 3)])
+def test_route_prefetch_changes_no_result(experts, top_k, intermediate, tokens):
+    """The prefetch programs only hint L2: weights, ids and the normed row are those of the route without them, for
+    NaN logits too; misaligned weights get no prefetch."""
+    w13 = torch.randn(experts, 2 * intermediate, 2048, generator=generator(8), device=CUDA).bfloat16()
+    assert prefetched_rows(w13) == min(PREFETCH_ROWS, intermediate)
+    assert prefetched_rows(w13[:, :, 1:]) == 0
+    h, weight, _ = norm_inputs(tokens, 2048)
+    logits = torch.randn(tokens, experts, generator=generator(9), device=CUDA)
+    logits[-1, :3] = float("nan")
+    unfolded_ids = route_triton(logits, top_k, True)[1]
+    assert torch.equal(route_triton(logits, top_k, True, prefetch=w13[:, :, 1:])[1], unfolded_ids)
+    for folded in ({}, {"rms_of": h, "eps": EPS, "norm_weight": weight}):
+        plain_normed, hinted_normed = torch.empty_like(h), torch.empty_like(h)
+        normed = {"normed_out": plain_normed} if folded else {}
+        plain = route_triton(logits, top_k, True, **folded, **normed)
+        normed = {"normed_out": hinted_normed} if folded else {}
+        hinted = route_triton(logits, top_k, True, **folded, **normed, prefetch=w13)
+        assert torch.equal(plain[1], hinted[1])
+        torch.testing.assert_close(plain[0], hinted[0], rtol=0, atol=0, equal_nan=True)
+        if folded:
+            assert torch.equal(plain_normed, hinted_normed)
 
 
 @pytest.mark.parametrize("rows", [1, 8, 32])
