@@ -174,7 +174,7 @@ class DecodeRunner:
         self._pool = graph.pool()
         return graph
 
-    def _capture_once(self, bucket: int, variant: str, pool) -> torch.cuda.CUDAGraph:
+    def _capture_once(self, bucket: int, variant: str, pool: tuple[int, int] | None) -> torch.cuda.CUDAGraph:
         state = self.state
         saved = [t.clone() for t in (state.tokens, state.seq_lens, state.steps)]
         # A warm-up run outside the graph compiles the Triton kernels and creates cuBLAS workspaces; it writes the
