@@ -40,6 +40,13 @@ ROWS_PER_PROGRAM = 16  # of gate and of up, one bulk prefetch per row and lane: 
 
 
 @triton.jit
+def _largest(values, experts, BLOCK_E: tl.constexpr):
+    """The largest of `values` [BLOCK_E] and its expert index, the lowest index on ties: one pick of the routing."""
+    best = tl.max(values, axis=0)
+    return best, tl.min(tl.where(values == best, experts, BLOCK_E), axis=0)
+
+
+@triton.jit
 def _prefetch_targets(
     logits, experts, slot, chunk, E, I, rows, row_bytes, stride_we, stride_wr,
     K: tl.constexpr, BLOCK_E: tl.constexpr, ROWS_PER_PROGRAM: tl.constexpr,
@@ -49,8 +56,7 @@ def _prefetch_targets(
     remaining = logits
     expert = tl.zeros([], dtype=tl.int32)
     for k in tl.static_range(K):
-        best = tl.max(remaining, axis=0)
-        best_id = tl.min(tl.where(remaining == best, experts, BLOCK_E), axis=0)
+        _, best_id = _largest(remaining, experts, BLOCK_E)
         expert = tl.where(slot == k, best_id, expert)
         remaining = tl.where(experts == best_id, -float("inf"), remaining)
     expert = tl.minimum(expert, E - 1)  # NaN logits pick no index: any address inside the weights will do
@@ -113,8 +119,7 @@ def _route_kernel(
         picked_weights = tl.zeros([BLOCK_K], dtype=tl.float32)
         picked_ids = tl.zeros([BLOCK_K], dtype=tl.int32)
         for k in tl.static_range(K):
-            best = tl.max(remaining, axis=0)
-            best_id = tl.min(tl.where(remaining == best, experts, BLOCK_E), axis=0)
+            best, best_id = _largest(remaining, experts, BLOCK_E)
             picked_weights = tl.where(slots == k, best, picked_weights)
             picked_ids = tl.where(slots == k, best_id, picked_ids)
             remaining = tl.where(experts == best_id, -1.0, remaining)

@@ -29,7 +29,8 @@ CAPACITY_STEP = 256  # context is reserved in multiples of this, so nearby reque
 # The first decode graph a process captures replays 1-5% slower (H200, torch 2.11 + CUDA 13.0, driver 580.159) until
 # a later capture: from then on every graph, that first one included, runs at the faster rate (batch 1, 512 keys:
 # 2.300 -> 2.200 ms per step, the same graph exec before and after). The kernels and their buffers do not change, so
-# the cause lies below them; the runner captures its first graph twice and keeps the second.
+# the cause lies below them; the runner captures its first graph twice, warm-up run included, and keeps the second
+# (measured: recording the throwaway graph right after the one warm-up run, without its own, left the process slow).
 _first_capture_pending = True
 
 
