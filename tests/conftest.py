@@ -35,3 +35,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("gpu"):
             item.add_marker(skip_gpu)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_state_home(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """warpcode keeps its own state (sessions, per-workspace checkpoints and caches) under $XDG_STATE_HOME: the
+    tests, and the servers they start, keep theirs in a temporary folder instead of the user's home."""
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state-home"))

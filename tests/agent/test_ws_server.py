@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import select
 import stat
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -15,58 +13,9 @@ from pathlib import Path
 import acp
 import pytest
 import websockets
-from acp.schema import AgentMessageChunk, ToolCallProgress, ToolCallStart
-from acp.ws import create_websocket_stream
+from acp.schema import ToolCallProgress, ToolCallStart
 
-from warpcode.agent.cli_serve import listening_url
-
-TOKEN = "test-token-0123456789"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
-
-
-class RecordingClient:
-    """An ACP client that records every session update and allows every permission request once."""
-
-    def __init__(self) -> None:
-        self.updates: dict[str, list] = {}
-
-    async def session_update(self, session_id: str, update, **kwargs) -> None:
-        self.updates.setdefault(session_id, []).append(update)
-
-    async def request_permission(self, session_id: str, tool_call, options, **kwargs):
-        allow = next(option for option in options if option.kind == "allow_once")
-        return acp.schema.RequestPermissionResponse(
-            outcome=acp.schema.AllowedOutcome(outcome="selected", option_id=allow.option_id)
-        )
-
-    def on_connect(self, conn) -> None:
-        self.connection = conn
-
-    def text(self, session_id: str) -> str:
-        return "".join(u.content.text for u in self.updates.get(session_id, []) if isinstance(u, AgentMessageChunk))
-
-
-def write_script(path: Path, turns: list[dict]) -> Path:
-    path.write_text(json.dumps({"turns": turns}))
-    return path
-
-
-def start_server(tmp_path: Path, script: Path, *options: str) -> tuple[subprocess.Popen, str]:
-    command = [sys.executable, "-m", "warpcode.agent", "serve", "--port", "0", "--model", f"scripted:{script}",
-               "--state-dir", str(tmp_path / "state"), "--mode", "auto", *options]  # fmt: skip
-    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([process.stderr], [], [], 0.5)
-        if ready:
-            line = process.stderr.readline()
-            url = listening_url(line)
-            if url:
-                return process, url
-            if not line and process.poll() is not None:
-                break
-    process.kill()
-    raise AssertionError(f"server did not start: {process.stderr.read()}")
+from tests.agent.conftest import AUTH, TOKEN, RecordingClient, connect, start_server, write_script
 
 
 @pytest.fixture
@@ -87,13 +36,6 @@ def server(tmp_path: Path, workspace: Path):
     yield url
     process.terminate()
     process.wait(timeout=10)
-
-
-async def connect(url: str, client: RecordingClient, headers: dict | None = None):
-    transport = await create_websocket_stream(url, headers={"Authorization": f"Bearer {TOKEN}", **(headers or {})})
-    connection = acp.connect_to_agent(client, transport)
-    await connection.initialize(protocol_version=acp.PROTOCOL_VERSION)
-    return connection
 
 
 async def test_sdk_client_runs_a_turn_over_websocket(server: str, workspace: Path):
