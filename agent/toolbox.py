@@ -56,8 +56,8 @@ TOOLS: dict[str, dict[str, Any]] = {
         [],
     ),
     "search": _tool(
-        "Search file contents with a regular expression (Python syntax), skipping .gitignored and binary files. "
-        "Results are capped; narrow with path or glob.",
+        "Search file contents with a regular expression (RE2 syntax: like Python's, without look-around or "
+        "backreferences), skipping .gitignored and binary files. Results are capped; narrow with path or glob.",
         {"pattern": _STR, "path": _STR, "glob": _STR},
         ["pattern"],
     ),

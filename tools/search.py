@@ -1,10 +1,17 @@
-"""search: a regex over the workspace's text files, ignore-aware, capped."""
+"""search: a regex over the workspace's text files, ignore-aware, capped.
+
+Patterns run on RE2 (google-re2), whose matching time is linear in the input: a model's or a hostile client's
+pattern such as `(a*)*b` cannot hold a worker (and, with it, the GIL and the whole service) for minutes, as
+Python's backtracking `re` would. RE2 has no look-around and no backreferences; such patterns get a one-line
+error saying so.
+"""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
+import re2
 from pathspec import GitIgnoreSpec
 
 from warpcode.tools import errors
@@ -59,16 +66,14 @@ def search(
     ignore_case: bool = False,
     max_matches: int = MAX_MATCHES,
 ) -> SearchResult:
-    """Lines matching the Python regex `pattern` in non-ignored text files under `path`.
+    """Lines matching the regex `pattern` (RE2 syntax, `^`/`$` at line ends) in non-ignored text files under
+    `path`.
 
     `glob` filters files in .gitignore syntax (`*.py`, `src/**/*.ts`). Matching runs on whole file contents
-    (one C-level scan per file), so a pattern may span lines; each match is reported at its first line.
+    (one C-level scan per file, on the bytes), so a pattern may span lines; each match is reported at its first
+    line.
     """
-    try:
-        regex = re.compile(pattern, re.MULTILINE | (re.IGNORECASE if ignore_case else 0))
-    except re.error as exc:
-        message = f"Invalid regular expression {pattern!r}: {exc}. Escape special characters."
-        raise errors.InvalidArgument(message) from None
+    regex = compile_pattern(pattern, ignore_case)
     matcher = GitIgnoreSpec.from_lines([glob]) if glob else None
     result = SearchResult(pattern)
     for entry in ws.walk(path):
@@ -88,31 +93,54 @@ def search(
         if looks_binary(data):
             continue
         result.files_searched += 1
-        text = data.decode("utf-8", "replace")
-        if _collect(regex, text, entry.rel, result, max_matches):
+        if _collect(regex, data, entry.rel, result, max_matches):
             result.truncated = True
             break
     return result
 
 
-def _collect(regex: re.Pattern[str], text: str, rel: str, result: SearchResult, cap: int) -> bool:
-    """Append this file's matching lines; True once the cap is hit."""
+def compile_pattern(pattern: str, ignore_case: bool = False) -> re2._Regexp:
+    """The RE2 program of `pattern` in multi-line mode; a one-line error naming the problem otherwise."""
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print every rejected pattern to the server's stderr
+    options.case_sensitive = not ignore_case
+    try:
+        return re2.compile(f"(?m){pattern}", options)
+    except re2.error as exc:
+        reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise errors.InvalidArgument(f"Invalid regular expression {pattern!r}: {reason}. {_hint(pattern)}") from None
+
+
+def _hint(pattern: str) -> str:
+    if any(group in pattern for group in ("(?=", "(?!", "(?<=", "(?<!")):
+        return "Search has no look-ahead or look-behind (RE2 syntax): match the text itself, or search twice."
+    if re.search(r"\\[1-9]", pattern):
+        return "Search has no backreferences (RE2 syntax): spell out the repeated text."
+    if "\\Z" in pattern:
+        return "Write \\z for the end of the file (RE2 syntax)."
+    return "Escape special characters."
+
+
+def _collect(regex: re2._Regexp, data: bytes, rel: str, result: SearchResult, cap: int) -> bool:
+    """Append this file's matching lines; True once the cap is hit. After a match, the scan goes on from the next
+    line, so a line full of matches costs one match."""
     line_no = 1
     scanned_to = 0
-    last_line = 0
-    for found in regex.finditer(text):
+    position = 0
+    while (found := regex.search(data, position)) is not None:
         start = found.start()
-        line_no += text.count("\n", scanned_to, start)
+        line_no += data.count(b"\n", scanned_to, start)
         scanned_to = start
-        if line_no == last_line:
-            continue
-        last_line = line_no
-        begin = text.rfind("\n", 0, start) + 1
-        end = text.find("\n", start)
-        line = text[begin : end if end != -1 else len(text)].rstrip("\r")
+        begin = data.rfind(b"\n", 0, start) + 1
+        end = data.find(b"\n", start)
+        end = len(data) if end == -1 else end
+        line = data[begin:end].decode("utf-8", "replace").rstrip("\r")
         if len(line) > MAX_LINE_CHARS:
             line = line[:MAX_LINE_CHARS] + " [...]"
         if len(result.matches) == cap:
             return True
         result.matches.append(SearchMatch(rel, line_no, line))
+        if end >= len(data):
+            return False
+        position = max(end + 1, found.end())  # a match over several lines is reported once, at its first
     return False
