@@ -16,7 +16,7 @@ from warpcode.agent import context, events
 from warpcode.agent.backends import BackendError, Finish, ModelBackend, TextDelta, ThoughtDelta, ToolCallReady
 from warpcode.agent.messages import Message, ToolCall
 from warpcode.agent.permissions import PermissionPolicy, mode_policy, rejection_message
-from warpcode.agent.prompt import system_prompt
+from warpcode.agent.prompt import repo_overview, system_prompt
 from warpcode.agent.toolbox import TOOL_KINDS, TOOLS, ArgumentError, Toolbox, ToolResult, tool_schemas, validate
 from warpcode.tools import Checkpoint, CheckpointError, Checkpoints, Workspace
 
@@ -62,6 +62,7 @@ class Agent:
         self.backend, self.emit, self.limits = backend, emit, limits or Limits()
         self.toolbox = Toolbox(self.workspace, on_output=self._tool_output_from_thread)
         self.messages = [Message("system", "")]
+        self.overview: str | None = None  # the repository map in the system prompt, fixed at the first turn
         self.set_mode(mode, policy)
         self.checkpoints: list[Checkpoint] = []  # one per turn that edited files, oldest first
         self._tools = tool_schemas()
@@ -74,7 +75,7 @@ class Agent:
 
     def set_mode(self, mode: str, policy: PermissionPolicy | None = None) -> None:
         self.mode, self.policy = mode, policy or mode_policy(mode)
-        self.messages[0] = Message("system", system_prompt(self.workspace, mode))
+        self.messages[0] = Message("system", system_prompt(self.workspace, mode, self.overview or ""))
 
     async def prompt(self, text: str) -> TurnResult:
         self._cancelled = False
@@ -96,6 +97,9 @@ class Agent:
             self._work.cancel()
 
     async def _turn(self, text: str) -> TurnResult:
+        if self.overview is None:  # built off the event loop, once: a session's system prompt stays the same
+            self.overview = await repo_overview(self.workspace)
+            self.set_mode(self.mode, self.policy)
         self.messages.append(Message("user", text))
         result = TurnResult("end_turn")
         self._checkpoint_message = f"before: {' '.join(text.split())[:80]}"
