@@ -158,3 +158,18 @@ async def test_run_keeps_its_checkpoints_in_the_private_state_dir(
     assert [c.message for c in checkpoints] == ["before: Fix add()"]
     folders = [state, state / "workspaces", *state.glob("workspaces/*")]
     assert [stat.S_IMODE(f.stat().st_mode) for f in folders] == [0o700] * 3
+
+
+@pytest.mark.parametrize("command", [["serve", "--port", "0"], ["acp"]], ids=["serve", "acp"])
+async def test_a_state_dir_that_is_not_a_directory_stops_the_service_with_one_line(tmp_path: Path, command: list):
+    (tmp_path / "state").write_text("mine\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "warpcode.agent", *command, "--state-dir", str(tmp_path / "state")],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1].startswith(f"warpcode {command[0]}: error: {tmp_path / 'state'} is not a dir")
+    assert (tmp_path / "state").read_text() == "mine\n"
