@@ -32,7 +32,8 @@ from warpcode.agent.loop import Limits
 from warpcode.agent.permissions import MODES
 from warpcode.agent.session_store import SavedSession, SessionStore, UnknownSession
 from warpcode.agent.update_stream import StepPacer
-from warpcode.tools import CheckpointError, Checkpoints, Workspace
+from warpcode.tools import CheckpointError, Checkpoints
+from warpcode.tools.workspace import default_state_home, ensure_private_dir, workspace_state_dir
 
 SESSION_BUSY = -32001  # JSON-RPC server-defined error: a prompt while the session's turn runs
 MODE_DESCRIPTIONS = {
@@ -44,8 +45,8 @@ log = logging.getLogger(__name__)
 
 
 def default_state_dir(env: dict[str, str] | os._Environ[str] = os.environ) -> Path:
-    base = env.get("XDG_STATE_HOME") or os.path.join(env.get("HOME") or str(Path.home()), ".local", "state")
-    return Path(base) / "warpcode"
+    """The service's state home (sessions, the workspaces' state, serve's token): see `default_state_home`."""
+    return default_state_home(env)
 
 
 class CheckpointsParams(BaseModel):
@@ -80,6 +81,7 @@ class ServiceConfig:
 class AcpService:
     def __init__(self, config: ServiceConfig) -> None:
         self.config = config
+        ensure_private_dir(config.state_dir)  # at start-up, so that a state home we must refuse fails the command
         self.store = SessionStore(config.state_dir)
         self.open_sessions: dict[str, WarpcodeAcpAgent] = {}  # session id -> the connection serving it
         self.pacer = StepPacer()  # all sessions' model events take turns with each other and with I/O
@@ -191,7 +193,7 @@ class WarpcodeAcpAgent:
         """`_warpcode/checkpoints` and `_warpcode/restore` (the SDK strips the leading underscore)."""
         if method == "warpcode/checkpoints":
             session = self._session(CheckpointsParams.model_validate(params).session_id)
-            found = await asyncio.to_thread(Checkpoints(Workspace(session.cwd)).list)
+            found = await asyncio.to_thread(Checkpoints(session.workspace).list)
             return {
                 "checkpoints": [{"id": c.id, "message": c.message, "time": c.created_at.isoformat()} for c in found]
             }
@@ -201,7 +203,7 @@ class WarpcodeAcpAgent:
             if session.running:  # the turn's own edits would interleave with the restore
                 raise RequestError(SESSION_BUSY, f"Session {request.session_id!r} is running a turn: cancel it first.")
             try:
-                restored = await asyncio.to_thread(Checkpoints(Workspace(session.cwd)).restore, request.checkpoint_id)
+                restored = await asyncio.to_thread(Checkpoints(session.workspace).restore, request.checkpoint_id)
             except CheckpointError as exc:
                 raise RequestError(-32602, str(exc), {"checkpointId": request.checkpoint_id}) from None
             return {
@@ -243,6 +245,7 @@ class WarpcodeAcpAgent:
             files,
             saved,
             self.service.pacer,
+            workspace_state_dir(self.service.config.state_dir, cwd),
         )
         self.sessions[session_id] = session
         self.service.open_sessions[session_id] = self

@@ -22,6 +22,7 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from acp import schema
@@ -37,6 +38,7 @@ from warpcode.agent.messages import Message
 from warpcode.agent.permissions import Decision, PermissionPolicy, mode_policy
 from warpcode.agent.session_store import SavedSession, SessionStore, message_record
 from warpcode.agent.update_stream import PendingUpdate, StepPacer, raw_notifier
+from warpcode.tools import Workspace
 
 MAX_QUEUED_UPDATES = 256
 SESSION_UPDATE = CLIENT_METHODS["session_update"]
@@ -68,6 +70,7 @@ class AcpSession:
         client_files: ClientFiles | None = None,
         saved: SavedSession | None = None,
         pacer: StepPacer | None = None,
+        state_dir: Path | None = None,  # the workspace's state (checkpoints, caches); None: the default place
     ) -> None:
         self.pacer = pacer or StepPacer()  # the server's, shared by its sessions
         self.session_id, self.cwd, self.conn, self.store, self.client_files = session_id, cwd, conn, store, client_files
@@ -85,7 +88,7 @@ class AcpSession:
         self._notify = raw_notifier(conn)
         self._connected = True
         self._current_call: schema.ToolCallStart | None = None  # the call the policy is asked about
-        workspace = ClientFileWorkspace(cwd, client_files) if client_files else cwd
+        workspace = ClientFileWorkspace(cwd, client_files, state_dir) if client_files else Workspace(cwd, state_dir)
         self.agent = Agent(workspace, _PacedBackend(backend, self), self._emit, mode, self._policy(mode), limits)
         if saved:
             self.agent.messages[1:] = saved.messages
@@ -95,6 +98,11 @@ class AcpSession:
     @property
     def mode(self) -> str:
         return self.agent.mode
+
+    @property
+    def workspace(self) -> Workspace:
+        """The session's workspace: its checkpoints are those of the session's edits."""
+        return self.agent.workspace
 
     @property
     def running(self) -> bool:

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from warpcode.agent.cli_serve import default_token_file
+from warpcode.agent.cli_serve import TOKEN_VARIABLE, default_token_file
 from warpcode.agent.config import add_agent_options
 
 
@@ -32,7 +32,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_agent_options(chat)
     chat.add_argument("--session", metavar="ID", help="continue a stored session, replaying its history")
     chat.add_argument("--connect", metavar="URL", help="a running `warpcode serve`, e.g. ws://127.0.0.1:8765/acp")
-    chat.add_argument("--token", help="bearer token for --connect (default: the token file `warpcode serve` wrote)")
+    chat.add_argument(
+        "--token",
+        help=f"bearer token for --connect (default: ${TOKEN_VARIABLE}, else the token file `warpcode serve` wrote); "
+        f"given here it shows in `ps` to every user: prefer ${TOKEN_VARIABLE}",
+    )
     chat.set_defaults(handler=run_chat)
 
 
@@ -84,7 +88,7 @@ async def _over_websocket(args: argparse.Namespace, client: Any) -> AsyncIterato
     import websockets
     from acp.ws import create_websocket_stream
 
-    token = args.token or _saved_token(args.state_dir)
+    token = args.token or os.environ.get(TOKEN_VARIABLE) or _saved_token(args.state_dir)
     try:
         transport = await create_websocket_stream(args.connect, headers={"Authorization": f"Bearer {token}"})
     except (OSError, websockets.InvalidHandshake, websockets.InvalidURI) as error:

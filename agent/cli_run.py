@@ -26,7 +26,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     run.add_argument("instruction", help="what the agent should do")
     run.add_argument("--cwd", default=".", help="the workspace directory (default: the current directory)")
-    add_agent_options(run, state_dir=False)
+    add_agent_options(run)
     run.add_argument("--yes", action="store_true", help="answer yes to every permission question")
     run.add_argument("--json", action="store_true", help="print each ACP session/update as one JSON line")
     run.add_argument("--max-turn-requests", type=int, metavar="N", help="most model requests in the turn")
@@ -44,6 +44,8 @@ async def _run(args: argparse.Namespace) -> int:
     from warpcode.agent.loop import Agent, Limits
     from warpcode.agent.permissions import mode_policy
     from warpcode.agent.terminal_view import TerminalView
+    from warpcode.tools import Workspace
+    from warpcode.tools.workspace import default_state_home, ensure_private_dir, workspace_state_dir
 
     settings = load_settings(args.model)
     mode = args.mode or settings.mode
@@ -57,8 +59,9 @@ async def _run(args: argparse.Namespace) -> int:
         emit = lambda update: print(events.to_json(update), flush=True)
     else:
         view = emit = TerminalView()
+    home = ensure_private_dir((args.state_dir or default_state_home()).expanduser().resolve())
     agent = Agent(
-        args.cwd,
+        Workspace(args.cwd, workspace_state_dir(home, args.cwd)),
         backend_from_spec(settings.model),
         emit,
         mode,

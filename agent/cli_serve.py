@@ -11,8 +11,10 @@ import sys
 from pathlib import Path
 
 from warpcode.agent.config import add_agent_options
+from warpcode.tools.workspace import ensure_private_dir
 
 TOKEN_FILE_NAME = "serve-token"
+TOKEN_VARIABLE = "WARPCODE_TOKEN"  # the token without putting it on a command line, which `ps` shows everyone
 LISTENING = "warpcode serve: ACP on"  # the start-up line on stderr; scripts and tests read the URL from it
 
 
@@ -39,8 +41,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_agent_options(serve)
     serve.add_argument("--host", help="address to bind (default: the config's, else 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default: the config's, else 8765; 0 picks a free one)")
-    serve.add_argument("--token", help="bearer token clients must send (default: read or create the token file)")
-    serve.add_argument("--token-file", type=Path, help="where the generated token is kept (mode 0600)")
+    serve.add_argument(
+        "--token",
+        help=f"bearer token clients must send (default: ${TOKEN_VARIABLE}, else the token file's, created if need be); "
+        f"given here it shows in `ps` to every user: prefer ${TOKEN_VARIABLE} or --token-file",
+    )
+    serve.add_argument("--token-file", type=Path, help="where the token is read from, or generated into (mode 0600)")
     serve.add_argument(
         "--allow-origin", action="append", default=[], metavar="ORIGIN", help="a browser Origin to accept (repeatable)"
     )
@@ -60,11 +66,12 @@ async def _serve(args: argparse.Namespace) -> int:
     settings = load_settings(args.model)
     config = ServiceConfig.from_settings(settings, args.state_dir, args.mode)
     token_file = args.token_file or default_token_file(settings.token_file, config.state_dir)
-    token = args.token or read_or_create_token(token_file)
+    given = args.token or os.environ.get(TOKEN_VARIABLE)
+    token = given or read_or_create_token(token_file)
     guard = Guard(token, frozenset(args.allow_origin))
     server = AcpWebSocketServer(AcpService(config), guard, ServerLimits(max_frame_bytes=int(args.max_frame_mb * 2**20)))
     host, port = await server.start(args.host or settings.host, settings.port if args.port is None else args.port)
-    token_note = "the token given with --token" if args.token else f"token in {token_file}"
+    token_note = f"the token given with --token or ${TOKEN_VARIABLE}" if given else f"token in {token_file}"
     model_note = config.model or "none configured (prompts will say how to set one)"
     print(f"{LISTENING} ws://{host}:{port}{ACP_PATH} ({token_note}; model: {model_note})", file=sys.stderr)
     sys.stderr.flush()
@@ -77,14 +84,14 @@ async def _serve(args: argparse.Namespace) -> int:
 
 
 def read_or_create_token(path: Path) -> str:
-    """The token kept in `path`, created (0600, in a 0700 directory) on first use; refused if others can read it."""
+    """The token kept in `path`, created (0600, in a private directory) on first use; refused if others can read it."""
     if path.exists():
         if path.stat().st_mode & 0o077:
             raise PermissionError(f"{path} is readable by other users; run `chmod 600 {path}` or delete it")
         token = path.read_text().strip()
         if token:
             return token
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    ensure_private_dir(path.parent)
     token = secrets.token_urlsafe(32)
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w") as handle:

@@ -63,8 +63,10 @@ class ClientFiles:
 
 
 class ClientFileWorkspace(Workspace):
-    def __init__(self, root: str | os.PathLike[str], files: ClientFiles) -> None:
-        super().__init__(root)
+    def __init__(
+        self, root: str | os.PathLike[str], files: ClientFiles, state_dir: str | os.PathLike[str] | None = None
+    ) -> None:
+        super().__init__(root, state_dir)
         self.files = files
         self.text_kept_elsewhere = files.can_read or files.can_write
 

@@ -64,15 +64,15 @@ def _read(path: Path) -> dict[str, Any]:
     return values
 
 
-def add_agent_options(parser: argparse.ArgumentParser, state_dir: bool = True) -> None:
+def add_agent_options(parser: argparse.ArgumentParser) -> None:
     """The options every agent command shares (run, acp, serve, chat), with one wording and one set of defaults."""
     parser.add_argument(
         "--model", help="openai:URL[#MODEL], local:DIR or scripted:PATH (default: WARPCODE_MODEL, config)"
     )
     parser.add_argument("--mode", choices=MODES, help="permission mode (default: the config's, else ask)")
-    if state_dir:
-        parser.add_argument(
-            "--state-dir",
-            type=Path,
-            help="where sessions and serve's token file are kept (default: $XDG_STATE_HOME/warpcode)",
-        )
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        help="where sessions, each workspace's checkpoints and caches, and serve's token file are kept, private "
+        "to you (default: $WARPCODE_STATE_DIR, else $XDG_STATE_HOME/warpcode, else ~/.local/state/warpcode)",
+    )

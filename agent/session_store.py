@@ -1,5 +1,8 @@
 """Session persistence: one append-only JSONL event log per session, `<state_dir>/sessions/<sessionId>.jsonl`.
 
+The logs hold file contents and command output: the sessions folder is private (0700, checked before each new
+session) and each log is created 0600.
+
 Records, one JSON object a line, in the order they happened:
   {"type": "created", "cwd", "mode", "time"}        first line
   {"type": "prompt", "text"}                         a user prompt, as the model saw it
@@ -28,8 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from warpcode.agent.messages import Message, ToolCall
+from warpcode.tools.workspace import ensure_private_dir
 
 WRITER_THREADS = 4
+LOG_MODE = 0o600
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")  # never a path: ids come from clients
 
 
@@ -65,13 +70,13 @@ class SessionStore:
         return self.directory / f"{session_id}.jsonl"
 
     def create(self, session_id: str, cwd: str, mode: str) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        with open(self.path(session_id), "x", encoding="utf-8") as log:
+        ensure_private_dir(self.directory)
+        with _open_log(self.path(session_id), os.O_EXCL) as log:
             _write(log, [{"type": "created", "cwd": cwd, "mode": mode, "time": _now()}])
 
     def append(self, session_id: str, records: list[dict[str, Any]]) -> None:
         """Append a batch and make it durable (flush + fsync) before returning."""
-        with open(self.path(session_id), "a", encoding="utf-8") as log:
+        with _open_log(self.path(session_id), os.O_APPEND) as log:
             _write(log, records)
 
     async def append_async(self, session_id: str, records: list[dict[str, Any]]) -> None:
@@ -147,6 +152,11 @@ def message_record(message: Message) -> dict[str, Any]:
 def _message(record: dict[str, Any]) -> Message:
     calls = [ToolCall(**call) for call in record.get("tool_calls", [])]
     return Message(record["role"], record["content"], calls, record.get("tool_call_id"), record.get("name"))
+
+
+def _open_log(path: Path, flags: int) -> Any:
+    """A session log opened for writing, created with mode 0600 whatever the umask would give."""
+    return open(os.open(path, os.O_WRONLY | os.O_CREAT | flags, LOG_MODE), "w", encoding="utf-8")
 
 
 def _write(log: Any, records: list[dict[str, Any]]) -> None:

@@ -1,32 +1,54 @@
-"""Checkpoints: snapshots of the workspace in a shadow git repository under `.warpcode/`.
+"""Checkpoints: snapshots of the workspace in a shadow git repository in warpcode's state directory for it.
 
 The shadow repository has its own GIT_DIR and index and only borrows the workspace as its work tree, so the
 user's repository (branch, index, stash, status) is never touched, and a directory that is not a git
 repository at all gets checkpoints too. Snapshots follow .gitignore like git would, plus the default ignore
 list, so dependencies and build output are not copied.
+
+Nothing but warpcode decides what these git calls do: the repository lives outside the workspace, in a
+private state directory checked before each open (workspace.py); its config and info/exclude are written
+anew on every open instead of trusted; inherited GIT_* variables and the system and global config are kept
+away; and `-c` options switch off, over any config, every hook and helper program these commands could start.
+GIT_DIR is given, so git does no repository discovery and no ownership check: safe.directory is not needed.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import git
 
+from warpcode.tools.atomic import atomic_write
 from warpcode.tools.errors import CheckpointError
-from warpcode.tools.ignore import DEFAULT_IGNORES
+from warpcode.tools.ignore import DEFAULT_IGNORES, read_rules_file
 from warpcode.tools.workspace import Workspace
 
 REF = "refs/warpcode/checkpoints"
 IDENTITY = {"GIT_AUTHOR_NAME": "warpcode", "GIT_AUTHOR_EMAIL": "warpcode@localhost"}
 SHADOW_CONFIG = {
-    "core.bare": "false",
-    "core.autocrlf": "false",
-    "core.safecrlf": "false",
-    "core.quotepath": "false",
-    "gc.auto": "0",  # no detached background gc outliving our git calls
-    "commit.gpgsign": "false",
+    "core": {
+        "repositoryformatversion": "0",
+        "bare": "false",
+        "autocrlf": "false",
+        "safecrlf": "false",
+        "quotepath": "false",
+    },
+    "gc": {"auto": "0"},  # no detached background gc outliving our git calls
+    "commit": {"gpgsign": "false"},
 }
+# Before every command, over any config: none of our git calls may start another program or trust a cache.
+SAFETY_OPTIONS = {
+    "core.fsmonitor": "false",  # a fsmonitor hook runs on every index refresh (git add)
+    "core.hooksPath": "/dev/null",  # no hooks (update-ref runs reference-transaction)
+    "core.untrackedCache": "false",  # an index extension caching the work tree's state: not trusted
+    "core.pager": "cat",
+    "commit.gpgSign": "false",  # commit-tree would run gpg.program
+    "protocol.allow": "never",  # no transport (file, ext, ssh...): nothing to run ssh, askpass or credential helpers
+    "credential.helper": "",  # an empty value empties the list of helpers
+}
+CONFIG_ENVIRONMENT = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
 
 
 @dataclass(frozen=True)
@@ -50,47 +72,67 @@ class Checkpoints:
         self._git: git.Git | None = None
 
     def _repo(self) -> git.Git:
-        if self._git is not None:
-            return self._git
-        fresh = not (self.git_dir / "HEAD").exists()
+        if self._git is None:
+            self._git = self._open()
+        return self._git
+
+    def _open(self) -> git.Git:
+        """Check the state directory, create the shadow repository if needed, and write its config anew."""
+        runner = git.Git(str(self.ws.root))
+        runner.update_environment(**self._environment())
         try:
-            if fresh:
-                self.ws.ensure_state_dir()
-                git.Repo.init(self.git_dir, bare=True)
-            runner = git.Git(str(self.ws.root))
-            runner.update_environment(
-                GIT_DIR=str(self.git_dir),
-                GIT_WORK_TREE=str(self.ws.root),
-                GIT_INDEX_FILE=str(self.git_dir / "index"),
-                GIT_COMMITTER_NAME=IDENTITY["GIT_AUTHOR_NAME"],
-                GIT_COMMITTER_EMAIL=IDENTITY["GIT_AUTHOR_EMAIL"],
-                **IDENTITY,
-            )
-            if fresh:
-                for key, value in SHADOW_CONFIG.items():
-                    runner.config(key, value)
+            self.ws.ensure_state_dir()
+            if not (self.git_dir / "HEAD").is_file():
+                runner.execute(self._command("init", "--quiet", "--template="))  # no template: no hooks, no files
+            atomic_write(self.git_dir / "config", _config_text(SHADOW_CONFIG).encode(), mode=0o600)
         except (git.GitCommandError, OSError) as exc:
             raise CheckpointError(f"Could not set up the checkpoint repository in {self.git_dir}: {exc}") from exc
-        self._git = runner
         return runner
+
+    def _environment(self) -> dict[str, str]:
+        return {
+            "GIT_DIR": str(self.git_dir),
+            "GIT_WORK_TREE": str(self.ws.root),
+            "GIT_INDEX_FILE": str(self.git_dir / "index"),
+            "GIT_COMMITTER_NAME": IDENTITY["GIT_AUTHOR_NAME"],
+            "GIT_COMMITTER_EMAIL": IDENTITY["GIT_AUTHOR_EMAIL"],
+            **IDENTITY,
+            **CONFIG_ENVIRONMENT,
+        }
+
+    def _command(self, *args: str) -> list[str]:
+        """`git` with the safety options, started through `env -u` for each GIT_* variable we inherited and do not
+        set ourselves: GitPython passes its whole environment on and has no way to leave a variable out."""
+        ours = self._environment()
+        unset = [
+            arg for name in sorted(os.environ) if name.startswith("GIT_") and name not in ours for arg in ("-u", name)
+        ]
+        options = [arg for key, value in SAFETY_OPTIONS.items() for arg in ("-c", f"{key}={value}")]
+        return ["env", *unset, "git", *options, *args]
 
     def _run(self, *args: str) -> str:
         try:
-            return self._repo().execute(["git", *args], strip_newline_in_stdout=True)
+            return self._repo().execute(self._command(*args), strip_newline_in_stdout=True)
         except git.GitCommandError as exc:
             raise CheckpointError(f"git {args[0]} failed in the checkpoint repository: {exc.stderr.strip()}") from exc
+
+    def _answer(self, *args: str) -> str | None:
+        """The output of a git command whose failure is itself the answer (no such ref, not an ancestor): None."""
+        runner = self._repo()  # a repository that cannot be set up is an error, not an answer
+        try:
+            return runner.execute(self._command(*args), strip_newline_in_stdout=True)
+        except git.GitCommandError:
+            return None
 
     def _write_excludes(self) -> None:
         """The shadow repo's info/exclude: default ignores, our state dir, and the user's own exclude file."""
         lines = list(DEFAULT_IGNORES)
         if self.ws.state_dir.is_relative_to(self.ws.root) and self.ws.state_dir != self.ws.root:
             lines.append("/" + self.ws.rel(self.ws.state_dir) + "/")
-        user_exclude = self.ws.root / ".git" / "info" / "exclude"
-        if user_exclude.is_file():
-            lines.append(user_exclude.read_text(encoding="utf-8", errors="replace"))
-        info = self.git_dir / "info"
-        info.mkdir(exist_ok=True)
-        (info / "exclude").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        user_exclude = read_rules_file(self.ws.root / ".git" / "info" / "exclude")
+        if user_exclude:
+            lines.append(user_exclude)
+        atomic_write(self.git_dir / "info" / "exclude", ("\n".join(lines) + "\n").encode("utf-8"), mode=0o600)
 
     def _snapshot_tree(self) -> str:
         self._repo()
@@ -99,10 +141,7 @@ class Checkpoints:
         return self._run("write-tree")
 
     def _head(self) -> str | None:
-        try:
-            return self._repo().execute(["git", "rev-parse", "--verify", "-q", REF], strip_newline_in_stdout=True)
-        except git.GitCommandError:
-            return None
+        return self._answer("rev-parse", "--verify", "-q", REF)
 
     def create(self, message: str = "checkpoint") -> Checkpoint:
         """Snapshot every non-ignored file (tracked by the user's git or not). An unchanged workspace returns
@@ -131,11 +170,7 @@ class Checkpoints:
         return _checkpoint(self._run("show", "-s", "--format=%H%x1f%ct%x1f%s", full))
 
     def _is_ancestor(self, commit: str, head: str) -> bool:
-        try:
-            self._repo().execute(["git", "merge-base", "--is-ancestor", commit, head])
-        except git.GitCommandError:
-            return False
-        return True
+        return self._answer("merge-base", "--is-ancestor", commit, head) is not None
 
     def list(self) -> list[Checkpoint]:
         """Newest first."""
@@ -165,6 +200,13 @@ class Checkpoints:
             status, _, path = line.partition("\t")
             changed.append(f"{letters.get(status[:1], status[:1])} {path}")
         return RestoreResult(target, undo, changed)
+
+
+def _config_text(sections: dict[str, dict[str, str]]) -> str:
+    return "".join(
+        f"[{section}]\n" + "".join(f"\t{key} = {value}\n" for key, value in keys.items())
+        for section, keys in sections.items()
+    )
 
 
 def _checkpoint(fields: str) -> Checkpoint:

@@ -1,12 +1,15 @@
 """Which paths list/search/code map skip: git's ignore rules plus a default list, via pathspec's GitIgnoreSpec.
 
 Precedence follows git: default list, then .git/info/exclude, then each .gitignore from the root down to the
-file's directory; the last rule that matches decides, and a path under an ignored directory is ignored.
+file's directory; the last rule that matches decides, and a path under an ignored directory is ignored. These
+files come with the workspace, so they are read like git reads an in-tree .gitignore: never through a symlink,
+only when regular files (a FIFO or a device would hang or flood the reader), and only their first megabyte.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -27,14 +30,32 @@ DEFAULT_IGNORES = (
 )
 # A directory holding pyvenv.cfg is a virtualenv whatever its name.
 VENV_MARKER = "pyvenv.cfg"
+MAX_RULES_BYTES = 1024 * 1024
+
+
+def read_rules_file(path: Path) -> str | None:
+    """The text of an ignore file of the workspace, None when it is missing, not a regular file or a symlink.
+
+    Past MAX_RULES_BYTES the rest is left out, from the last whole line on.
+    """
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # NONBLOCK: opening a FIFO waits
+    except OSError:
+        return None
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return None
+        data = handle.read(MAX_RULES_BYTES + 1)
+    if len(data) > MAX_RULES_BYTES:
+        data = data[: data.rfind(b"\n", 0, MAX_RULES_BYTES) + 1]
+    return data.decode("utf-8", errors="replace")
 
 
 def _read_spec(path: Path) -> GitIgnoreSpec | None:
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError):
+    text = read_rules_file(path)
+    if not text:
         return None
-    spec = GitIgnoreSpec.from_lines(lines)
+    spec = GitIgnoreSpec.from_lines(text.splitlines())
     return spec if len(spec) else None
 
 

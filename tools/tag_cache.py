@@ -1,6 +1,7 @@
 """Tags of every source file in the workspace, cached on disk by (path, mtime_ns, size).
 
-The cache is JSON (never pickle: the workspace, and so its `.warpcode/` directory, may come from anyone).
+The cache lives in the workspace's private state directory, checked before each read and write (workspace.py),
+and is JSON all the same: never pickle, which would run whatever a cache file it was handed says.
 A cold run parses in a process pool when there are many files; a warm run only stats files.
 """
 
@@ -51,6 +52,7 @@ class TagCache:
 
     def _load(self) -> dict[str, list[object]]:
         try:
+            self.ws.ensure_state_dir()
             data = json.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return {}

@@ -1,9 +1,18 @@
-"""The workspace: a root directory that every tool stays inside."""
+"""The workspace: a root directory that every tool stays inside, and where warpcode keeps its state for it.
+
+Warpcode's own state (checkpoints, caches) is never read from a place the repository can plant it (design.md
+section 3): it lives under the state home, keyed by the workspace's real path (`workspace_state_dir`), and each
+use first checks that the folder is a private directory of our own user (`ensure_private_dir`). The legacy
+`<root>/.warpcode/` is never read; it stays a protected path that tools do not write and listings skip.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
-from collections.abc import Iterable, Iterator
+import stat
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from warpcode.tools import errors
@@ -14,12 +23,80 @@ from warpcode.tools.walk import WalkedFile, walk_files
 
 MAX_TEXT_BYTES = 64 * 1024 * 1024
 PROTECTED_DIRS = (".git", ".warpcode")
+STATE_HOME_VARIABLE = "WARPCODE_STATE_DIR"
+PRIVATE_DIR_MODE = 0o700
+STATE_DIR_ADVICE = f"or point {STATE_HOME_VARIABLE} (--state-dir) at another folder"
+
+
+class UnsafeStateDir(PermissionError):
+    """A state directory that is not a private directory of ours: refused before anything is read or written."""
+
+
+def default_state_home(env: Mapping[str, str] = os.environ) -> Path:
+    """$WARPCODE_STATE_DIR, else $XDG_STATE_HOME/warpcode, else ~/.local/state/warpcode.
+
+    A relative XDG_STATE_HOME is ignored, as the XDG spec says: it would put the state wherever the process runs,
+    a repository included.
+    """
+    if env.get(STATE_HOME_VARIABLE):
+        return Path(env[STATE_HOME_VARIABLE]).expanduser()
+    xdg = env.get("XDG_STATE_HOME", "")
+    base = Path(xdg) if os.path.isabs(xdg) else Path(env.get("HOME") or Path.home()) / ".local" / "state"
+    return base / "warpcode"
+
+
+def workspace_state_dir(home: str | os.PathLike[str], root: str | os.PathLike[str]) -> Path:
+    """Where warpcode keeps one workspace's state: `<home>/workspaces/<basename>-<sha256 of the real root, 16 hex>`
+    (the basename for people, the hash so that two projects of one name never share checkpoints)."""
+    real = Path(root).resolve()
+    digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:16]
+    return Path(home) / "workspaces" / f"{real.name}-{digest}"
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Make `path` (its missing parents too) with mode 0700, or check the existing one: it must be a real
+    directory (not a symlink) owned by our effective user; a wider mode is tightened to 0700. Everything warpcode
+    writes below such a directory is then out of other users' reach, whatever the umask gave the files (git's
+    objects and index included). Anything else raises UnsafeStateDir, naming the path and what to do."""
+    created = []
+    missing = path
+    while not os.path.lexists(missing):
+        created.append(missing)
+        missing = missing.parent
+    for folder in reversed(created):
+        with contextlib.suppress(FileExistsError):  # another process made it meanwhile: checked below all the same
+            os.mkdir(folder, PRIVATE_DIR_MODE)
+    for folder in [*reversed(created[1:]), path]:
+        _check_private(folder)
+    return path
+
+
+def _check_private(folder: Path) -> None:
+    info = os.lstat(folder)
+    if stat.S_ISLNK(info.st_mode):
+        raise UnsafeStateDir(
+            f"{folder} is a symlink; warpcode keeps its state only in a real directory: remove the link, "
+            f"{STATE_DIR_ADVICE}."
+        )
+    if not stat.S_ISDIR(info.st_mode):
+        raise UnsafeStateDir(
+            f"{folder} is not a directory; warpcode keeps its state there: move it away, {STATE_DIR_ADVICE}."
+        )
+    if info.st_uid != os.geteuid():
+        raise UnsafeStateDir(
+            f"{folder} belongs to another user (uid {info.st_uid}); warpcode keeps its state only in a directory "
+            f"of its own user: remove it, {STATE_DIR_ADVICE}."
+        )
+    if info.st_mode & 0o077:
+        os.chmod(folder, PRIVATE_DIR_MODE)
 
 
 class Workspace:
     """Resolves paths, refusing any that leave the root, and reads/writes text files without corrupting them.
 
-    `state_dir` is where warpcode keeps its own data (checkpoints, caches); default `<root>/.warpcode`.
+    `state_dir` is where warpcode keeps its own data for this workspace (checkpoints, caches); by default
+    `workspace_state_dir(default_state_home(), root)`. Its last component is kept as given rather than resolved,
+    so that a symlink there is seen, and refused, instead of followed.
     """
 
     # A subclass whose read_text/write_text reach text kept elsewhere (an editor's unsaved buffers) sets this:
@@ -37,7 +114,8 @@ class Workspace:
         if not root_path.is_dir():
             raise errors.InvalidArgument(f"Workspace root {str(root)!r} is not a directory.")
         self.root = root_path.resolve()
-        self.state_dir = Path(state_dir).resolve() if state_dir else self.root / ".warpcode"
+        chosen = Path(os.path.abspath(state_dir or workspace_state_dir(default_state_home(), self.root)))
+        self.state_dir = chosen.parent.resolve() / chosen.name
         self._extra_ignores = tuple(extra_ignores)
         self._ignore: IgnoreRules | None = None
 
@@ -80,12 +158,8 @@ class Workspace:
         return target == self.state_dir or self.state_dir in target.parents
 
     def ensure_state_dir(self) -> Path:
-        """Create the state directory; its `.gitignore` of `*` keeps it out of the user's `git status`."""
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        marker = self.state_dir / ".gitignore"
-        if not marker.exists():
-            marker.write_text("*\n", encoding="utf-8")
-        return self.state_dir
+        """The state directory, created or checked before each use (see `ensure_private_dir`)."""
+        return ensure_private_dir(self.state_dir)
 
     # -- ignore rules and traversal ------------------------------------------------------------------------
 

@@ -118,6 +118,26 @@ def test_connect_to_a_running_server(tmp_path: Path, repo: Path) -> None:
         server.wait(timeout=10)
 
 
+def test_serve_and_connect_take_the_token_from_the_environment(
+    tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """WARPCODE_TOKEN keeps the token off both command lines, where `ps` would show it to every user."""
+    script = write_script(tmp_path / "model.json", [{"text": "Hello."}])
+    monkeypatch.setenv("WARPCODE_TOKEN", TOKEN)  # both processes inherit it
+    server, url = start_server(tmp_path, script)
+    try:
+        chat = ChatProcess("--connect", url, "--cwd", str(repo), cwd=tmp_path)
+        chat.expect("mode auto")
+        chat.send("hi")
+        chat.expect("[end_turn]")
+        chat.send("/quit")
+        assert chat.exit_code() == 0
+        assert TOKEN not in " ".join(server.args) + " ".join(chat.process.args)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
 def test_ctrl_c_cancels_the_turn_and_kills_its_command(tmp_path: Path, repo: Path) -> None:
     sleep = {"name": "run_command", "arguments": {"command": "echo $$ > sleep.pid; exec sleep 30"}}
     chat = in_process_chat(tmp_path, repo, [{"tool_calls": [sleep]}, {"text": "Still here."}], "auto")

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from warpcode.agent.config import ConfigError, config_path, load_settings
+from warpcode.agent.config import ConfigError, Settings, config_path, load_settings
 from warpcode.agent.permissions import mode_policy, needs_permission
 
 
@@ -63,3 +63,11 @@ async def test_policy_delegates_questions_and_rejects_when_nobody_answers() -> N
     assert await mode_policy("ask")("edit_file", "edit", {}) == "reject"
     assert await mode_policy("ask")("read_file", "read", {}) == "allow"
     assert await mode_policy("ask", ask)("run_command", "execute", {}) == "allow" and asked == ["run_command"]
+
+
+def test_warpcode_state_dir_moves_the_services_whole_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from warpcode.agent.acp_agent import ServiceConfig
+
+    monkeypatch.setenv("WARPCODE_STATE_DIR", str(tmp_path / "elsewhere"))
+    assert ServiceConfig.from_settings(Settings(), None, None).state_dir == tmp_path / "elsewhere"
+    assert ServiceConfig.from_settings(Settings(), tmp_path / "given", None).state_dir == tmp_path / "given"

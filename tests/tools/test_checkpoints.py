@@ -111,10 +111,81 @@ def test_users_git_repository_is_left_exactly_as_it_was(root: Path) -> None:
     assert _tree(root) == files_before
 
 
-def test_state_dir_is_excluded_from_listing_and_search(root: Path) -> None:
+def test_a_state_dir_chosen_inside_the_workspace_is_excluded_from_listing_search_and_checkpoints(root: Path) -> None:
     (root / "a.txt").write_text("needle\n")
-    ws = Workspace(root)
-    Checkpoints(ws).create()
-    assert (root / ".warpcode").is_dir()
+    ws = Workspace(root, state_dir=root / "state")
+    first = Checkpoints(ws).create()
+    assert (root / "state" / "checkpoints.git").is_dir()
     assert list_files(ws).files == ["a.txt"]
     assert [m.path for m in search(ws, "needle").matches] == ["a.txt"]
+    (root / "a.txt").write_text("changed\n")
+    assert Checkpoints(ws).diff(first.id).count("diff --git") == 1
+
+
+def marker_script(folder: Path, name: str) -> tuple[Path, Path]:
+    """An executable `folder/name` that creates `folder/name.ran` when anything runs it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    script, marker = folder / name, folder / f"{name}.ran"
+    script.write_text(f"#!/bin/sh\ntouch '{marker}'\n")
+    script.chmod(0o755)
+    return script, marker
+
+
+def test_inherited_git_variables_reach_no_git_call(root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    planted = tmp_path / "planted"
+    fsmonitor, fsmonitor_ran = marker_script(planted, "fsmonitor")
+    _, hook_ran = marker_script(planted / "hooks", "reference-transaction")
+    _, template_hook_ran = marker_script(planted / "template" / "hooks", "reference-transaction")
+    (planted / "objects").mkdir()
+    monkeypatch.setenv("GIT_CONFIG_PARAMETERS", f"'core.fsmonitor'='{fsmonitor}'")
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "core.hooksPath")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", str(planted / "hooks"))
+    monkeypatch.setenv("GIT_TEMPLATE_DIR", str(planted / "template"))
+    monkeypatch.setenv("GIT_OBJECT_DIRECTORY", str(planted / "objects"))
+    (root / "a.txt").write_text("x\n")
+    checkpoints = Checkpoints(Workspace(root))
+    first = checkpoints.create("start")
+    assert not fsmonitor_ran.exists() and not hook_ran.exists() and not template_hook_ran.exists()
+    assert list((planted / "objects").iterdir()) == []
+    assert [c.message for c in checkpoints.list()] == ["start"] and first.id
+
+
+def test_the_users_global_git_config_reaches_no_git_call(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    fsmonitor, fsmonitor_ran = marker_script(tmp_path / "planted", "fsmonitor")
+    _, hook_ran = marker_script(tmp_path / "planted" / "hooks", "reference-transaction")
+    (home / ".config" / "git").mkdir(parents=True)
+    (home / ".gitconfig").write_text(f"[core]\n\tfsmonitor = {fsmonitor}\n")
+    (home / ".config" / "git" / "config").write_text(f"[core]\n\thooksPath = {tmp_path / 'planted' / 'hooks'}\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    (root / "a.txt").write_text("x\n")
+    Checkpoints(Workspace(root)).create()
+    assert not fsmonitor_ran.exists() and not hook_ran.exists()
+
+
+def _is_in_checkpoint(root: Path, name: str) -> bool:
+    checkpoints = Checkpoints(Workspace(root))
+    first = checkpoints.create()
+    (root / name).write_text("changed\n")
+    return f"a/{name}" in checkpoints.diff(first.id)
+
+
+def test_a_symlinked_git_exclude_file_is_not_read(root: Path, tmp_path: Path) -> None:
+    git(root, "init", "-q")
+    (tmp_path / "patterns").write_text("a.txt\n")
+    exclude = root / ".git" / "info" / "exclude"
+    exclude.unlink(missing_ok=True)
+    exclude.symlink_to(tmp_path / "patterns")
+    (root / "a.txt").write_text("x\n")
+    assert _is_in_checkpoint(root, "a.txt")
+
+
+def test_only_the_head_of_a_huge_git_exclude_file_is_read(root: Path) -> None:
+    git(root, "init", "-q")
+    (root / ".git" / "info" / "exclude").write_text("# padding\n" * 200_000 + "a.txt\n")
+    (root / "a.txt").write_text("x\n")
+    assert _is_in_checkpoint(root, "a.txt")

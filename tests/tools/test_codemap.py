@@ -138,7 +138,7 @@ def test_repo_map_respects_the_token_budget(ws: Workspace, root: Path) -> None:
 def test_repo_map_tags_are_cached_by_mtime_and_size(ws: Workspace, root: Path) -> None:
     _repo(root)
     repo_map(ws)
-    cache_file = root / ".warpcode" / CACHE_NAME
+    cache_file = ws.state_dir / CACHE_NAME
     cache = json.loads(cache_file.read_text())
     assert set(cache["files"]) == {
         "core/db.py",
