@@ -1,9 +1,9 @@
 """`openai:URL[#MODEL]`: any OpenAI-compatible /chat/completions endpoint, streamed over SSE with native tools.
 
 URL is the API base (`http://host:8000/v1`) or the full `.../chat/completions` address. The API key comes from
-WARPCODE_API_KEY, else OPENAI_API_KEY (sent as a bearer token when set). Rate limits (429), server errors (5xx)
-and connection failures are retried with exponential backoff before any output has streamed; other failures
-raise BackendError with the server's own message.
+WARPCODE_API_KEY, else OPENAI_API_KEY (sent as a bearer token when set). Rate limits (429), server errors (5xx),
+timeouts and broken connections are retried with exponential backoff before any output has streamed; a refused
+connection (nothing listens there) fails at once; other failures raise BackendError with the server's own message.
 """
 
 from __future__ import annotations
@@ -91,6 +91,11 @@ class OpenAIBackend:
                             streamed = True
                             yield event
                         return
+                except httpx.ConnectError as exc:  # refused or unresolvable: final, retrying only delays the news
+                    raise BackendError(
+                        f"nothing answers at {self.url} ({_describe(exc)}): start the model server, or check the URL "
+                        f"given with --model"
+                    ) from exc
                 except (_Retryable, httpx.TransportError) as exc:
                     if streamed:  # a retry would repeat what the user already saw
                         raise BackendError(f"{self.url}: the stream broke off: {_describe(exc)}") from exc

@@ -11,6 +11,11 @@ import sys
 from importlib import metadata
 
 from warpcode.agent import cli_acp, cli_bench, cli_chat, cli_generate, cli_run, cli_serve
+from warpcode.agent.backends import BackendError
+from warpcode.tools.errors import ToolError
+
+# The errors raised on purpose, whose message is written for the user: shown without their class name.
+_SAYS_IT_ALL = (ValueError, OSError, RuntimeError, ToolError, BackendError)
 
 
 def _version() -> str:
@@ -34,7 +39,16 @@ def build_parser() -> argparse.ArgumentParser:
     cli_generate.register(commands)
     cli_run.register(commands)
     cli_serve.register(commands)
+    _accept_debug_after_commands(parser)
     return parser
+
+
+def _accept_debug_after_commands(parser: argparse.ArgumentParser) -> None:
+    """`--debug` also after a (sub)command (`warpcode run ... --debug`), as every error message suggests it."""
+    for action in parser._subparsers._group_actions if parser._subparsers else []:
+        for command in action.choices.values():
+            command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+            _accept_debug_after_commands(command)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,9 +70,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _one_line(error: BaseException) -> str:
-    message = str(error).strip() or type(error).__name__
-    if not isinstance(error, ValueError | OSError | RuntimeError):  # the errors whose message says it all
-        message = f"{type(error).__name__}: {message}"
+    message = str(error).strip()
+    protocol = sys.modules.get("acp.exceptions")  # loaded only by the commands that speak ACP, and slow to load
+    said_on_purpose = _SAYS_IT_ALL + ((protocol.RequestError,) if protocol else ())
+    if not isinstance(error, said_on_purpose) or not message:
+        # Not an error we raise on purpose (a bug, most likely): its class is part of what the user should report.
+        message = f"{type(error).__name__}: {message}".rstrip(": ")
     return " ".join(message.split()) + "  (run with --debug for the traceback)"
 
 

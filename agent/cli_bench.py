@@ -8,7 +8,7 @@ import json
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    bench = commands.add_parser("bench", help="benchmarks (MoE kernels)")
+    bench = commands.add_parser("bench", help="benchmarks: one MoE layer (moe), the whole model decoding (decode)")
     kinds = bench.add_subparsers(dest="bench_kind", metavar="KIND", required=True)
     moe = kinds.add_parser("moe", help="one MoE layer per path: us, GB/s, %% of copy bandwidth, error vs fp64")
     shape = moe.add_mutually_exclusive_group()
@@ -32,7 +32,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--prefill", type=int, default=2000, help="also time the prefill of one prompt this long (0: skip)"
     )
     decode.add_argument("--compare-hf", action="store_true", help="also time transformers on the same shape")
-    decode.add_argument("--device", default="cuda", help="device (default: %(default)s)")
+    decode.add_argument(
+        "--device", default="auto", help="cuda, cuda:N or cpu (default: cuda when available; cpu for the tiny preset)"
+    )
     decode.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
     decode.set_defaults(handler=_run_decode)
 
@@ -98,6 +100,20 @@ def _run_moe(args: argparse.Namespace) -> int:
     return 0
 
 
+def _decode_device(device: str, preset: str, cuda_available: bool) -> str:
+    """`--device auto`: the GPU when there is one; without one, the CPU only for a preset small enough for it."""
+    if device != "auto":
+        return device
+    if cuda_available:
+        return "cuda"
+    if preset == "tiny":
+        return "cpu"
+    raise ValueError(
+        f"no CUDA device here, and {preset} with random weights needs a GPU: run it on a GPU machine, or time "
+        f"the tiny preset on the CPU (--preset tiny --device cpu)"
+    )
+
+
 def _run_decode(args: argparse.Namespace) -> int:
     import torch
     from rich.console import Console
@@ -108,6 +124,7 @@ def _run_decode(args: argparse.Namespace) -> int:
     if not args.random_weights:
         raise ValueError("bench decode needs --random-weights (to time a checkpoint, use `warpcode generate`)")
     batches, contexts = _parse_ints(args.batch, "--batch"), _parse_ints(args.context, "--context")
+    args.device = _decode_device(args.device, args.preset, torch.cuda.is_available())
     console = Console(stderr=True)
     with console.status("measuring copy bandwidth..."):
         copy_bandwidth = bench_decode.copy_bandwidth(args.device)

@@ -52,6 +52,11 @@ def run_generate(args: argparse.Namespace) -> int:
         raise ValueError("--random-weights needs --preset NAME")
     if args.prompt is None and args.prompt_ids is None:
         raise ValueError("give --prompt TEXT or --prompt-ids 1,2,3")
+    if args.random_weights and args.prompt is not None:
+        raise ValueError(
+            "--random-weights builds a model without a tokenizer: give the prompt as token ids, e.g. --prompt-ids 1,2,3"
+        )
+    prompt_ids = _token_ids(args.prompt_ids) if args.prompt_ids is not None else None
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     dtype = getattr(torch, name) if (name := DTYPES[args.dtype]) else None
     if args.random_weights:
@@ -59,12 +64,16 @@ def run_generate(args: argparse.Namespace) -> int:
     else:
         engine = load(args.model, device=device, dtype=dtype)
     sampling = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p, seed=args.seed)
-    if args.prompt_ids is not None:
-        prompt_ids = [int(token) for token in args.prompt_ids.split(",") if token.strip()]
+    if prompt_ids is not None:
         print(" ".join(map(str, engine.generate(prompt_ids, args.max_new_tokens, **sampling))), flush=True)
     else:
         if engine.tokenizer is None:
-            raise ValueError(f"{args.model} has no tokenizer.json: use --prompt-ids")
+            source = (
+                "--random-weights builds a model without a tokenizer"
+                if args.random_weights
+                else (f"{args.model} has no tokenizer.json")
+            )
+            raise ValueError(f"{source}: give the prompt as token ids, e.g. --prompt-ids 1,2,3")
         text = args.prompt
         if args.chat:
             text = engine.tokenizer.apply_chat_template([{"role": "user", "content": text}])
@@ -79,3 +88,11 @@ def run_generate(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _token_ids(text: str) -> list[int]:
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    bad = next((part for part in parts if not part.isdigit()), None)
+    if bad is not None or not parts:
+        raise ValueError(f"--prompt-ids takes comma-separated token ids such as 1,2,3; {bad or text!r} is not one")
+    return [int(part) for part in parts]

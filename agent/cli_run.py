@@ -78,6 +78,8 @@ async def _run(args: argparse.Namespace) -> int:
         print(json.dumps({"stopReason": result.stop_reason}), flush=True)
     else:
         view.finish()
-        if result.stop_reason != "end_turn":
-            print(f"stopped: {result.stop_reason}" + (f": {result.error}" if result.error else ""), file=sys.stderr)
+        if result.error:  # the agent's answer above already says why, in full
+            print("stopped: the model could not answer (the reason is above)", file=sys.stderr)
+        elif result.stop_reason != "end_turn":
+            print(f"stopped: {result.stop_reason}", file=sys.stderr)
     return EXIT_CODES.get(result.stop_reason, 1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import os
 import secrets
 import signal
@@ -70,7 +71,16 @@ async def _serve(args: argparse.Namespace) -> int:
     token = given or read_or_create_token(token_file)
     guard = Guard(token, frozenset(args.allow_origin))
     server = AcpWebSocketServer(AcpService(config), guard, ServerLimits(max_frame_bytes=int(args.max_frame_mb * 2**20)))
-    host, port = await server.start(args.host or settings.host, settings.port if args.port is None else args.port)
+    host, port = args.host or settings.host, settings.port if args.port is None else args.port
+    try:
+        host, port = await server.start(host, port)
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        raise OSError(
+            f"port {port} on {host} is already in use (another warpcode serve?): pick another with --port N, "
+            f"or --port 0 for any free one (the line above the token says which)"
+        ) from None
     token_note = f"the token given with --token or ${TOKEN_VARIABLE}" if given else f"token in {token_file}"
     model_note = config.model or "none configured (prompts will say how to set one)"
     print(f"{LISTENING} ws://{host}:{port}{ACP_PATH} ({token_note}; model: {model_note})", file=sys.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -190,12 +191,15 @@ async def test_a_client_error_is_reported_clearly_and_not_retried(
     assert result.stop_reason == "refusal" and "HTTP 401" in result.error and "WARPCODE_API_KEY" in result.error
 
 
-async def test_an_unreachable_server_fails_after_retries(server: ChatServer) -> None:
+async def test_a_refused_connection_fails_at_once_naming_the_url(server: ChatServer) -> None:
     url = server.base_url
     server.shutdown()
     server.server_close()
-    with pytest.raises(BackendError, match="gave up after 3 attempts"):
-        await _collect(OpenAIBackend(url, retry=FAST_RETRY), [Message("user", "hi")])
+    slow_retries = RetryPolicy(attempts=3, first_delay_s=5.0)  # were it retried, this test would take 15 s
+    started = time.monotonic()
+    with pytest.raises(BackendError, match="nothing answers at .*: start the model server") as raised:
+        await _collect(OpenAIBackend(url, retry=slow_retries), [Message("user", "hi")])
+    assert time.monotonic() - started < 2.0 and url in str(raised.value)
 
 
 async def test_malformed_tool_call_arguments_reach_the_model_as_an_error(

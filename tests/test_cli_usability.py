@@ -1,0 +1,103 @@
+"""What a new user meets at the command line: the real `warpcode` program in a subprocess, mistakes made on purpose.
+Each answer is one line that says what is wrong and what to do, in the words of the command that was run."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from warpcode.tools import bench as tools_bench
+
+WARPCODE = str(Path(sys.executable).with_name("warpcode"))
+
+
+def warpcode(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([WARPCODE, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def one_error_line(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode != 0, result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    return lines[0]
+
+
+def test_debug_is_accepted_after_the_subcommand_too() -> None:
+    result = warpcode("bench", "moe", "--preset", "no-such-model", "--device", "cpu", "--debug")
+    assert "Traceback" in result.stderr and "no-such-model" in result.stderr
+    assert "unrecognized arguments" not in result.stderr
+
+
+def test_help_names_every_benchmark() -> None:
+    listed = " ".join(warpcode("--help").stdout.split("    bench", 1)[1].split("    chat", 1)[0].split())
+    assert "(moe)" in listed and "(decode)" in listed
+
+
+def test_bench_decode_without_a_gpu_says_what_runs_on_the_cpu() -> None:
+    if __import__("torch").cuda.is_available():
+        pytest.skip("a GPU is there: the default device is it")
+    line = one_error_line(warpcode("bench", "decode", "--preset", "qwen3-30b-a3b", "--random-weights"))
+    assert "no CUDA device" in line and "--device cpu" in line and "AssertionError" not in line
+    tiny = warpcode("bench", "decode", "--preset", "tiny", "--random-weights", "--batch", "1", "--steps", "2",
+                    "--prefill", "0", "--json")  # fmt: skip
+    assert tiny.returncode == 0, tiny.stderr
+    assert '"batch": 1' in tiny.stdout
+
+
+def test_torch_commands_print_no_numpy_warning() -> None:
+    result = warpcode(
+        "generate", "--random-weights", "--preset", "tiny", "--prompt-ids", "1,2", "--max-new-tokens", "2",
+        "--device", "cpu",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "NumPy" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["generate", "--random-weights", "--preset", "tiny", "--prompt", "hello"], "--prompt-ids 1,2,3"),
+        (["generate", "--random-weights", "--preset", "tiny", "--prompt-ids", "1,x"], "'x' is not one"),
+        (["run", "--cwd", "no-such-dir", "--model", "scripted:x.json", "hi"], "no-such-dir"),
+    ],
+    ids=["prompt without tokenizer", "bad token id", "missing cwd"],
+)
+def test_mistakes_get_one_line_without_class_names(args: list[str], expected: str) -> None:
+    line = one_error_line(warpcode(*args))
+    assert expected in line
+    assert not any(name in line for name in ("InvalidArgument", "ValueError", "BackendError", "invalid literal"))
+
+
+def test_a_model_server_that_is_not_there_fails_at_once(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    result = warpcode("run", "--cwd", str(tmp_path), "--model", f"openai:http://127.0.0.1:{port}/v1", "hi")
+    assert time.monotonic() - started < 5.0
+    assert result.returncode != 0
+    said = result.stdout + result.stderr
+    assert said.count("nothing answers at") == 1 and f"127.0.0.1:{port}" in said
+
+
+def test_a_port_in_use_names_the_option_that_picks_another(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        line = one_error_line(warpcode("serve", "--port", port, "--state-dir", str(tmp_path), timeout=60))
+    assert f"port {port}" in line and "--port 0" in line and "Errno" not in line
+
+
+def test_the_tools_benchmark_leaves_no_temporary_folder(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("class FooObserver:\n    pass\n")
+    before = set(os.listdir(tempfile.gettempdir()))
+    tools_bench.bench_search(tmp_path)
+    assert set(os.listdir(tempfile.gettempdir())) - before == set()
