@@ -197,7 +197,7 @@ async def test_a_refused_connection_fails_at_once_naming_the_url(server: ChatSer
     server.server_close()
     slow_retries = RetryPolicy(attempts=3, first_delay_s=5.0)  # were it retried, this test would take 15 s
     started = time.monotonic()
-    with pytest.raises(BackendError, match="nothing answers at .*: start the model server") as raised:
+    with pytest.raises(BackendError, match=r"nothing answers at .*: start the model server") as raised:
         await _collect(OpenAIBackend(url, retry=slow_retries), [Message("user", "hi")])
     assert time.monotonic() - started < 2.0 and url in str(raised.value)
 
