@@ -79,7 +79,7 @@ class ClientFileWorkspace(Workspace):
         if not self.files.can_write:
             return super().write_text(path, text, like)
         target = self.resolve_for_write(path)
-        if target.is_dir():
-            return super().write_text(path, text, like)  # raises the tools' own NotAFile
+        if target.exists() and not target.is_file():
+            return super().write_text(path, text, like)  # raises the tools' own NotAFile / SpecialFile
         self.files.write(target, text.replace("\n", "\r\n") if like is not None and like.crlf else text)
         return target

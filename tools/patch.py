@@ -74,7 +74,10 @@ class _Plan:
         if target in self.files and self.files[target].data is not None:
             data = self.files[target].data
         elif self.exists(target):
-            data = target.read_bytes()
+            try:
+                data = self.ws.read_bytes(target)
+            except errors.ToolError as exc:
+                raise errors.PatchError(str(exc), shown) from None
         else:
             raise errors.PatchError("the file does not exist.", shown)
         if looks_binary(data[:SNIFF_BYTES]):

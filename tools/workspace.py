@@ -1,13 +1,19 @@
-"""The workspace: a root directory that every tool stays inside."""
+"""The workspace: a root directory that every tool stays inside.
+
+Paths are checked by name (`resolve`), then opened through directory fds along the resolved real path
+(tools/fdwalk.py), so a swap between the check and the open fails instead of leading outside.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
-from warpcode.tools import errors
-from warpcode.tools.atomic import atomic_write
+from warpcode.tools import errors, fdwalk
+from warpcode.tools.atomic import atomic_write_at
 from warpcode.tools.ignore import IgnoreRules
 from warpcode.tools.textcodec import SNIFF_BYTES, TextFile, decode, looks_binary
 from warpcode.tools.walk import WalkedFile, walk_files
@@ -50,16 +56,25 @@ class Workspace:
         file nor a symlinked parent directory can lead outside.
         """
         raw = os.fspath(path)
+        joined = self._lexical(raw)
+        try:
+            real = os.path.realpath(joined)
+        except OSError:  # a symlink on the path vanished between realpath's lstat and its readlink
+            raise errors.PathChanged(raw) from None
+        if not self._inside(real):
+            raise errors.PathOutsideWorkspace(raw, str(self.root), f"a symlink points to {real}")
+        return Path(real)
+
+    def _lexical(self, raw: str) -> str:
+        """The absolute normalised path `raw` names, symlinks not resolved; refused when `..` or an absolute
+        path leads out of the root."""
         if "\0" in raw:
             raise errors.InvalidArgument(f"Path {raw!r} contains a NUL byte.")
         joined = os.path.normpath(os.path.join(self.root, raw))
         if not self._inside(joined):
             how = "absolute path" if os.path.isabs(raw) else "'..' leads out"
             raise errors.PathOutsideWorkspace(raw, str(self.root), how)
-        real = os.path.realpath(joined)
-        if not self._inside(real):
-            raise errors.PathOutsideWorkspace(raw, str(self.root), f"a symlink points to {real}")
-        return Path(real)
+        return joined
 
     def _inside(self, absolute: str) -> bool:
         root = str(self.root)
@@ -115,29 +130,68 @@ class Workspace:
             raise errors.FileNotFound(os.fspath(start))
         yield from walk_files(str(self.root), self.ignore_rules, rel)
 
+    # -- file I/O through directory fds -----------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def open_parent_dir(
+        self, target: str | os.PathLike[str], shown: str, create: bool = False
+    ) -> Iterator[tuple[int, str]]:
+        """(fd of the directory holding `target`, target's name in it), reached from the root following no
+        symlink; `target` is an absolute normalised path inside the root (`resolve`'s). With `create`, missing
+        directories are made."""
+        root = str(self.root)
+        absolute = os.fspath(target)
+        if absolute == root:
+            raise errors.NotAFile(shown)
+        *parents, name = absolute[len(root.rstrip(os.sep)) + 1 :].split(os.sep)
+        dir_fd = fdwalk.open_dir(root, parents, shown, create)
+        try:
+            yield dir_fd, name
+        finally:
+            os.close(dir_fd)
+
+    def open_for_read(self, path: str | os.PathLike[str]) -> BinaryIO:
+        """The regular file at `path`, opened for reading; a directory, FIFO, socket or device is refused.
+
+        Opened along the path as written when no symlink is on it (so it cannot lead outside, and no realpath is
+        needed: search opens thousands of files); else along the real path, once `resolve` checked it."""
+        shown = os.fspath(path)
+        try:
+            fd = self._open_regular(self._lexical(shown), shown)
+        except errors.PathChanged:  # a symlink on the path, legitimate or swapped in: resolve it and check
+            fd = self._open_regular(self.resolve(path), shown)
+        return os.fdopen(fd, "rb")
+
+    def _open_regular(self, target: str | os.PathLike[str], shown: str) -> int:
+        with self.open_parent_dir(target, shown) as (dir_fd, name):
+            return fdwalk.open_regular(dir_fd, name, shown)
+
+    def read_bytes(self, path: str | os.PathLike[str], max_bytes: int = MAX_TEXT_BYTES) -> bytes:
+        with self.open_for_read(path) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > max_bytes:
+                raise errors.FileTooLarge(os.fspath(path), size, max_bytes)
+            data = handle.read(max_bytes + 1)  # one byte more catches a file that grew meanwhile
+        if len(data) > max_bytes:
+            raise errors.FileTooLarge(os.fspath(path), len(data), max_bytes)
+        return data
+
+    def write_bytes(self, path: str | os.PathLike[str], data: bytes) -> Path:
+        """Replace or create the file atomically, keeping an existing file's permission bits."""
+        target = self.resolve_for_write(path)
+        shown = os.fspath(path)
+        with self.open_parent_dir(target, shown, create=True) as (dir_fd, name):
+            atomic_write_at(dir_fd, name, data, fdwalk.existing_mode(dir_fd, name, shown))
+        return target
+
     # -- text I/O ------------------------------------------------------------------------------------------
 
     def read_text(self, path: str | os.PathLike[str], max_bytes: int = MAX_TEXT_BYTES) -> TextFile:
-        target = self.resolve(path)
-        shown = os.fspath(path)
-        if target.is_dir():
-            raise errors.NotAFile(shown)
-        try:
-            size = target.stat().st_size
-            if size > max_bytes:
-                raise errors.FileTooLarge(shown, size, max_bytes)
-            data = target.read_bytes()
-        except FileNotFoundError:
-            raise errors.FileNotFound(shown) from None
+        data = self.read_bytes(path, max_bytes)
         if looks_binary(data[:SNIFF_BYTES]):
-            raise errors.BinaryFile(shown)
+            raise errors.BinaryFile(os.fspath(path))
         return decode(data)
 
     def write_text(self, path: str | os.PathLike[str], text: str, like: TextFile | None = None) -> Path:
         """Write atomically, in the encoding/newline style of `like` (the file's previous content)."""
-        target = self.resolve_for_write(path)
-        if target.is_dir():
-            raise errors.NotAFile(os.fspath(path))
-        style = like or TextFile(text="")
-        atomic_write(target, style.encode(text))
-        return target
+        return self.write_bytes(path, (like or TextFile(text="")).encode(text))

@@ -1,0 +1,105 @@
+"""The file tools against a hostile file system, through the real service (`warpcode serve` / `warpcode acp`
+subprocesses, the ACP SDK's client, scripted models whose tool calls do the attack): a FIFO, and a directory
+swapped for a symlink to outside."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import acp
+import pytest
+from acp.schema import ToolCallProgress
+
+from tests.agent.conftest import TOKEN, RecordingClient, connect, start_server
+from tests.tools.hostile import swapping
+
+pytestmark = pytest.mark.asyncio
+SECRET = "OUTSIDE secret\n"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    return root
+
+
+def _script(tmp_path: Path, *prompts: list[dict]) -> Path:
+    """A scripted model: for each prompt, one turn making all its tool calls, then a closing turn."""
+    turns = []
+    for calls in prompts:
+        turns += [{"tool_calls": [{"name": name, "arguments": args} for name, args in calls]}, {"text": "Done."}]
+    path = tmp_path / f"model-{time.monotonic_ns()}.json"
+    path.write_text(json.dumps({"turns": turns, "context_window": 10_000_000}))
+    return path
+
+
+def _results(client: RecordingClient, session_id: str) -> list[tuple[str, str]]:
+    """(status, text) of each finished tool call, in order."""
+    return [
+        (u.status, "".join(getattr(getattr(c, "content", None), "text", "") for c in u.content or []))
+        for u in client.updates.get(session_id, [])
+        if isinstance(u, ToolCallProgress) and u.status in ("completed", "failed")
+    ]
+
+
+class Served:
+    """One `warpcode serve` subprocess and one client session in `cwd`."""
+
+    def __init__(self, tmp_path: Path, script: Path) -> None:
+        self.process, self.url = start_server(tmp_path, script, "--token", TOKEN)
+
+    async def open(self, cwd: Path) -> Served:
+        self.client = RecordingClient()
+        self.connection = await connect(self.url, self.client)
+        self.session_id = (await self.connection.new_session(cwd=str(cwd))).session_id
+        return self
+
+    async def prompt(self, timeout_s: float = 60) -> list[tuple[str, str]]:
+        prompt = self.connection.prompt(session_id=self.session_id, prompt=[acp.text_block("go")])
+        response = await asyncio.wait_for(prompt, timeout_s)
+        assert response.stop_reason == "end_turn"
+        return _results(self.client, self.session_id)
+
+    async def stop(self) -> None:
+        if self.process.poll() is None:
+            await self.connection.close()
+            self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise
+
+
+async def test_read_file_of_a_fifo_answers_at_once(tmp_path: Path, workspace: Path) -> None:
+    os.mkfifo(workspace / "pipe.txt")
+    server = await Served(tmp_path, _script(tmp_path, [("read_file", {"path": "pipe.txt"})])).open(workspace)
+    try:
+        [(status, text)] = await server.prompt(timeout_s=20)
+    finally:
+        await server.stop()
+    assert status == "failed" and "'pipe.txt' is a FIFO (named pipe), not a regular file" in text
+
+
+async def test_a_directory_swapped_for_a_symlink_never_leads_outside(tmp_path: Path, workspace: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f.txt").write_text(SECRET)
+    (workspace / "d").mkdir()
+    (workspace / "d" / "f.txt").write_text("inside\n")
+    calls = [("read_file", {"path": "d/f.txt"}), ("write_file", {"path": "d/w.txt", "content": "agent\n"})] * 150
+    server = await Served(tmp_path, _script(tmp_path, calls)).open(workspace)
+    try:
+        with swapping(workspace / "d", outside, seconds=60):
+            results = await server.prompt()
+    finally:
+        await server.stop()
+    assert len(results) == 300 and any(status == "failed" for status, _ in results)  # the race really ran
+    assert not any("OUTSIDE" in text for _, text in results)
+    assert sorted(p.name for p in outside.iterdir()) == ["f.txt"] and (outside / "f.txt").read_text() == SECRET
