@@ -30,6 +30,7 @@ from warpcode.tools.errors import (
 )
 from warpcode.tools.files import FileList, FileView, WriteResult, list_files, read_file, write_file
 from warpcode.tools.patch import FileChange, PatchResult, apply_patch
+from warpcode.tools.patch_journal import recover_interrupted_patch
 from warpcode.tools.process import CommandResult
 from warpcode.tools.repomap import RepoMap, repo_map
 from warpcode.tools.search import SearchMatch, SearchResult, search
@@ -82,6 +83,7 @@ __all__ = [
     "edit_file",
     "list_files",
     "read_file",
+    "recover_interrupted_patch",
     "repo_map",
     "run_command",
     "run_command_async",

@@ -1,6 +1,6 @@
 """The file tools against a hostile file system, through the real service (`warpcode serve` / `warpcode acp`
-subprocesses, the ACP SDK's client, scripted models whose tool calls do the attack): a FIFO, and a directory
-swapped for a symlink to outside."""
+subprocesses, the ACP SDK's client, scripted models whose tool calls do the attack): a server killed in the middle
+of a large patch, a FIFO, and a directory swapped for a symlink to outside."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from acp.schema import ToolCallProgress
 
 from tests.agent.conftest import TOKEN, RecordingClient, connect, start_server
-from tests.tools.hostile import swapping
+from tests.tools.hostile import kill_when, many_files, patch_of, patched, swapping, temp_files
 
 pytestmark = pytest.mark.asyncio
 SECRET = "OUTSIDE secret\n"
@@ -75,6 +75,40 @@ class Served:
         except subprocess.TimeoutExpired:
             self.process.kill()
             raise
+
+
+async def test_server_killed_mid_patch_is_finished_by_the_next_session(tmp_path: Path) -> None:
+    for attempt in range(3):  # nothing slows this server down: retry if the kill came after the last rename
+        root = tmp_path / f"repo{attempt}"
+        root.mkdir()
+        rels = many_files(root, 3000)
+        server = await Served(tmp_path, _script(tmp_path, [("apply_patch", {"patch": patch_of(rels)})])).open(root)
+        if await _killed_once_renaming(server, root / rels[0]) and patched(root, rels) < len(rels):
+            break
+    assert 0 < patched(root, rels) < len(rels) and temp_files(root)  # torn: some files patched, temps left
+
+    started = time.monotonic()
+    restarted = await Served(tmp_path, _script(tmp_path, [("read_file", {"path": rels[-1]})])).open(root)
+    try:
+        assert patched(root, rels) == len(rels)  # the new session finished the patch before any tool ran
+        assert temp_files(root) == []
+        assert (await restarted.prompt())[0] == ("completed", f"     1\tnew {len(rels) - 1}")
+    finally:
+        await restarted.stop()
+    assert time.monotonic() - started < 15
+
+
+async def _killed_once_renaming(server: Served, first: Path) -> bool:
+    """Prompt (the script applies the patch) and SIGKILL the server once `first` is patched."""
+    prompting = asyncio.ensure_future(server.prompt())
+    try:
+        return await asyncio.to_thread(kill_when, server.process, lambda: first.read_text() != "old 0\n")
+    finally:
+        if server.process.poll() is None:
+            server.process.kill()
+            server.process.wait()
+        prompting.cancel()
+        await asyncio.gather(prompting, return_exceptions=True)
 
 
 async def test_read_file_of_a_fifo_answers_at_once(tmp_path: Path, workspace: Path) -> None:

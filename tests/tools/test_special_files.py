@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from warpcode.tools import (
+    PatchError,
     SpecialFile,
     Workspace,
+    apply_patch,
     code_outline,
     edit_file,
     read_file,
@@ -61,6 +63,11 @@ def test_file_tools_refuse_a_fifo_without_blocking(ws: Workspace, fifo: Path, to
     outcome = _outcome_within(lambda: TOOLS[tool](ws))
     assert isinstance(outcome, SpecialFile) and "'pipe.py' is a FIFO (named pipe), not a regular file" in str(outcome)
     assert fifo.exists()
+
+
+def test_apply_patch_refuses_a_fifo_without_blocking(ws: Workspace, fifo: Path) -> None:
+    outcome = _outcome_within(lambda: apply_patch(ws, "--- a/pipe.py\n+++ b/pipe.py\n@@ -1 +1 @@\n-a\n+b\n"))
+    assert isinstance(outcome, PatchError) and "FIFO" in str(outcome)
 
 
 def test_a_socket_is_refused(ws: Workspace, root: Path) -> None:
