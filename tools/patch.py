@@ -21,6 +21,11 @@ from warpcode.tools.patch_parse import FilePatch, parse_patch
 from warpcode.tools.textcodec import SNIFF_BYTES, TextFile, looks_binary
 from warpcode.tools.workspace import Workspace
 
+_UNSUPPORTED_KINDS = {
+    stat.S_IFLNK: "symlink entries (mode 120000) are not supported; create the symlink with run_command.",
+    0o160000: "submodule entries (mode 160000) are not supported; update submodules with git.",
+}
+
 
 @dataclass
 class FileChange:
@@ -172,7 +177,7 @@ def _plan_file(ws: Workspace, plan: _Plan, fp: FilePatch) -> FileChange:
     shown = new_rel or old_rel or "?"
     if fp.binary:
         raise errors.PatchError("binary patches are not supported; change binary files another way.", shown)
-    mode = fp.new_mode & 0o7777 if fp.new_mode else None
+    new_mode = _requested_mode(fp, shown)
     old_target = _target(ws, old_rel, shown) if old_rel else None
     new_target = _target(ws, new_rel, shown) if new_rel else None
     if old_target is None:
@@ -180,7 +185,7 @@ def _plan_file(ws: Workspace, plan: _Plan, fp: FilePatch) -> FileChange:
         if plan.exists(new_target, shown):
             raise errors.PatchError("the patch creates this file, but it already exists.", shown)
         new_text, notes = apply_hunks("", fp.hunks, shown)
-        plan.write(_Planned(new_target, _encode(new_text), mode), shown)
+        plan.write(_Planned(new_target, _encode(new_text), new_mode=new_mode), shown)
         return FileChange(shown, "created", None, "", new_text, notes)
     old_text = plan.read(old_target, old_rel or shown)
     new_text, notes = apply_hunks(old_text, fp.hunks, old_rel or shown)
@@ -192,13 +197,27 @@ def _plan_file(ws: Workspace, plan: _Plan, fp: FilePatch) -> FileChange:
     if new_target != old_target:
         if plan.exists(new_target, shown):
             raise errors.PatchError(f"cannot rename {old_rel} to {new_rel}: the target already exists.", shown)
-        keep_mode = mode if fp.new_mode else plan.mode_of(old_target)
+        keep_mode = None if new_mode else plan.mode_of(old_target)
         if not fp.copy:
             plan.files[old_target] = _Planned(old_target, None)
-        plan.write(_Planned(new_target, _encode(new_text), keep_mode), shown)
+        plan.write(_Planned(new_target, _encode(new_text), keep_mode, new_mode), shown)
         return FileChange(shown, "copied" if fp.copy else "renamed", old_rel, old_text, new_text, notes)
-    plan.write(_Planned(old_target, _encode(new_text), mode), shown)
+    plan.write(_Planned(old_target, _encode(new_text), new_mode=new_mode), shown)
     return FileChange(shown, "modified", None, old_text, new_text, notes)
+
+
+def _requested_mode(fp: FilePatch, shown: str) -> int | None:
+    """The permission bits a mode line asks for: only its executable bit counts (0o755 or 0o644, minus the
+    umask), as git does; symlink and submodule entries are refused."""
+    for mode in (fp.old_mode, fp.new_mode):
+        kind = stat.S_IFMT(mode or 0)
+        if kind in _UNSUPPORTED_KINDS:
+            raise errors.PatchError(_UNSUPPORTED_KINDS[kind], shown)
+        if kind not in (0, stat.S_IFREG):
+            raise errors.PatchError(f"mode {mode:o} is not a regular file's; patches only change regular files.", shown)
+    if fp.new_mode is None:
+        return None
+    return 0o755 if fp.new_mode & 0o100 else 0o644
 
 
 def _encode(text: str) -> bytes:

@@ -1,6 +1,7 @@
 """The file tools against a hostile file system, through the real service (`warpcode serve` / `warpcode acp`
 subprocesses, the ACP SDK's client, scripted models whose tool calls do the attack): a server killed in the middle
-of a large patch, a FIFO, and a directory swapped for a symlink to outside."""
+of a large patch, a FIFO, a directory swapped for a symlink to outside, and patches asking for symlinks or setuid
+files."""
 
 from __future__ import annotations
 
@@ -137,3 +138,26 @@ async def test_a_directory_swapped_for_a_symlink_never_leads_outside(tmp_path: P
     assert len(results) == 300 and any(status == "failed" for status, _ in results)  # the race really ran
     assert not any("OUTSIDE" in text for _, text in results)
     assert sorted(p.name for p in outside.iterdir()) == ["f.txt"] and (outside / "f.txt").read_text() == SECRET
+
+
+async def test_patches_get_only_the_executable_bit_and_no_symlinks(tmp_path: Path, workspace: Path) -> None:
+    setuid = "diff --git a/run.sh b/run.sh\nnew file mode 104755\n--- /dev/null\n+++ b/run.sh\n@@ -0,0 +1 @@\n+echo\n"
+    symlink = (
+        "diff --git a/link b/link\nnew file mode 120000\n--- /dev/null\n+++ b/link\n@@ -0,0 +1 @@\n"
+        "+/etc/passwd\n\\ No newline at end of file\n"
+    )
+    calls = [("apply_patch", {"patch": setuid}), ("apply_patch", {"patch": symlink})]
+    server = await Served(tmp_path, _script(tmp_path, calls)).open(workspace)
+    try:
+        results = await server.prompt()
+    finally:
+        await server.stop()
+    assert results[0][0] == "completed" and os.stat(workspace / "run.sh").st_mode & 0o7777 == 0o755 & ~_umask()
+    assert results[1][0] == "failed" and "symlink entries (mode 120000) are not supported" in results[1][1]
+    assert not os.path.lexists(workspace / "link")
+
+
+def _umask() -> int:
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
