@@ -25,6 +25,7 @@ from warpcode.tools.errors import (
     PathOutsideWorkspace,
     ProtectedPath,
     SpecialFile,
+    StaleFile,
     ToolError,
     UnsupportedLanguage,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "SearchMatch",
     "SearchResult",
     "SpecialFile",
+    "StaleFile",
     "TestFailure",
     "TestReport",
     "ToolError",

@@ -65,6 +65,17 @@ class PathChanged(ToolError):
         self.path = path
 
 
+class StaleFile(ToolError):
+    """A write tool refused to overwrite a file whose content differs from what the agent last read or wrote."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            f"{path!r} changed on disk since you last read it (edited by the user or another program): "
+            "read it again, then redo the edit."
+        )
+        self.path = path
+
+
 class BinaryFile(ToolError):
     def __init__(self, path: str) -> None:
         super().__init__(f"{path!r} is a binary file; text tools cannot read or edit it. Leave it as it is.")

@@ -19,7 +19,7 @@ from warpcode.tools.hunks import apply_hunks
 from warpcode.tools.patch_journal import FileWrite, as_patch_error, commit, recover_interrupted_patch
 from warpcode.tools.patch_parse import FilePatch, parse_patch
 from warpcode.tools.textcodec import SNIFF_BYTES, TextFile, looks_binary
-from warpcode.tools.workspace import Workspace
+from warpcode.tools.workspace import Workspace, fingerprint_bytes
 
 _UNSUPPORTED_KINDS = {
     stat.S_IFLNK: "symlink entries (mode 120000) are not supported; create the symlink with run_command.",
@@ -81,16 +81,18 @@ class _Plan:
         return True
 
     def read(self, target: Path, shown: str) -> str:
-        """The file's text as the patch so far leaves it."""
+        """The file's text as the patch so far leaves it; refused when it changed since the agent last saw it."""
         if self.ws.text_kept_elsewhere and target not in self.files:
             with as_patch_error(shown):
                 self.kept_elsewhere[target] = self.ws.read_text(target)
+                self.ws.check_unchanged(target, self.kept_elsewhere[target].fingerprint)
             return self.kept_elsewhere[target].text
         if target in self.files and self.files[target].data is not None:
             data = self.files[target].data
         elif self.exists(target, shown):
             with as_patch_error(shown):
                 data = self.ws.read_bytes(target)
+                self.ws.check_unchanged(target, fingerprint_bytes(data))
         else:
             raise errors.PatchError("the file does not exist.", shown)
         if looks_binary(data[:SNIFF_BYTES]):
@@ -226,13 +228,17 @@ def _encode(text: str) -> bytes:
 
 def _commit(plan: _Plan) -> None:
     """Every temp is written first (and every write kept elsewhere done); only then are they renamed into
-    place, through the journal (tools/patch_journal.py)."""
+    place, through the journal (tools/patch_journal.py). The workspace then remembers what it wrote."""
     ws = plan.ws
     on_disk = [(p, p.data) for p in plan.files.values() if p.data is not None and p.target not in plan.kept_elsewhere]
     writes = [FileWrite(ws.rel(p.target), data, p.keep_mode, p.new_mode) for p, data in on_disk]
     deletes = [p.target for p in plan.files.values() if p.data is None]
     new_dirs = [ws.rel(directory) for directory in plan.new_dirs]
     commit(ws, writes, [ws.rel(target) for target in deletes], new_dirs, lambda: _write_kept_elsewhere(plan))
+    for planned, data in on_disk:
+        ws.remember(planned.target, ws.fingerprint_of(data))
+    for target in deletes:
+        ws.forget(target)
 
 
 def _write_kept_elsewhere(plan: _Plan) -> None:

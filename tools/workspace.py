@@ -1,12 +1,15 @@
 """The workspace: a root directory that every tool stays inside.
 
 Paths are checked by name (`resolve`), then opened through directory fds along the resolved real path
-(tools/fdwalk.py), so a swap between the check and the open fails instead of leading outside.
+(tools/fdwalk.py), so a swap between the check and the open fails instead of leading outside. The workspace
+also remembers a fingerprint of each file as the agent last saw it (read_file, its own writes), so a write tool
+can refuse to overwrite a file changed behind the agent's back.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -20,6 +23,14 @@ from warpcode.tools.walk import WalkedFile, walk_files
 
 MAX_TEXT_BYTES = 64 * 1024 * 1024
 PROTECTED_DIRS = (".git", ".warpcode")
+
+
+def fingerprint_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def fingerprint_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class Workspace:
@@ -46,6 +57,7 @@ class Workspace:
         self.state_dir = Path(state_dir).resolve() if state_dir else self.root / ".warpcode"
         self._extra_ignores = tuple(extra_ignores)
         self._ignore: IgnoreRules | None = None
+        self._seen: dict[Path, str] = {}  # real path -> fingerprint of the content the agent last saw
 
     # -- paths ---------------------------------------------------------------------------------------------
 
@@ -184,14 +196,40 @@ class Workspace:
             atomic_write_at(dir_fd, name, data, fdwalk.existing_mode(dir_fd, name, shown))
         return target
 
+    # -- what the agent last saw -----------------------------------------------------------------------
+
+    def fingerprint_of(self, data: bytes) -> str:
+        """The fingerprint of a file written with `data`, as a later read_text will report it."""
+        return fingerprint_bytes(data)
+
+    def remember(self, path: str | os.PathLike[str], fingerprint: str) -> None:
+        self._seen[self.resolve(path)] = fingerprint
+
+    def forget(self, path: str | os.PathLike[str]) -> None:
+        self._seen.pop(self.resolve(path), None)
+
+    def check_unchanged(self, path: str | os.PathLike[str], current: str) -> None:
+        """Refuse (StaleFile) when the file's current fingerprint differs from the one the agent last saw.
+        A file the agent never read nor wrote is not refused."""
+        seen = self._seen.get(self.resolve(path))
+        if seen is not None and seen != current:
+            raise errors.StaleFile(os.fspath(path))
+
     # -- text I/O ------------------------------------------------------------------------------------------
 
     def read_text(self, path: str | os.PathLike[str], max_bytes: int = MAX_TEXT_BYTES) -> TextFile:
+        """The file's text, with its fingerprint; remembering it as seen is the caller's choice (`remember`)."""
         data = self.read_bytes(path, max_bytes)
         if looks_binary(data[:SNIFF_BYTES]):
             raise errors.BinaryFile(os.fspath(path))
-        return decode(data)
+        text_file = decode(data)
+        text_file.fingerprint = fingerprint_bytes(data)
+        return text_file
 
     def write_text(self, path: str | os.PathLike[str], text: str, like: TextFile | None = None) -> Path:
-        """Write atomically, in the encoding/newline style of `like` (the file's previous content)."""
-        return self.write_bytes(path, (like or TextFile(text="")).encode(text))
+        """Write atomically, in the encoding/newline style of `like` (the file's previous content), and remember
+        what was written as seen."""
+        data = (like or TextFile(text="")).encode(text)
+        target = self.write_bytes(path, data)
+        self._seen[target] = self.fingerprint_of(data)
+        return target

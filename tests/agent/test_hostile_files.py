@@ -1,7 +1,7 @@
 """The file tools against a hostile file system, through the real service (`warpcode serve` / `warpcode acp`
 subprocesses, the ACP SDK's client, scripted models whose tool calls do the attack): a server killed in the middle
-of a large patch, a FIFO, a directory swapped for a symlink to outside, and patches asking for symlinks or setuid
-files."""
+of a large patch, a FIFO, a directory swapped for a symlink to outside, files edited behind the agent's back, and
+patches asking for symlinks or setuid files."""
 
 from __future__ import annotations
 
@@ -14,13 +14,15 @@ from pathlib import Path
 
 import acp
 import pytest
+from acp.helpers import text_block
 from acp.schema import ToolCallProgress
 
-from tests.agent.conftest import TOKEN, RecordingClient, connect, start_server
+from tests.agent.conftest import TOKEN, AcpTestClient, RecordingClient, acp_process, connect, start_server
 from tests.tools.hostile import kill_when, many_files, patch_of, patched, swapping, temp_files
 
 pytestmark = pytest.mark.asyncio
 SECRET = "OUTSIDE secret\n"
+STALE = "changed on disk since you last read it"
 
 
 @pytest.fixture
@@ -138,6 +140,47 @@ async def test_a_directory_swapped_for_a_symlink_never_leads_outside(tmp_path: P
     assert len(results) == 300 and any(status == "failed" for status, _ in results)  # the race really ran
     assert not any("OUTSIDE" in text for _, text in results)
     assert sorted(p.name for p in outside.iterdir()) == ["f.txt"] and (outside / "f.txt").read_text() == SECRET
+
+
+async def test_a_file_edited_by_the_user_after_the_agent_read_it_is_not_overwritten(
+    tmp_path: Path, workspace: Path
+) -> None:
+    (workspace / "a.py").write_text("x = 1\n")
+    edit = ("edit_file", {"path": "a.py", "old_text": "x = 1", "new_text": "x = 2"})
+    server = await Served(tmp_path, _script(tmp_path, [("read_file", {"path": "a.py"})], [edit])).open(workspace)
+    try:
+        await server.prompt()
+        (workspace / "a.py").write_text("x = 1\ny = 'the user'\n")
+        status, text = (await server.prompt())[-1]
+    finally:
+        await server.stop()
+    assert status == "failed" and f"'a.py' {STALE}" in text
+    assert (workspace / "a.py").read_text() == "x = 1\ny = 'the user'\n"
+
+
+async def test_editor_buffers_the_editor_saves_are_no_refusal_but_a_user_change_is(
+    tmp_path: Path, failing_repo: Path, scripted_model
+) -> None:
+    calc = str(failing_repo / "calc.py")
+    client = AcpTestClient(buffers={calc: "def add(a, b):\n    return a * b  # unsaved\n"})
+
+    def edit(old: str, new: str) -> list[dict]:
+        call = {"name": "edit_file", "arguments": {"path": "calc.py", "old_text": old, "new_text": new}}
+        return [{"tool_calls": [call]}, {"text": "Done."}]
+
+    read = [{"tool_calls": [{"name": "read_file", "arguments": {"path": "calc.py"}}]}]
+    turns = read + edit("a * b", "a + b") + edit("a + b", "b + a") + edit("b + a", "a - b")
+    async with acp_process(client, tmp_path / "state", "--model", scripted_model(turns), "--mode", "auto") as (conn, _):
+        session = (await conn.new_session(cwd=str(failing_repo))).session_id
+        await conn.prompt(session_id=session, prompt=[text_block("read, then edit")])
+        Path(calc).write_text(client.buffers[calc])  # the editor saves the agent's edit to the disk
+        await conn.prompt(session_id=session, prompt=[text_block("edit again")])
+        client.buffers[calc] = client.buffers[calc].replace("# unsaved", "# typed by the user")
+        await conn.prompt(session_id=session, prompt=[text_block("and again")])
+    results = [(u.status, u.content) for u in client.of("tool_call_update") if u.status in ("completed", "failed")]
+    assert [status for status, _ in results] == ["completed", "completed", "completed", "failed"]
+    assert STALE in results[-1][1][0].content.text
+    assert client.buffers[calc] == "def add(a, b):\n    return b + a  # typed by the user\n"
 
 
 async def test_patches_get_only_the_executable_bit_and_no_symlinks(tmp_path: Path, workspace: Path) -> None:
