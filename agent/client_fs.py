@@ -6,6 +6,10 @@ over the disk and our edits must land in the buffer. Every tool goes through `Wo
 modifies (`text_kept_elsewhere`; files it creates, deletes or renames are written on the disk); the workspace's
 own path rules (resolve, refuse escapes and protected directories) always run first.
 
+With fs reads, a file's fingerprint (what the write tools compare to refuse overwriting a file changed behind
+the agent's back) is a digest of the text the agent saw through the editor, so the editor saving the agent's own
+buffer edit to the disk does not count as a change.
+
 Tools run in worker threads while the connection lives on the event loop: each call is handed to the loop and
 waited for. `cancel_pending` fails the waits at once, so a cancelled turn never hangs on a silent client.
 """
@@ -21,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from warpcode.tools import ToolError, Workspace
-from warpcode.tools.textcodec import TextFile
-from warpcode.tools.workspace import MAX_TEXT_BYTES
+from warpcode.tools.textcodec import TextFile, decode
+from warpcode.tools.workspace import MAX_TEXT_BYTES, fingerprint_text
 
 CLIENT_FS_TIMEOUT_S = 30.0
 
@@ -74,14 +78,23 @@ class ClientFileWorkspace(Workspace):
         on_disk = super().read_text(path, max_bytes)  # path rules, and the missing/binary/too-large errors
         if not self.files.can_read:
             return on_disk
-        text = self.files.read(self.resolve(path))
-        return replace(on_disk, text=on_disk.normalize(text), invalid_utf8=False)
+        text = on_disk.normalize(self.files.read(self.resolve(path)))
+        return replace(on_disk, text=text, invalid_utf8=False, fingerprint=fingerprint_text(text))
+
+    def fingerprint_of(self, data: bytes) -> str:
+        if not self.files.can_read:
+            return super().fingerprint_of(data)
+        return fingerprint_text(decode(data).text)
 
     def write_text(self, path: str | os.PathLike[str], text: str, like: TextFile | None = None) -> Path:
         if not self.files.can_write:
             return super().write_text(path, text, like)
         target = self.resolve_for_write(path)
-        if target.is_dir():
-            return super().write_text(path, text, like)  # raises the tools' own NotAFile
+        if target.exists() and not target.is_file():
+            return super().write_text(path, text, like)  # raises the tools' own NotAFile / SpecialFile
         self.files.write(target, text.replace("\n", "\r\n") if like is not None and like.crlf else text)
+        if self.files.can_read:
+            self.remember(target, fingerprint_text(text))
+        else:
+            self.forget(target)  # what the disk will hold once the editor saves is unknown
         return target

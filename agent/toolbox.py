@@ -7,6 +7,7 @@ No protocol or model code lives here.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ from typing import Any
 from warpcode import tools
 from warpcode.tools.process import in_thread_cancellable
 from warpcode.tools.workspace import Workspace
+
+log = logging.getLogger(__name__)
 
 _STR = {"type": "string"}
 _INT = {"type": "integer", "minimum": 1}
@@ -178,6 +181,17 @@ class Toolbox:
     def __init__(self, workspace: Workspace | str, on_output: Callable[[str], None] | None = None) -> None:
         self.workspace = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
         self.on_output = on_output
+        self._finish_interrupted_patch()
+
+    def _finish_interrupted_patch(self) -> None:
+        """A patch whose process was killed midway is finished (or undone) before this toolbox's first tool."""
+        try:
+            done = tools.recover_interrupted_patch(self.workspace)
+        except OSError as exc:  # the next apply_patch tries again, and reports it
+            log.warning("recovering an interrupted patch in %s failed: %s", self.workspace.root, exc)
+            return
+        if done:
+            log.warning("%s: %s", self.workspace.root, done)
 
     def call(self, name: str, arguments: dict[str, Any], cancel: threading.Event | None = None) -> ToolResult:
         if name not in TOOLS:

@@ -21,13 +21,17 @@ from warpcode.tools.errors import (
     InvalidArgument,
     NotAFile,
     PatchError,
+    PathChanged,
     PathOutsideWorkspace,
     ProtectedPath,
+    SpecialFile,
+    StaleFile,
     ToolError,
     UnsupportedLanguage,
 )
 from warpcode.tools.files import FileList, FileView, WriteResult, list_files, read_file, write_file
 from warpcode.tools.patch import FileChange, PatchResult, apply_patch
+from warpcode.tools.patch_journal import recover_interrupted_patch
 from warpcode.tools.process import CommandResult
 from warpcode.tools.repomap import RepoMap, repo_map
 from warpcode.tools.search import SearchMatch, SearchResult, search
@@ -60,12 +64,15 @@ __all__ = [
     "Outline",
     "PatchError",
     "PatchResult",
+    "PathChanged",
     "PathOutsideWorkspace",
     "ProtectedPath",
     "RepoMap",
     "RestoreResult",
     "SearchMatch",
     "SearchResult",
+    "SpecialFile",
+    "StaleFile",
     "TestFailure",
     "TestReport",
     "ToolError",
@@ -78,6 +85,7 @@ __all__ = [
     "edit_file",
     "list_files",
     "read_file",
+    "recover_interrupted_patch",
     "repo_map",
     "run_command",
     "run_command_async",

@@ -132,6 +132,7 @@ class Checkpoints:
         user_exclude = read_rules_file(self.ws.root / ".git" / "info" / "exclude")
         if user_exclude:
             lines.append(user_exclude)
+        (self.git_dir / "info").mkdir(mode=0o700, exist_ok=True)  # `init --template=` makes no info/
         atomic_write(self.git_dir / "info" / "exclude", ("\n".join(lines) + "\n").encode("utf-8"), mode=0o600)
 
     def _snapshot_tree(self) -> str:

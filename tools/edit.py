@@ -43,11 +43,13 @@ class EditResult:
 
 
 def edit_file(ws: Workspace, path: str, old_text: str, new_text: str, replace_all: bool = False) -> EditResult:
+    """Replace old_text by new_text; refused (StaleFile) when the file changed since the agent last saw it."""
     target = ws.resolve_for_write(path)
     rel = ws.rel(target)
     if old_text == "":
         return _create(ws, path, rel, new_text)
-    text_file = ws.read_text(path)
+    text_file = ws.read_text(path)  # not remembered as seen: the check below compares against the last read_file
+    ws.check_unchanged(path, text_file.fingerprint)
     old, new = text_file.normalize(old_text), text_file.normalize(new_text)
     if old == new:
         raise errors.InvalidArgument("old_text and new_text are identical; there is nothing to change.")
@@ -106,6 +108,7 @@ def _create(ws: Workspace, path: str, rel: str, new_text: str) -> EditResult:
     target = ws.resolve_for_write(path)
     if target.exists():
         existing = ws.read_text(path)
+        ws.check_unchanged(path, existing.fingerprint)
         if existing.text:
             raise errors.FileExists(
                 rel, "old_text is empty, which only creates a file. Give the text to replace, or use write_file."

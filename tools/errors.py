@@ -47,6 +47,35 @@ class NotAFile(ToolError):
         self.path = path
 
 
+class SpecialFile(NotAFile):
+    """A FIFO, socket or device: refused before reading, since reading one can block forever."""
+
+    def __init__(self, path: str, kind: str) -> None:
+        ToolError.__init__(self, f"{path!r} is {kind}, not a regular file; tools only read and write regular files.")
+        self.path = path
+
+
+class PathChanged(ToolError):
+    """A directory or file on the path was replaced (by a symlink, say) between the check and the open."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            f"{path!r} changed while it was being opened (a directory or file on its path was replaced); try again."
+        )
+        self.path = path
+
+
+class StaleFile(ToolError):
+    """A write tool refused to overwrite a file whose content differs from what the agent last read or wrote."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            f"{path!r} changed on disk since you last read it (edited by the user or another program): "
+            "read it again, then redo the edit."
+        )
+        self.path = path
+
+
 class BinaryFile(ToolError):
     def __init__(self, path: str) -> None:
         super().__init__(f"{path!r} is a binary file; text tools cannot read or edit it. Leave it as it is.")

@@ -32,6 +32,7 @@ class FileView:
 def read_file(ws: Workspace, path: str, start_line: int | None = None, end_line: int | None = None) -> FileView:
     """Lines start_line..end_line (1-based, inclusive), numbered; long ranges are paged with a note."""
     text_file = ws.read_text(path)
+    ws.remember(path, text_file.fingerprint)
     lines = split_lines(text_file.text)
     total = len(lines)
     start = 1 if start_line is None else start_line
@@ -115,10 +116,12 @@ class WriteResult:
 
 
 def write_file(ws: Workspace, path: str, content: str) -> WriteResult:
-    """Replace the whole file (or create it); an existing file keeps its newline style, BOM and mode."""
+    """Replace the whole file (or create it); an existing file keeps its newline style, BOM and mode.
+    Refused (StaleFile) when the file changed since the agent last read or wrote it."""
     target = ws.resolve_for_write(path)
     previous = ws.read_text(path) if target.exists() else None
     if previous is not None:
+        ws.check_unchanged(path, previous.fingerprint)
         content = previous.normalize(content)
     ws.write_text(path, content, like=previous)
     return WriteResult(ws.rel(target), previous is None, previous.text if previous else None, content)

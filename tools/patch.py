@@ -1,4 +1,5 @@
-"""apply_patch: all or nothing. Every file is patched in memory first; only then is anything written.
+"""apply_patch: all or nothing. Every file is patched in memory first; only then is anything written, through
+the commit journal of tools/patch_journal.py, so even a kill midway ends with every file patched or none.
 
 On a workspace whose text is kept elsewhere (`Workspace.text_kept_elsewhere`: an editor's buffers), the files the
 patch modifies are read and written through the workspace's text methods, one by one after validation; files it
@@ -9,15 +10,21 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from warpcode.tools import errors
-from warpcode.tools.atomic import write_temp
+from warpcode.tools import errors, fdwalk
 from warpcode.tools.hunks import apply_hunks
+from warpcode.tools.patch_journal import FileWrite, as_patch_error, commit, recover_interrupted_patch
 from warpcode.tools.patch_parse import FilePatch, parse_patch
 from warpcode.tools.textcodec import SNIFF_BYTES, TextFile, looks_binary
-from warpcode.tools.workspace import Workspace
+from warpcode.tools.workspace import Workspace, fingerprint_bytes
+
+_UNSUPPORTED_KINDS = {
+    stat.S_IFLNK: "symlink entries (mode 120000) are not supported; create the symlink with run_command.",
+    0o160000: "submodule entries (mode 160000) are not supported; update submodules with git.",
+}
 
 
 @dataclass
@@ -48,7 +55,8 @@ class PatchResult:
 class _Planned:
     target: Path
     data: bytes | None  # None: delete the file
-    mode: int | None
+    keep_mode: int | None = None  # see FileWrite
+    new_mode: int | None = None
 
 
 class _Plan:
@@ -58,23 +66,33 @@ class _Plan:
         self.ws = ws
         self.files: dict[Path, _Planned] = {}
         self.kept_elsewhere: dict[Path, TextFile] = {}  # files read through the workspace's text methods
+        self.new_dirs: dict[Path, None] = {}  # directories the patch creates, in order
 
-    def exists(self, target: Path) -> bool:
+    def exists(self, target: Path, shown: str) -> bool:
+        """Is there a file at `target` once the patch so far applies? Anything but a regular file is refused."""
         if target in self.files:
             return self.files[target].data is not None
-        return target.is_file()
+        try:
+            found = os.stat(target, follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        with as_patch_error(shown):
+            fdwalk.check_regular(found, shown)
+        return True
 
     def read(self, target: Path, shown: str) -> str:
+        """The file's text as the patch so far leaves it; refused when it changed since the agent last saw it."""
         if self.ws.text_kept_elsewhere and target not in self.files:
-            try:
+            with as_patch_error(shown):
                 self.kept_elsewhere[target] = self.ws.read_text(target)
-            except errors.ToolError as exc:
-                raise errors.PatchError(str(exc), shown) from None
+                self.ws.check_unchanged(target, self.kept_elsewhere[target].fingerprint)
             return self.kept_elsewhere[target].text
         if target in self.files and self.files[target].data is not None:
             data = self.files[target].data
-        elif self.exists(target):
-            data = target.read_bytes()
+        elif self.exists(target, shown):
+            with as_patch_error(shown):
+                data = self.ws.read_bytes(target)
+                self.ws.check_unchanged(target, fingerprint_bytes(data))
         else:
             raise errors.PatchError("the file does not exist.", shown)
         if looks_binary(data[:SNIFF_BYTES]):
@@ -82,17 +100,40 @@ class _Plan:
         return data.decode("utf-8", "surrogateescape")
 
     def mode_of(self, target: Path) -> int | None:
-        if target in self.files and self.files[target].mode is not None:
-            return self.files[target].mode
+        if target in self.files and self.files[target].keep_mode is not None:
+            return self.files[target].keep_mode
         with contextlib.suppress(FileNotFoundError):
-            return os.stat(target).st_mode & 0o7777
+            return os.stat(target).st_mode & 0o777
         return None
+
+    def write(self, planned: _Planned, shown: str) -> None:
+        """Plan writing `planned`, after checking that every directory on its way is one or can be made."""
+        if planned.target not in self.kept_elsewhere:
+            directory = planned.target.parent
+            missing = []
+            while directory != self.ws.root and not _is_dir(directory, shown):
+                missing.append(directory)
+                directory = directory.parent
+            self.new_dirs.update(dict.fromkeys(reversed(missing)))
+        self.files[planned.target] = planned
+
+
+def _is_dir(directory: Path, shown: str) -> bool:
+    """True for a directory, False when nothing is there; a file in the way is refused."""
+    try:
+        found = os.stat(directory, follow_symlinks=False)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    if not stat.S_ISDIR(found.st_mode):
+        raise errors.PatchError(f"{directory.name!r} on the way to this file is not a directory.", shown)
+    return True
 
 
 def apply_patch(ws: Workspace, patch: str) -> PatchResult:
     file_patches = parse_patch(patch)
     if not file_patches:
         raise errors.PatchError("no unified diff found: expected '--- a/path', '+++ b/path' and '@@' hunk lines.")
+    recover_interrupted_patch(ws, wait=True)
     plan = _Plan(ws)
     changes = [_plan_file(ws, plan, file_patch) for file_patch in file_patches]
     _commit(plan)
@@ -138,32 +179,47 @@ def _plan_file(ws: Workspace, plan: _Plan, fp: FilePatch) -> FileChange:
     shown = new_rel or old_rel or "?"
     if fp.binary:
         raise errors.PatchError("binary patches are not supported; change binary files another way.", shown)
+    new_mode = _requested_mode(fp, shown)
     old_target = _target(ws, old_rel, shown) if old_rel else None
     new_target = _target(ws, new_rel, shown) if new_rel else None
     if old_target is None:
         assert new_target is not None
-        if plan.exists(new_target):
+        if plan.exists(new_target, shown):
             raise errors.PatchError("the patch creates this file, but it already exists.", shown)
         new_text, notes = apply_hunks("", fp.hunks, shown)
-        plan.files[new_target] = _Planned(new_target, _encode(new_text), fp.new_mode and fp.new_mode & 0o7777)
+        plan.write(_Planned(new_target, _encode(new_text), new_mode=new_mode), shown)
         return FileChange(shown, "created", None, "", new_text, notes)
     old_text = plan.read(old_target, old_rel or shown)
     new_text, notes = apply_hunks(old_text, fp.hunks, old_rel or shown)
-    mode = fp.new_mode & 0o7777 if fp.new_mode else plan.mode_of(old_target)
     if new_target is None:
         if new_text.strip():
             raise errors.PatchError("the patch deletes this file, but its content differs from the '-' lines.", shown)
-        plan.files[old_target] = _Planned(old_target, None, None)
+        plan.files[old_target] = _Planned(old_target, None)
         return FileChange(old_rel or shown, "deleted", None, old_text, "", notes)
     if new_target != old_target:
-        if plan.exists(new_target):
+        if plan.exists(new_target, shown):
             raise errors.PatchError(f"cannot rename {old_rel} to {new_rel}: the target already exists.", shown)
+        keep_mode = None if new_mode else plan.mode_of(old_target)
         if not fp.copy:
-            plan.files[old_target] = _Planned(old_target, None, None)
-        plan.files[new_target] = _Planned(new_target, _encode(new_text), mode)
+            plan.files[old_target] = _Planned(old_target, None)
+        plan.write(_Planned(new_target, _encode(new_text), keep_mode, new_mode), shown)
         return FileChange(shown, "copied" if fp.copy else "renamed", old_rel, old_text, new_text, notes)
-    plan.files[old_target] = _Planned(old_target, _encode(new_text), mode)
+    plan.write(_Planned(old_target, _encode(new_text), new_mode=new_mode), shown)
     return FileChange(shown, "modified", None, old_text, new_text, notes)
+
+
+def _requested_mode(fp: FilePatch, shown: str) -> int | None:
+    """The permission bits a mode line asks for: only its executable bit counts (0o755 or 0o644, minus the
+    umask), as git does; symlink and submodule entries are refused."""
+    for mode in (fp.old_mode, fp.new_mode):
+        kind = stat.S_IFMT(mode or 0)
+        if kind in _UNSUPPORTED_KINDS:
+            raise errors.PatchError(_UNSUPPORTED_KINDS[kind], shown)
+        if kind not in (0, stat.S_IFREG):
+            raise errors.PatchError(f"mode {mode:o} is not a regular file's; patches only change regular files.", shown)
+    if fp.new_mode is None:
+        return None
+    return 0o755 if fp.new_mode & 0o100 else 0o644
 
 
 def _encode(text: str) -> bytes:
@@ -171,36 +227,22 @@ def _encode(text: str) -> bytes:
 
 
 def _commit(plan: _Plan) -> None:
-    """Write every temp file first; rename them into place only when all were written (and, for text kept
-    elsewhere, only when every write through the workspace succeeded)."""
-    temps: list[tuple[Path, Path]] = []
-    try:
-        for planned in plan.files.values():
-            if planned.data is not None and planned.target not in plan.kept_elsewhere:
-                temps.append((write_temp(planned.target, planned.data, planned.mode), planned.target))
-        for target, original in plan.kept_elsewhere.items():
-            planned = plan.files[target]
-            if planned.data is not None:
-                plan.ws.write_text(target, planned.data.decode("utf-8", "surrogateescape"), like=original)
-    except (OSError, errors.ToolError) as exc:
-        for tmp, _ in temps:
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
-        if isinstance(exc, errors.ToolError):
-            raise
-        raise errors.PatchError(f"writing failed ({exc}); no file was changed.") from exc
-    for tmp, target in temps:
-        os.replace(tmp, target)
-    for planned in plan.files.values():
-        if planned.data is None and planned.target.exists():
-            planned.target.unlink()
-            _remove_empty_parents(planned.target.parent, plan.ws.root)
+    """Every temp is written first (and every write kept elsewhere done); only then are they renamed into
+    place, through the journal (tools/patch_journal.py). The workspace then remembers what it wrote."""
+    ws = plan.ws
+    on_disk = [(p, p.data) for p in plan.files.values() if p.data is not None and p.target not in plan.kept_elsewhere]
+    writes = [FileWrite(ws.rel(p.target), data, p.keep_mode, p.new_mode) for p, data in on_disk]
+    deletes = [p.target for p in plan.files.values() if p.data is None]
+    new_dirs = [ws.rel(directory) for directory in plan.new_dirs]
+    commit(ws, writes, [ws.rel(target) for target in deletes], new_dirs, lambda: _write_kept_elsewhere(plan))
+    for planned, data in on_disk:
+        ws.remember(planned.target, ws.fingerprint_of(data))
+    for target in deletes:
+        ws.forget(target)
 
 
-def _remove_empty_parents(directory: Path, root: Path) -> None:
-    while directory != root and root in directory.parents:
-        try:
-            directory.rmdir()
-        except OSError:
-            return
-        directory = directory.parent
+def _write_kept_elsewhere(plan: _Plan) -> None:
+    for target, original in plan.kept_elsewhere.items():
+        planned = plan.files[target]
+        if planned.data is not None:
+            plan.ws.write_text(target, planned.data.decode("utf-8", "surrogateescape"), like=original)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from warpcode.tools.errors import PatchError
 
 HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+INDEX_MODE = re.compile(r"^index [0-9a-f]+\.\.[0-9a-f]+ [0-7]{6}$")  # "index 1a2b..3c4d 100644": mode unchanged
 NO_NEWLINE = "\\"  # "\ No newline at end of file" (the text after the backslash is localized by diff)
 
 
@@ -36,6 +37,7 @@ class FilePatch:
     git: bool = False  # paths carry a/ b/ prefixes
     hunks: list[Hunk] = field(default_factory=list)
     new_mode: int | None = None
+    old_mode: int | None = None  # from "old mode", "deleted file mode" or the "index" line
     rename: bool = False
     copy: bool = False
     binary: bool = False
@@ -109,11 +111,14 @@ def _git_line_paths(rest: str) -> tuple[str | None, str | None]:
 def _git_extended_header(line: str, patch: FilePatch) -> None:
     if line.startswith("new file mode "):
         patch.old_path = None
-        patch.new_mode = int(line.rsplit(" ", 1)[1], 8)
+        patch.new_mode = _mode(line, patch)
     elif line.startswith("deleted file mode "):
         patch.new_path = None
+        patch.old_mode = _mode(line, patch)
     elif line.startswith("new mode "):
-        patch.new_mode = int(line.rsplit(" ", 1)[1], 8)
+        patch.new_mode = _mode(line, patch)
+    elif line.startswith("old mode ") or INDEX_MODE.match(line):
+        patch.old_mode = _mode(line, patch)
     elif line.startswith(("rename from ", "copy from ")):
         patch.old_path = "a/" + line.split(" ", 2)[2]
     elif line.startswith(("rename to ", "copy to ")):
@@ -122,6 +127,13 @@ def _git_extended_header(line: str, patch: FilePatch) -> None:
         patch.copy = line.startswith("copy")
     elif line.startswith(("Binary files ", "GIT binary patch")):
         patch.binary = True
+
+
+def _mode(line: str, patch: FilePatch) -> int:
+    try:
+        return int(line.rsplit(" ", 1)[1], 8)
+    except ValueError:
+        raise PatchError(f"the file mode in {line!r} is not an octal number.", patch.display_path) from None
 
 
 def _parse_hunk(lines: list[str], index: int, patch: FilePatch) -> int:

@@ -86,9 +86,9 @@ def search(
             result.skipped_large.append(entry.rel)
             continue
         try:
-            with open(entry.path, "rb") as handle:
+            with ws.open_for_read(entry.path) as handle:
                 data = handle.read()
-        except OSError:
+        except (OSError, errors.ToolError):
             continue
         if looks_binary(data):
             continue

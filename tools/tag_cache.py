@@ -8,6 +8,7 @@ A cold run parses in a process pool when there are many files; a warm run only s
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import subprocess
@@ -17,7 +18,7 @@ from pathlib import Path
 from pathspec import GitIgnoreSpec
 
 from warpcode.tools.atomic import atomic_write
-from warpcode.tools.errors import GrammarUnavailable
+from warpcode.tools.errors import GrammarUnavailable, ToolError
 from warpcode.tools.languages import language_of
 from warpcode.tools.tags import FileTags, extract_tags
 from warpcode.tools.workspace import Workspace
@@ -29,12 +30,11 @@ MAX_WORKERS = 8
 POOL_THRESHOLD = 64  # below this many files to parse, starting worker processes costs more than it saves
 
 
-def parse_one(job: tuple[str, str, str]) -> tuple[str, list[object] | None]:
-    rel, path, language = job
+def parse_one(job: tuple[str, str, str, str]) -> tuple[str, list[object] | None]:
+    rel, path, language, root = job
     try:
-        with open(path, "rb") as handle:
-            source = handle.read()
-    except OSError:
+        source = _workspace(root).read_bytes(path)
+    except (OSError, ToolError):
         return rel, None
     if b"\0" in source[:8192]:
         return rel, None
@@ -42,6 +42,11 @@ def parse_one(job: tuple[str, str, str]) -> tuple[str, list[object] | None]:
         return rel, extract_tags(source, language).to_json()
     except GrammarUnavailable:
         return rel, None  # the map covers the languages it can parse
+
+
+@functools.lru_cache(maxsize=4)
+def _workspace(root: str) -> Workspace:
+    return Workspace(root)
 
 
 class TagCache:
@@ -67,7 +72,7 @@ class TagCache:
         matcher = GitIgnoreSpec.from_lines([glob]) if glob else None
         cached = self._load()
         fresh: dict[str, list[object]] = {}
-        jobs: list[tuple[str, str, str]] = []
+        jobs: list[tuple[str, str, str, str]] = []
         keys: dict[str, list[int]] = {}
         for entry in self.ws.walk():
             language = language_of(entry.rel)
@@ -83,7 +88,7 @@ class TagCache:
                 fresh[entry.rel] = hit
             else:
                 keys[entry.rel] = key
-                jobs.append((entry.rel, entry.path, language))
+                jobs.append((entry.rel, entry.path, language, str(self.ws.root)))
         for rel, tags in self._parse(jobs):
             if tags is not None:
                 fresh[rel] = [keys[rel], language_of(rel), tags]
@@ -91,7 +96,7 @@ class TagCache:
             self._save({**cached, **fresh} if matcher is not None else fresh)
         return {rel: FileTags.from_json(entry[2]) for rel, entry in fresh.items()}  # type: ignore[arg-type]
 
-    def _parse(self, jobs: list[tuple[str, str, str]]) -> list[tuple[str, list[object] | None]]:
+    def _parse(self, jobs: list[tuple[str, str, str, str]]) -> list[tuple[str, list[object] | None]]:
         workers = min(os.cpu_count() or 1, MAX_WORKERS)
         if len(jobs) < POOL_THRESHOLD or workers < 2:
             return [parse_one(job) for job in jobs]

@@ -1,6 +1,6 @@
 """Worker process of the cold code-map parse: `python -m warpcode.tools.tag_worker`.
 
-Reads a JSON list of [rel, path, language] jobs on stdin and writes [rel, tags] pairs on stdout. A module of
+Reads a JSON list of [rel, path, language, root] jobs on stdin and writes [rel, tags] pairs on stdout. A module of
 its own, so that running it does not re-execute a module the package has already imported.
 """
 

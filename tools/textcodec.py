@@ -8,7 +8,7 @@ missing final newline stays missing because the text is never altered beyond the
 from __future__ import annotations
 
 import codecs
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 SNIFF_BYTES = 8192
 # What str.splitlines treats as line breaks besides \n and \r.
@@ -26,6 +26,7 @@ class TextFile:
     crlf: bool = False
     bom: bool = False
     invalid_utf8: bool = False  # holds bytes that are not UTF-8 (kept as surrogates, shown as U+FFFD)
+    fingerprint: str = field(default="", compare=False)  # of the content it was read from (Workspace.read_text)
 
     def encode(self, text: str | None = None) -> bytes:
         """Bytes of `text` (default: the file's own text) in this file's newline style and encoding."""

@@ -52,11 +52,11 @@ def _walk_dir(root: str, real_root: str, rules: IgnoreRules, rel_dir: str, paren
             continue
         if rules.decide(rel, False, parents):
             continue
-        if is_link:
-            target = os.path.realpath(entry.path)
-            if not target.startswith(real_root + os.sep) or not os.path.isfile(target):
-                continue
         try:
+            if is_link:
+                target = os.path.realpath(entry.path)  # raises when the link is swapped while it is read
+                if not target.startswith(real_root + os.sep) or not os.path.isfile(target):
+                    continue
             stat = entry.stat()
         except OSError:
             continue

@@ -1,5 +1,10 @@
 """The workspace: a root directory that every tool stays inside, and where warpcode keeps its state for it.
 
+Paths are checked by name (`resolve`), then opened through directory fds along the resolved real path
+(tools/fdwalk.py), so a swap between the check and the open fails instead of leading outside. The workspace
+also remembers a fingerprint of each file as the agent last saw it (read_file, its own writes), so a write tool
+can refuse to overwrite a file changed behind the agent's back.
+
 Warpcode's own state (checkpoints, caches) is never read from a place the repository can plant it (design.md
 section 3): it lives under the state home, keyed by the workspace's real path (`workspace_state_dir`), and each
 use first checks that the folder is a private directory of our own user (`ensure_private_dir`). The legacy
@@ -14,9 +19,10 @@ import os
 import stat
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import BinaryIO
 
-from warpcode.tools import errors
-from warpcode.tools.atomic import atomic_write
+from warpcode.tools import errors, fdwalk
+from warpcode.tools.atomic import atomic_write_at
 from warpcode.tools.ignore import IgnoreRules
 from warpcode.tools.textcodec import SNIFF_BYTES, TextFile, decode, looks_binary
 from warpcode.tools.walk import WalkedFile, walk_files
@@ -91,6 +97,14 @@ def _check_private(folder: Path) -> None:
         os.chmod(folder, PRIVATE_DIR_MODE)
 
 
+def fingerprint_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def fingerprint_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 class Workspace:
     """Resolves paths, refusing any that leave the root, and reads/writes text files without corrupting them.
 
@@ -118,6 +132,7 @@ class Workspace:
         self.state_dir = chosen.parent.resolve() / chosen.name
         self._extra_ignores = tuple(extra_ignores)
         self._ignore: IgnoreRules | None = None
+        self._seen: dict[Path, str] = {}  # real path -> fingerprint of the content the agent last saw
 
     # -- paths ---------------------------------------------------------------------------------------------
 
@@ -128,16 +143,25 @@ class Workspace:
         file nor a symlinked parent directory can lead outside.
         """
         raw = os.fspath(path)
+        joined = self._lexical(raw)
+        try:
+            real = os.path.realpath(joined)
+        except OSError:  # a symlink on the path vanished between realpath's lstat and its readlink
+            raise errors.PathChanged(raw) from None
+        if not self._inside(real):
+            raise errors.PathOutsideWorkspace(raw, str(self.root), f"a symlink points to {real}")
+        return Path(real)
+
+    def _lexical(self, raw: str) -> str:
+        """The absolute normalised path `raw` names, symlinks not resolved; refused when `..` or an absolute
+        path leads out of the root."""
         if "\0" in raw:
             raise errors.InvalidArgument(f"Path {raw!r} contains a NUL byte.")
         joined = os.path.normpath(os.path.join(self.root, raw))
         if not self._inside(joined):
             how = "absolute path" if os.path.isabs(raw) else "'..' leads out"
             raise errors.PathOutsideWorkspace(raw, str(self.root), how)
-        real = os.path.realpath(joined)
-        if not self._inside(real):
-            raise errors.PathOutsideWorkspace(raw, str(self.root), f"a symlink points to {real}")
-        return Path(real)
+        return joined
 
     def _inside(self, absolute: str) -> bool:
         root = str(self.root)
@@ -189,29 +213,94 @@ class Workspace:
             raise errors.FileNotFound(os.fspath(start))
         yield from walk_files(str(self.root), self.ignore_rules, rel)
 
+    # -- file I/O through directory fds -----------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def open_parent_dir(
+        self, target: str | os.PathLike[str], shown: str, create: bool = False
+    ) -> Iterator[tuple[int, str]]:
+        """(fd of the directory holding `target`, target's name in it), reached from the root following no
+        symlink; `target` is an absolute normalised path inside the root (`resolve`'s). With `create`, missing
+        directories are made."""
+        root = str(self.root)
+        absolute = os.fspath(target)
+        if absolute == root:
+            raise errors.NotAFile(shown)
+        *parents, name = absolute[len(root.rstrip(os.sep)) + 1 :].split(os.sep)
+        dir_fd = fdwalk.open_dir(root, parents, shown, create)
+        try:
+            yield dir_fd, name
+        finally:
+            os.close(dir_fd)
+
+    def open_for_read(self, path: str | os.PathLike[str]) -> BinaryIO:
+        """The regular file at `path`, opened for reading; a directory, FIFO, socket or device is refused.
+
+        Opened along the path as written when no symlink is on it (so it cannot lead outside, and no realpath is
+        needed: search opens thousands of files); else along the real path, once `resolve` checked it."""
+        shown = os.fspath(path)
+        try:
+            fd = self._open_regular(self._lexical(shown), shown)
+        except errors.PathChanged:  # a symlink on the path, legitimate or swapped in: resolve it and check
+            fd = self._open_regular(self.resolve(path), shown)
+        return os.fdopen(fd, "rb")
+
+    def _open_regular(self, target: str | os.PathLike[str], shown: str) -> int:
+        with self.open_parent_dir(target, shown) as (dir_fd, name):
+            return fdwalk.open_regular(dir_fd, name, shown)
+
+    def read_bytes(self, path: str | os.PathLike[str], max_bytes: int = MAX_TEXT_BYTES) -> bytes:
+        with self.open_for_read(path) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > max_bytes:
+                raise errors.FileTooLarge(os.fspath(path), size, max_bytes)
+            data = handle.read(max_bytes + 1)  # one byte more catches a file that grew meanwhile
+        if len(data) > max_bytes:
+            raise errors.FileTooLarge(os.fspath(path), len(data), max_bytes)
+        return data
+
+    def write_bytes(self, path: str | os.PathLike[str], data: bytes) -> Path:
+        """Replace or create the file atomically, keeping an existing file's permission bits."""
+        target = self.resolve_for_write(path)
+        shown = os.fspath(path)
+        with self.open_parent_dir(target, shown, create=True) as (dir_fd, name):
+            atomic_write_at(dir_fd, name, data, fdwalk.existing_mode(dir_fd, name, shown))
+        return target
+
+    # -- what the agent last saw -----------------------------------------------------------------------
+
+    def fingerprint_of(self, data: bytes) -> str:
+        """The fingerprint of a file written with `data`, as a later read_text will report it."""
+        return fingerprint_bytes(data)
+
+    def remember(self, path: str | os.PathLike[str], fingerprint: str) -> None:
+        self._seen[self.resolve(path)] = fingerprint
+
+    def forget(self, path: str | os.PathLike[str]) -> None:
+        self._seen.pop(self.resolve(path), None)
+
+    def check_unchanged(self, path: str | os.PathLike[str], current: str) -> None:
+        """Refuse (StaleFile) when the file's current fingerprint differs from the one the agent last saw.
+        A file the agent never read nor wrote is not refused."""
+        seen = self._seen.get(self.resolve(path))
+        if seen is not None and seen != current:
+            raise errors.StaleFile(os.fspath(path))
+
     # -- text I/O ------------------------------------------------------------------------------------------
 
     def read_text(self, path: str | os.PathLike[str], max_bytes: int = MAX_TEXT_BYTES) -> TextFile:
-        target = self.resolve(path)
-        shown = os.fspath(path)
-        if target.is_dir():
-            raise errors.NotAFile(shown)
-        try:
-            size = target.stat().st_size
-            if size > max_bytes:
-                raise errors.FileTooLarge(shown, size, max_bytes)
-            data = target.read_bytes()
-        except FileNotFoundError:
-            raise errors.FileNotFound(shown) from None
+        """The file's text, with its fingerprint; remembering it as seen is the caller's choice (`remember`)."""
+        data = self.read_bytes(path, max_bytes)
         if looks_binary(data[:SNIFF_BYTES]):
-            raise errors.BinaryFile(shown)
-        return decode(data)
+            raise errors.BinaryFile(os.fspath(path))
+        text_file = decode(data)
+        text_file.fingerprint = fingerprint_bytes(data)
+        return text_file
 
     def write_text(self, path: str | os.PathLike[str], text: str, like: TextFile | None = None) -> Path:
-        """Write atomically, in the encoding/newline style of `like` (the file's previous content)."""
-        target = self.resolve_for_write(path)
-        if target.is_dir():
-            raise errors.NotAFile(os.fspath(path))
-        style = like or TextFile(text="")
-        atomic_write(target, style.encode(text))
+        """Write atomically, in the encoding/newline style of `like` (the file's previous content), and remember
+        what was written as seen."""
+        data = (like or TextFile(text="")).encode(text)
+        target = self.write_bytes(path, data)
+        self._seen[target] = self.fingerprint_of(data)
         return target
