@@ -1,8 +1,11 @@
-"""A command flooding its output, against the real `warpcode serve`: the other sessions and shutdown stay prompt."""
+"""Commands under the real `warpcode serve`: a flood of output stalls neither the other sessions nor shutdown, and
+a server killed with SIGKILL leaves no command running."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import signal
 import subprocess
 import time
@@ -13,6 +16,8 @@ import acp
 from tests.agent.conftest import TOKEN, RecordingClient, connect, start_server, write_script
 
 FLOOD_BYTES = 300_000_000
+# Writes its pid, then a line a tenth of a second to grow.txt, forever.
+GROWING = "echo $$ > pid.txt; while :; do echo tick >> grow.txt; sleep 0.1; done"
 # 300 MB in one go, a mark once it is all written (so read by the server), then output without end.
 FLOOD = f"head -c {FLOOD_BYTES} /dev/zero | tr '\\0' x; touch flooded; exec yes\n"
 
@@ -78,3 +83,40 @@ async def test_a_flooding_command_stalls_neither_other_sessions_nor_shutdown(tmp
     flood_turn.cancel()
     assert quiet_turn_s < 2.0, f"a trivial turn took {quiet_turn_s:.1f} s during the flood"
     assert stop_s < 3.0, f"the server took {stop_s:.1f} s to stop after SIGTERM during the flood"
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a zombie no init reaps still answers kill(pid, 0))."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+async def test_a_server_killed_with_sigkill_leaves_no_command_running(tmp_path: Path) -> None:
+    workspace = tmp_path / "repo"
+    workspace.mkdir()
+    script = write_script(tmp_path / "model.json", [
+        {"tool_calls": [{"name": "run_command", "arguments": {"command": GROWING}}]},
+    ])  # fmt: skip
+    server, url = start_server(tmp_path, script, "--token", TOKEN)
+    grow, pid_file = workspace / "grow.txt", workspace / "pid.txt"
+    try:
+        connection = await connect(url, RecordingClient())
+        session = (await connection.new_session(cwd=str(workspace))).session_id
+        turn = asyncio.ensure_future(connection.prompt(session_id=session, prompt=[acp.text_block("go")]))
+        await _wait_for(lambda: grow.exists() and pid_file.read_text().strip(), 10, "the command to start")
+        command = int(pid_file.read_text())
+        server.kill()
+        server.wait()
+        await _wait_for(lambda: not _running(command), 2, "the command to stop after its server was killed")
+        size = grow.stat().st_size
+        await asyncio.sleep(0.5)
+        assert grow.stat().st_size == size, "something still writes into the workspace"
+    finally:
+        server.kill()
+        server.wait()
+        with contextlib.suppress(OSError, ValueError):
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)  # what the test failed to see stopped
+    turn.cancel()
