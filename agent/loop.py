@@ -20,6 +20,7 @@ from warpcode.agent.permissions import PermissionPolicy, mode_policy, rejection_
 from warpcode.agent.prompt import system_prompt
 from warpcode.agent.toolbox import TOOL_KINDS, TOOLS, ArgumentError, Toolbox, ToolResult, tool_schemas, validate
 from warpcode.tools import Checkpoint, CheckpointError, Checkpoints, Workspace
+from warpcode.tools.sandbox import Sandbox
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 OUTPUT_UPDATE_INTERVAL_S = 0.1  # streamed command output: at most this often per tool call
@@ -82,7 +83,8 @@ class _Reply:
 
 
 class Agent:
-    """One session: a workspace, a model backend and the trajectory. `prompt` runs one turn; `cancel` stops it."""
+    """One session: a workspace, a model backend and the trajectory. `prompt` runs one turn; `cancel` stops it.
+    Its commands (run_command, run_tests) run in `sandbox` when one is given (tools.sandbox)."""
 
     def __init__(
         self,
@@ -92,10 +94,11 @@ class Agent:
         mode: str = "ask",
         policy: PermissionPolicy | None = None,
         limits: Limits | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.workspace = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
         self.backend, self.emit, self.limits = backend, emit, limits or Limits()
-        self.toolbox = Toolbox(self.workspace, on_output=self._tool_output_from_thread)
+        self.toolbox = Toolbox(self.workspace, on_output=self._tool_output_from_thread, sandbox=sandbox)
         self.messages = [Message("system", "")]
         self.set_mode(mode, policy)
         self.checkpoints: list[Checkpoint] = []  # one per turn that edited files, oldest first

@@ -7,7 +7,7 @@ started SIGTERM, then SIGKILL after a grace period; the guard does that too when
 included (the host dies with the server, the guards with the host). `execute` returns once nothing of the
 command is left. Every command's environment names its server (COMMAND_MARKER), so that what a crashed server
 left running anyway (its guards killed along with it) can be stopped on the next start-up
-(`reap_leftover_commands`).
+(`reap_leftover_commands`). With a `Sandbox`, the command runs inside it (bubblewrap), under its guard.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from warpcode.tools.output_capture import OutputCapture
+from warpcode.tools.sandbox import Sandbox
 
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_OUTPUT_BYTES = 30_000
@@ -187,6 +188,7 @@ def execute(
     env: Mapping[str, str] | None = None,
     max_output_bytes: int = DEFAULT_OUTPUT_BYTES,
     kill_grace_s: float = KILL_GRACE_S,
+    sandbox: Sandbox | None = None,
 ) -> CommandResult:
     """Run `command` (a shell string, or an argv list) and return its result; never raises on timeout/cancel.
 
@@ -195,6 +197,8 @@ def execute(
     """
     shown = command if isinstance(command, str) else subprocess.list2cmdline(command)
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
+    if sandbox is not None:
+        argv = sandbox.wrap(argv, cwd)
     capture = OutputCapture(max_output_bytes, on_output)
     started = time.monotonic()
     with _SPAWN_LOCK:
