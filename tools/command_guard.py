@@ -40,9 +40,12 @@ STATUS_FD = 3  # the guard's status pipe, once its descriptors are laid out
 MESSAGE_BYTES = 64
 
 
+_PRCTL = ctypes.CDLL(None).prctl if LINUX else None  # looked up once, in the host
+
+
 def _prctl(option: int, value: int) -> None:
-    if LINUX:
-        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+    if _PRCTL is not None:
+        _PRCTL(option, value, 0, 0, 0)
 
 
 def _die_with_parent(parent: int) -> None:
