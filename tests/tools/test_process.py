@@ -187,10 +187,10 @@ def test_commands_leaving_daemons_pile_up_no_zombies_under_the_server(root: Path
     assert _children() == []
 
 
-def test_reap_leftover_commands_stops_what_a_dead_server_left_and_only_that() -> None:
+def test_reap_leftover_commands_stops_what_a_dead_server_left_and_only_that(root: Path) -> None:
     gone = subprocess.Popen(["true"])
     gone.wait()
-    own_marker = execute(f"echo ${COMMAND_MARKER}", ".").output.strip()
+    own_marker = execute(f"echo ${COMMAND_MARKER}", root).output.strip()
     leftover = subprocess.Popen(["sleep", "60"], env={**os.environ, COMMAND_MARKER: f"{gone.pid}:1234:7"})
     ours = subprocess.Popen(["sleep", "60"], env={**os.environ, COMMAND_MARKER: own_marker})
     try:
