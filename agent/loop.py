@@ -8,6 +8,7 @@ the user) or is cancelled. Every step is reported through `emit` as an ACP sessi
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Literal
@@ -19,9 +20,12 @@ from warpcode.agent.permissions import PermissionPolicy, mode_policy, rejection_
 from warpcode.agent.prompt import repo_overview, system_prompt
 from warpcode.agent.toolbox import TOOL_KINDS, TOOLS, ArgumentError, Toolbox, ToolResult, tool_schemas, validate
 from warpcode.tools import Checkpoint, CheckpointError, Checkpoints, Workspace
+from warpcode.tools.sandbox import Sandbox
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 OUTPUT_UPDATE_INTERVAL_S = 0.1  # streamed command output: at most this often per tool call
+# One character more than a snapshot shows, so that events.tool_call_output still marks the cut with "…".
+_KEPT_OUTPUT_CHARS = events.STREAMED_OUTPUT_CHARS + 1
 
 
 @dataclass
@@ -39,6 +43,38 @@ class TurnResult:
     output_tokens: int = 0
 
 
+class _StreamedOutput:
+    """A running call's output as the client is shown it: only its tail, since each update replaces the last.
+
+    Chunks arrive on the command's reader thread and are kept in O(1) amortised time per character; at most one
+    callback to the event loop is pending per call, and it takes whatever arrived meanwhile. (Keeping the whole
+    output and joining it for every update made a command printing hundreds of MB stall every session.)
+    """
+
+    def __init__(self, call_id: str) -> None:
+        self.call_id = call_id
+        self.last_sent = 0.0  # time.monotonic() of the last update, on the event loop
+        self._lock = threading.Lock()
+        self._tail = ""
+        self._wake_pending = False
+
+    def add(self, chunk: str) -> bool:
+        """Keep `chunk`'s share of the tail; True when the event loop must be woken (no wake-up is pending)."""
+        with self._lock:
+            self._tail += chunk
+            if len(self._tail) > 2 * _KEPT_OUTPUT_CHARS:
+                self._tail = self._tail[-_KEPT_OUTPUT_CHARS:]
+            wake, self._wake_pending = not self._wake_pending, True
+        return wake
+
+    def take(self) -> str:
+        """The tail to send now; output that arrives from here on wakes the event loop again."""
+        with self._lock:
+            self._wake_pending = False
+            self._tail = self._tail[-_KEPT_OUTPUT_CHARS:]
+            return self._tail
+
+
 @dataclass
 class _Reply:
     text: str = ""
@@ -47,7 +83,8 @@ class _Reply:
 
 
 class Agent:
-    """One session: a workspace, a model backend and the trajectory. `prompt` runs one turn; `cancel` stops it."""
+    """One session: a workspace, a model backend and the trajectory. `prompt` runs one turn; `cancel` stops it.
+    Its commands (run_command, run_tests) run in `sandbox` when one is given (tools.sandbox)."""
 
     def __init__(
         self,
@@ -57,10 +94,11 @@ class Agent:
         mode: str = "ask",
         policy: PermissionPolicy | None = None,
         limits: Limits | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.workspace = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
         self.backend, self.emit, self.limits = backend, emit, limits or Limits()
-        self.toolbox = Toolbox(self.workspace, on_output=self._tool_output_from_thread)
+        self.toolbox = Toolbox(self.workspace, on_output=self._tool_output_from_thread, sandbox=sandbox)
         self.messages = [Message("system", "")]
         self.overview: str | None = None  # the repository map in the system prompt, fixed at the first turn
         self.set_mode(mode, policy)
@@ -69,7 +107,7 @@ class Agent:
         self._work: asyncio.Task[TurnResult] | None = None
         self._cancelled = False
         self._ids_seen: set[str] = set()
-        self._streaming: tuple[str, list[str], float] | None = None  # (call id, output so far, last update time)
+        self._streaming: _StreamedOutput | None = None  # the running call's output
         self._event_loop: asyncio.AbstractEventLoop | None = None
         self._checkpoint_message, self._checkpointed = "", False
 
@@ -180,7 +218,7 @@ class Agent:
         if kind == "edit" and not self._checkpointed:
             await self._checkpoint()
         self.emit(events.tool_call_running(call.id))
-        self._streaming = (call.id, [], 0.0)
+        self._streaming = _StreamedOutput(call.id)
         try:
             result = await self.toolbox.call_async(call.name, call.arguments)
         finally:
@@ -238,15 +276,15 @@ class Agent:
 
     def _tool_output_from_thread(self, chunk: str) -> None:
         streaming = self._streaming
-        if streaming is not None:
-            self._event_loop.call_soon_threadsafe(self._tool_output, streaming[0], chunk)
+        if streaming is not None and streaming.add(chunk):
+            self._event_loop.call_soon_threadsafe(self._tool_output, streaming)
 
-    def _tool_output(self, call_id: str, chunk: str) -> None:
-        if self._streaming is None or self._streaming[0] != call_id:
+    def _tool_output(self, streaming: _StreamedOutput) -> None:
+        if self._streaming is not streaming:
             return  # arrived after the call finished: its final update already holds the whole output
-        _, output, last = self._streaming
-        output.append(chunk)
-        now = time.monotonic()
-        if now - last >= OUTPUT_UPDATE_INTERVAL_S:
-            self._streaming = (call_id, output, now)
-            self.emit(events.tool_call_output(call_id, "".join(output)))
+        wait_s = streaming.last_sent + OUTPUT_UPDATE_INTERVAL_S - time.monotonic()
+        if wait_s > 0:  # still the pending wake-up: what arrives until then goes out with it
+            self._event_loop.call_later(wait_s, self._tool_output, streaming)
+            return
+        streaming.last_sent = time.monotonic()
+        self.emit(events.tool_call_output(streaming.call_id, streaming.take()))

@@ -15,6 +15,7 @@ from typing import Any
 
 from warpcode import tools
 from warpcode.tools.process import in_thread_cancellable
+from warpcode.tools.sandbox import Sandbox
 from warpcode.tools.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -176,11 +177,17 @@ def validate(value: Any, schema: dict[str, Any], where: str) -> None:
 
 
 class Toolbox:
-    """Runs the fixed tools in one workspace. `on_output` receives run_tests/run_command output as it streams."""
+    """Runs the fixed tools in one workspace. `on_output` receives run_tests/run_command output as it streams;
+    with a `sandbox`, run_tests and run_command run in it."""
 
-    def __init__(self, workspace: Workspace | str, on_output: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        workspace: Workspace | str,
+        on_output: Callable[[str], None] | None = None,
+        sandbox: Sandbox | None = None,
+    ) -> None:
         self.workspace = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
-        self.on_output = on_output
+        self.on_output, self.sandbox = on_output, sandbox
         self._finish_interrupted_patch()
 
     def _finish_interrupted_patch(self) -> None:
@@ -240,8 +247,16 @@ class Toolbox:
             return tools.apply_patch(ws, args["patch"])
         if name == "run_tests":
             return tools.run_tests(
-                ws, args.get("command"), args.get("paths"), args.get("timeout_s", 600.0), self.on_output, cancel
+                ws,
+                args.get("command"),
+                args.get("paths"),
+                args.get("timeout_s", 600.0),
+                self.on_output,
+                cancel,
+                self.sandbox,
             )
         if name == "run_command":
-            return tools.run_command(ws, args["command"], args.get("timeout_s", 120.0), self.on_output, cancel)
+            return tools.run_command(
+                ws, args["command"], args.get("timeout_s", 120.0), self.on_output, cancel, self.sandbox
+            )
         return args["entries"]

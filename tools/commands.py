@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from warpcode.tools import errors
 from warpcode.tools.process import DEFAULT_TIMEOUT_S, CommandResult, execute, execute_async
+from warpcode.tools.sandbox import Sandbox
 from warpcode.tools.workspace import Workspace
 
 
@@ -31,16 +32,22 @@ def run_command(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     on_output: Callable[[str], None] | None = None,
     cancel: threading.Event | None = None,
+    sandbox: Sandbox | None = None,
 ) -> CommandResult:
-    """Run `command` with the shell in the workspace root. A non-zero exit is a normal result; a timeout or a
-    cancel raises CommandTimeout / CommandCancelled (carrying the output) after the group has been killed."""
+    """Run `command` with the shell in the workspace root (in `sandbox`, if given). A non-zero exit is a normal
+    result; a timeout or a cancel raises CommandTimeout / CommandCancelled (carrying the output) after the group
+    has been killed."""
     _validate(command, timeout_s)
-    return _checked(execute(command, ws.root, timeout_s, on_output=on_output, cancel=cancel))
+    return _checked(execute(command, ws.root, timeout_s, on_output=on_output, cancel=cancel, sandbox=sandbox))
 
 
 async def run_command_async(
-    ws: Workspace, command: str, timeout_s: float = DEFAULT_TIMEOUT_S, on_output: Callable[[str], None] | None = None
+    ws: Workspace,
+    command: str,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    on_output: Callable[[str], None] | None = None,
+    sandbox: Sandbox | None = None,
 ) -> CommandResult:
     """run_command for asyncio: cancelling the task kills the process group before CancelledError propagates."""
     _validate(command, timeout_s)
-    return _checked(await execute_async(command, ws.root, timeout_s=timeout_s, on_output=on_output))
+    return _checked(await execute_async(command, ws.root, timeout_s=timeout_s, on_output=on_output, sandbox=sandbox))

@@ -1,36 +1,49 @@
-"""Running commands so that nothing outlives them.
+"""Running commands so that nothing they start outlives them, not even when warpcode dies.
 
-Each command gets its own session (so its own process group). On timeout or cancel the whole group gets
-SIGTERM, then SIGKILL after a grace period, and we wait until no process of the group is left. Children
-orphaned inside the group are reparented to us (we become a child subreaper), so we can reap them too;
-otherwise, under an init that never reaps, they would linger as zombies that still belong to the group.
+Each command runs under a guard (command_guard.py), forked for it by the server's guard host, in a session of
+its own. When the command exits, whatever it left running (background jobs, daemons that called setsid or
+forked twice) is stopped and reaped by the guard; a timeout or cancel has the guard send the command and all it
+started SIGTERM, then SIGKILL after a grace period; the guard does that too when the server dies, kill -9
+included (the host dies with the server, the guards with the host). `execute` returns once nothing of the
+command is left. Every command's environment names its server (COMMAND_MARKER), so that what a crashed server
+left running anyway (its guards killed along with it) can be stopped on the next start-up
+(`reap_leftover_commands`). With a `Sandbox`, the command runs inside it (bubblewrap), under its guard.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
+import itertools
+import json
 import os
+import select
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 from warpcode.tools.output_capture import OutputCapture
+from warpcode.tools.sandbox import Sandbox
 
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_OUTPUT_BYTES = 30_000
 KILL_GRACE_S = 2.0
 POLL_S = 0.02
-PR_SET_CHILD_SUBREAPER = 36
+GUARD_SLACK_S = 10.0  # how long past the grace period a guard may take to stop its command before it is killed
+COMMAND_MARKER = "WARPCODE_COMMAND"  # "<server pid>:<server start time>:<number>" in every command's environment
+# -I: no PYTHONPATH, no user site; -S: no site-packages. The guard host needs nothing but the standard library.
+GUARD_HOST = [sys.executable, "-I", "-S", str(Path(__file__).with_name("command_guard.py"))]
 T = TypeVar("T")
 
-_subreaper_set = False
+_command_numbers = itertools.count(1)
 
 
 @dataclass
@@ -57,58 +70,113 @@ class CommandResult:
         return f"$ {self.command}\n{self.output}\n[{status}, {self.duration_s:.1f} s]"
 
 
-def _become_subreaper() -> None:
-    global _subreaper_set
-    if _subreaper_set or not sys.platform.startswith("linux"):
-        return
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    _subreaper_set = True
-
-
-def _reap_group(pgid: int) -> None:
-    """Collect exited members of the group that were reparented to us. Call only once Popen has reaped the
-    leader, or this could take the leader's exit status away from it."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-pgid, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
-def group_alive(pgid: int) -> bool:
-    _reap_group(pgid)
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def kill_group(proc: subprocess.Popen[bytes], grace_s: float = KILL_GRACE_S) -> None:
-    """SIGTERM the group, SIGKILL it after `grace_s`, return once no member is left."""
-    pgid = proc.pid
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, sig)
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            proc.poll()
-            if proc.returncode is not None and not group_alive(pgid):
-                return
-            time.sleep(POLL_S)
-
-
-# One process creation at a time in this process. Created from several threads at once, processes start slower
-# for everyone (GIL and fork-path contention, most likely); serialised, a burst of 200 commands started by 200
-# agent sessions at once delivers their output to the clients with half the tail latency (BENCHMARKS.md, agent
-# service), and a long-running command holds the lock only while it is being created.
+# One command start at a time in this process (the guard host forks one guard at a time anyway). Measured when
+# this process created the commands itself: from several threads at once they started slower for everyone (GIL
+# and fork-path contention, most likely); serialised, a burst of 200 commands started by 200 agent sessions at
+# once delivered their output to the clients with half the tail latency (BENCHMARKS.md, agent service). A
+# long-running command holds the lock only while it is being started.
 _SPAWN_LOCK = threading.Lock()
+
+
+class _GuardHost:
+    """The process that forks each command's guard (command_guard.serve), over a Unix socket. One per server
+    process: forking from a small single-threaded process is safe and fast, starting a Python per command is not
+    (12 ms each, measured)."""
+
+    def __init__(self) -> None:
+        ours, its = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with its:
+            self.process = subprocess.Popen(
+                [*GUARD_HOST, str(os.getpid())],
+                stdin=its,
+                stdout=subprocess.DEVNULL,
+                env={**os.environ, COMMAND_MARKER: _marker()},
+                start_new_session=True,  # the terminal's Ctrl-C is the server's to handle, not its commands'
+            )
+        self.channel, self.server = ours, os.getpid()
+
+    @property
+    def usable(self) -> bool:
+        return self.server == os.getpid() and self.process.poll() is None  # a forked child needs its own
+
+    def run(self, number: int, request: dict[str, object], output: int, status: int) -> None:
+        with tempfile.TemporaryFile() as file:  # any size: a socket message is not
+            file.write(json.dumps(request).encode())
+            file.seek(0)
+            socket.send_fds(self.channel, [b"run %d" % number], [file.fileno(), output, status])
+
+    def send(self, verb: str, number: int) -> None:
+        """`stop` (SIGTERM) or `kill` (SIGKILL) that command's guard, unless it is gone."""
+        with contextlib.suppress(OSError):  # the host died: so did its guards, telling their commands
+            self.channel.send(b"%s %d" % (verb.encode(), number))
+
+
+_host: _GuardHost | None = None
+
+
+def _start(argv: list[str], cwd: str | os.PathLike[str], env: Mapping[str, str] | None, grace_s: float) -> _Command:
+    """Have the guard host start `argv`; call with _SPAWN_LOCK held."""
+    number, marker = next(_command_numbers), _marker()
+    environment = {**os.environ, **(env or {}), COMMAND_MARKER: marker}
+    request = {"argv": argv, "cwd": os.fspath(cwd), "env": environment, "grace_s": grace_s}
+    output_r, output_w = os.pipe()
+    status_r, status_w = os.pipe()
+    try:
+        host = _send_run(number, request, output_w, status_w)
+    except BaseException:
+        os.close(output_r)
+        os.close(status_r)
+        raise
+    finally:
+        os.close(output_w)
+        os.close(status_w)
+    return _Command(host, number, marker, output_r, status_r)
+
+
+def _send_run(number: int, request: dict[str, object], output: int, status: int) -> _GuardHost:
+    """Send the request to the guard host, started first if there is none or it died."""
+    global _host
+    if _host is None or not _host.usable:
+        _host = _GuardHost()
+    try:
+        _host.run(number, request, output, status)
+    except OSError:  # it died since it was checked: replaced, once
+        _host = _GuardHost()
+        _host.run(number, request, output, status)
+    return _host
+
+
+@dataclass
+class _Command:
+    host: _GuardHost
+    number: int
+    marker: str  # its COMMAND_MARKER
+    output: int  # the read end of its output pipe
+    status: int  # the read end of its status pipe: its exit code, written once nothing of it is left
+
+    def finished_within(self, timeout_s: float) -> bool:
+        ready, _, _ = select.select([self.status], [], [], timeout_s)
+        return bool(ready)
+
+    def exit_code(self) -> int | None:
+        """Its exit code (negative: killed by that signal). None if its guard was killed, and then whatever is
+        left of the command (the processes carrying its marker) is killed here."""
+        with os.fdopen(self.status, "rb") as status:
+            line = status.read().strip() if self.finished_within(0) else b""
+        if line:
+            return int(line)
+        for pid, marker in _marked_processes():
+            if marker == self.marker:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        return None
+
+    def stop(self, grace_s: float) -> None:
+        """SIGTERM, SIGKILL after `grace_s` (its guard does both); kill the guard itself should it hang."""
+        self.host.send("stop", self.number)
+        if not self.finished_within(grace_s + GUARD_SLACK_S):
+            self.host.send("kill", self.number)  # then exit_code() stops what is left of the command
+            self.finished_within(GUARD_SLACK_S)
 
 
 def execute(
@@ -120,51 +188,45 @@ def execute(
     env: Mapping[str, str] | None = None,
     max_output_bytes: int = DEFAULT_OUTPUT_BYTES,
     kill_grace_s: float = KILL_GRACE_S,
+    sandbox: Sandbox | None = None,
 ) -> CommandResult:
     """Run `command` (a shell string, or an argv list) and return its result; never raises on timeout/cancel.
 
     Output (stdout and stderr merged) streams to `on_output` as it comes, from a reader thread.
-    Setting `cancel` stops the command as a timeout would.
+    Setting `cancel` stops the command as a timeout would. A program that cannot be started exits with 127.
     """
-    _become_subreaper()
     shown = command if isinstance(command, str) else subprocess.list2cmdline(command)
+    argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
+    if sandbox is not None:
+        argv = sandbox.wrap(argv, cwd)
     capture = OutputCapture(max_output_bytes, on_output)
     started = time.monotonic()
     with _SPAWN_LOCK:
-        proc = subprocess.Popen(
-            command,
-            shell=isinstance(command, str),
-            cwd=cwd,
-            env={**os.environ, **(env or {})},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    assert proc.stdout is not None
-    reader = threading.Thread(target=_pump, args=(proc.stdout.fileno(), capture), daemon=True)
+        running = _start(argv, cwd, env, kill_grace_s)
+    reader = threading.Thread(target=_pump, args=(running.output, capture), daemon=True)
     reader.start()
     timed_out = cancelled = False
     deadline = started + timeout_s
-    while proc.poll() is None:
+    while not running.finished_within(POLL_S * 5):
         if cancel is not None and cancel.is_set():
             cancelled = True
         elif time.monotonic() >= deadline:
             timed_out = True
         if cancelled or timed_out:
-            kill_group(proc, kill_grace_s)
+            running.stop(kill_grace_s)
             break
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(POLL_S * 5)
-    exit_code = proc.returncode if not (timed_out or cancelled) else None
-    # Whatever the leader left behind in its group (background jobs, daemons) does not outlive the command.
-    reader.join(0.2)
-    if group_alive(proc.pid):
-        kill_group(proc, kill_grace_s)
-    reader.join(5.0)
-    proc.stdout.close()
+    exit_code = running.exit_code()
+    reader.join(5.0)  # at once, unless something escaped the guard still holds the pipe open
+    os.close(running.output)
     return CommandResult(
-        shown, exit_code, capture.text(), time.monotonic() - started, timeout_s, timed_out, cancelled, capture.truncated
+        shown,
+        exit_code if not (timed_out or cancelled) else None,
+        capture.text(),
+        time.monotonic() - started,
+        timeout_s,
+        timed_out,
+        cancelled,
+        capture.truncated,
     )
 
 
@@ -195,3 +257,75 @@ async def in_thread_cancellable(function: Callable[[threading.Event], T]) -> T:
 async def execute_async(command: str | list[str], cwd: str | os.PathLike[str], **options: object) -> CommandResult:
     """`execute` for asyncio callers: cancelling the awaiting task kills the process group, then re-raises."""
     return await in_thread_cancellable(lambda cancel: execute(command, cwd, cancel=cancel, **options))  # type: ignore[arg-type]
+
+
+def reap_leftover_commands(grace_s: float = KILL_GRACE_S) -> list[int]:
+    """Stop the processes of commands that a crashed warpcode left running; return their pids, sorted.
+
+    A guard dies with its server and stops its command, so this finds something only when a guard was killed
+    too (by the OOM killer, say, or a kill -9 of all of them): processes of this user whose COMMAND_MARKER names a
+    server that is no longer running get SIGTERM, and SIGKILL after `grace_s`. Meant for the service's start-up,
+    before it accepts sessions, reporting what it found, e.g. "stopped 2 commands left running by a crashed
+    warpcode (pids 4242, 4243)". Linux only (it reads /proc); elsewhere it finds nothing.
+    """
+    leftovers = sorted(pid for pid, marker in _marked_processes() if _server_gone(marker))
+    for signum, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 1.0)):
+        for pid in leftovers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
+        deadline = time.monotonic() + wait_s
+        while any(_running(pid) for pid in leftovers) and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+    return leftovers
+
+
+def _marker() -> str:
+    pid = os.getpid()
+    return f"{pid}:{_start_time(pid)}:{next(_command_numbers)}"
+
+
+def _marked_processes() -> Iterator[tuple[int, str]]:
+    """(pid, marker) of this user's processes whose environment holds COMMAND_MARKER."""
+    try:
+        entries = [entry for entry in os.scandir("/proc") if entry.name.isdigit()]
+    except OSError:
+        return  # no /proc
+    prefix = f"{COMMAND_MARKER}=".encode()
+    for entry in entries:
+        try:
+            if entry.stat().st_uid != os.getuid():
+                continue
+            environ = Path(entry.path, "environ").read_bytes()
+        except OSError:
+            continue  # gone, or not ours to read
+        for variable in environ.split(b"\0"):
+            if variable.startswith(prefix):
+                yield int(entry.name), variable[len(prefix) :].decode(errors="replace")
+
+
+def _server_gone(marker: str) -> bool:
+    """Whether the server a marker names has exited (False for a marker not written by `_marker`)."""
+    server, _, rest = marker.partition(":")
+    started, _, number = rest.partition(":")
+    return server.isdigit() and started.isdigit() and number.isdigit() and _start_time(int(server)) != started
+
+
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """/proc/PID/stat from its third field (the state) on; None once the process is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    return stat[stat.rindex(b")") + 2 :].split()  # the command name in parentheses may hold anything
+
+
+def _running(pid: int) -> bool:
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] != b"Z"
+
+
+def _start_time(pid: int) -> str:
+    """When the process started (clock ticks after boot): with the pid, it names the process even after pid reuse.
+    Empty for a process that is gone (or a zombie)."""
+    fields = _stat_fields(pid)
+    return fields[19].decode() if fields is not None and fields[0] != b"Z" else ""

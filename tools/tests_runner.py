@@ -16,6 +16,7 @@ from pathlib import Path
 
 from warpcode.tools import errors
 from warpcode.tools.process import execute
+from warpcode.tools.sandbox import Sandbox
 from warpcode.tools.tests_report import TestCounts, TestFailure, parse_cargo, parse_go, parse_js, parse_junit
 from warpcode.tools.workspace import Workspace
 
@@ -120,10 +121,12 @@ def run_tests(
     timeout_s: float = DEFAULT_TEST_TIMEOUT_S,
     on_output: Callable[[str], None] | None = None,
     cancel: threading.Event | None = None,
+    sandbox: Sandbox | None = None,
 ) -> TestReport:
     """Run the tests (the detected runner, or `command` with `paths` appended) and parse the results.
 
-    A timeout or cancel kills the whole process group and raises CommandTimeout / CommandCancelled.
+    A timeout or cancel kills the whole process group and raises CommandTimeout / CommandCancelled. In `sandbox`,
+    the folder the JUnit report is written to is writable too.
     """
     paths = [ws.rel(ws.resolve(path)) for path in paths or []]
     runner = _runner_of_command(command) if command else detect_runner(ws.root)
@@ -135,7 +138,11 @@ def run_tests(
             line = " ".join([command, *(shlex.quote(path) for path in paths)])
             if runner == "pytest" and "--junitxml" not in line:
                 line += f" --junitxml={shlex.quote(str(junit))}"
-        result = execute(line, ws.root, timeout_s, on_output=on_output, cancel=cancel, env=NON_INTERACTIVE_ENV)
+        if sandbox is not None:
+            sandbox = sandbox.allowing(tmp)  # the JUnit report is written there
+        result = execute(
+            line, ws.root, timeout_s, on_output=on_output, cancel=cancel, env=NON_INTERACTIVE_ENV, sandbox=sandbox
+        )
         if result.timed_out:
             raise errors.CommandTimeout(result)
         if result.cancelled:

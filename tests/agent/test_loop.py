@@ -2,16 +2,19 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
 from acp import schema
 
 from warpcode.agent.backend_scripted import ScriptedBackend
 from warpcode.agent.backends import backend_from_spec
 from warpcode.agent.loop import Agent, Limits
+from warpcode.tools.sandbox import Sandbox
 
 
 def _agent(repo: Path, turns: list[dict], events, mode: str = "auto", **limits) -> Agent:
@@ -221,3 +224,15 @@ def test_cli_run_human_output_and_exit_codes(failing_repo: Path, tmp_path: Path,
         "--cwd", str(failing_repo), "--model", model, "--mode", "auto", "--max-turn-requests", "1", "go", cwd=tmp_path
     )
     assert limited.returncode == 1 and "stopped: max_turn_requests" in limited.stderr
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
+async def test_the_agent_runs_its_commands_in_its_sandbox(tmp_path: Path, events) -> None:
+    repo, outside = tmp_path / "repo", tmp_path / "outside"
+    repo.mkdir()
+    outside.mkdir()
+    command = f"touch {outside}/x.txt; touch inside.txt"
+    turns = [{"tool_calls": [{"name": "run_command", "arguments": {"command": command}}]}, {"text": "Done."}]
+    agent = Agent(repo, ScriptedBackend(turns), events, "auto", sandbox=Sandbox.bwrap())
+    assert (await agent.prompt("touch both")).stop_reason == "end_turn"
+    assert (repo / "inside.txt").exists() and not (outside / "x.txt").exists()

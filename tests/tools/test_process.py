@@ -2,6 +2,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -11,7 +14,7 @@ import pytest
 
 from warpcode.tools import CommandCancelled, CommandTimeout, InvalidArgument, Workspace, run_command
 from warpcode.tools.commands import run_command_async
-from warpcode.tools.process import execute
+from warpcode.tools.process import COMMAND_MARKER, execute, reap_leftover_commands
 
 # A parent that forks a child, both ignoring SIGTERM and sleeping; each prints its pid first.
 # One os.write per line: a small pipe write is atomic, print() under PYTHONUNBUFFERED writes word by word and the
@@ -26,6 +29,56 @@ if os.fork() == 0:
 os.write(1, f"parent {os.getpid()}\\n".encode())
 time.sleep(600)
 """
+
+
+# Forks twice and calls setsid in between, like a classic daemon; the daemon prints its pid and lets go of the output.
+DOUBLE_FORK = """
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.write(1, f"{os.getpid()}\\n".encode())
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+        os.dup2(1, 2)
+        time.sleep(300)
+    os._exit(0)
+os.wait()
+"""
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a zombie no init reaps still answers kill(pid, 0))."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def _children_with_guards(state: str | None = None) -> list[int]:
+    """The pids of this process's children (in that state, as /proc/PID/stat spells it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[1]) == os.getpid() and state in (None, fields[0]):
+            found.append(int(entry.name))
+    return found
+
+
+def _children(state: str | None = None) -> list[int]:
+    """This process's children but the guard host, which starts the commands' guards."""
+    return [pid for pid in _children_with_guards(state) if b"command_guard.py" not in _command_line(pid)]
+
+
+def _command_line(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def _assert_group_gone(pgid: int) -> None:
@@ -105,3 +158,78 @@ def test_empty_command_and_bad_timeout_are_refused(ws: Workspace) -> None:
         run_command(ws, "  ")
     with pytest.raises(InvalidArgument):
         run_command(ws, "true", timeout_s=0)
+
+
+def test_exit_code_of_a_command_killed_by_a_signal_is_minus_the_signal(root: Path) -> None:
+    assert execute("kill -9 $$", root).exit_code == -9
+
+
+def test_a_program_that_cannot_be_started_exits_127_and_says_why(root: Path) -> None:
+    result = execute(["warpcode-test-no-such-program"], root)
+    assert result.exit_code == 127
+    assert result.output == "warpcode: cannot run warpcode-test-no-such-program: No such file or directory\n"
+
+
+def test_daemons_do_not_outlive_the_command(root: Path) -> None:
+    script = f"setsid sleep 300 >/dev/null 2>&1 & echo $!; {shlex.quote(sys.executable)} -c {shlex.quote(DOUBLE_FORK)}"
+    result = execute(script, root, timeout_s=20)
+    assert result.exit_code == 0
+    daemons = [int(pid) for pid in result.output.split()]
+    assert len(daemons) == 2
+    assert [pid for pid in daemons if _running(pid)] == []
+
+
+def test_commands_leaving_daemons_pile_up_no_zombies_under_the_server(root: Path) -> None:
+    for _ in range(50):
+        assert execute("setsid sh -c 'sleep 0.2' >/dev/null 2>&1 &", root).exit_code == 0
+    time.sleep(0.5)  # long enough for any daemon that survived its command to exit
+    assert _children("Z") == []
+    assert _children() == []
+
+
+def test_reap_leftover_commands_stops_what_a_dead_server_left_and_only_that(root: Path) -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    own_marker = execute(f"echo ${COMMAND_MARKER}", root).output.strip()
+    leftover = subprocess.Popen(["sleep", "60"], env={**os.environ, COMMAND_MARKER: f"{gone.pid}:1234:7"})
+    ours = subprocess.Popen(["sleep", "60"], env={**os.environ, COMMAND_MARKER: own_marker})
+    try:
+        found = reap_leftover_commands(grace_s=1.0)
+        assert leftover.pid in found and ours.pid not in found
+        assert leftover.wait(timeout=5) == -signal.SIGTERM
+        assert ours.poll() is None
+    finally:
+        for process in (leftover, ours):
+            process.kill()
+            process.wait()
+
+
+def test_a_command_gets_dev_null_and_its_output_pipe_and_nothing_else(root: Path) -> None:
+    links = execute("for fd in /proc/$$/fd/*; do readlink $fd; done", root).output.split()
+    assert links[0] == "/dev/null" and links[1] == links[2] and links[1].startswith("pipe:") and len(links) == 3
+
+
+def _guard_host() -> int:
+    (host,) = [pid for pid in _children_with_guards() if b"command_guard.py" in _command_line(pid)]
+    return host
+
+
+def test_a_guard_host_that_died_is_replaced(root: Path) -> None:
+    execute("true", root)
+    host = _guard_host()
+    os.kill(host, signal.SIGKILL)
+    while _running(host):
+        time.sleep(0.01)
+    assert execute("echo again", root).output == "again\n"
+    assert _guard_host() != host
+
+
+def test_what_is_left_of_a_command_whose_guard_was_killed_is_stopped(root: Path) -> None:
+    def kill_the_guard(line: str) -> None:
+        shell = int(line.split()[0])
+        stat = Path(f"/proc/{shell}/stat").read_text()
+        os.kill(int(stat[stat.rindex(")") + 2 :].split()[1]), signal.SIGKILL)
+
+    result = execute("sleep 60 & echo $$ $!; wait", root, timeout_s=20, on_output=kill_the_guard)
+    assert result.exit_code is None and result.duration_s < 10
+    assert [pid for pid in map(int, result.output.split()) if _running(pid)] == []
