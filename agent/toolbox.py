@@ -221,6 +221,8 @@ class Toolbox:
         if name == "update_plan":
             lines = [f"[{entry['status']}] ({entry['priority']}) {entry['content']}" for entry in data]
             return ToolResult(True, "Plan updated:\n" + "\n".join(lines), data)
+        if isinstance(data, tools.TestReport) and not data.ok:  # failing tests are a failed call, everywhere
+            return ToolResult(False, data.render(), data, error="TestsFailed")
         return ToolResult(True, data.render(), data)
 
     async def call_async(self, name: str, arguments: dict[str, Any]) -> ToolResult:

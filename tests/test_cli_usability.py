@@ -101,3 +101,33 @@ def test_the_tools_benchmark_leaves_no_temporary_folder(tmp_path: Path) -> None:
     before = set(os.listdir(tempfile.gettempdir()))
     tools_bench.bench_search(tmp_path)
     assert set(os.listdir(tempfile.gettempdir())) - before == set()
+
+
+def _failing_repo(root: Path) -> Path:
+    root.mkdir()
+    (root / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (root / "test_calc.py").write_text("from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n")
+    return root
+
+
+def _run_tests_script(tmp_path: Path) -> str:
+    script = tmp_path / "model.json"
+    script.write_text('{"turns": [{"tool_calls": [{"name": "run_tests", "arguments": {}}]}, {"text": "All green."}]}')
+    return f"scripted:{script}"
+
+
+def test_failing_tests_show_as_failed_on_the_terminal_and_in_json(tmp_path: Path) -> None:
+    repo, model = _failing_repo(tmp_path / "repo"), _run_tests_script(tmp_path)
+    shown = warpcode("run", "--cwd", str(repo), "--model", model, "--mode", "auto", "go")
+    assert "✗ pytest: FAILED: 0 passed, 1 failed" in shown.stdout and "✓ pytest" not in shown.stdout
+    lines = warpcode("run", "--cwd", str(repo), "--model", model, "--mode", "auto", "--json", "go").stdout
+    finished = [line for line in lines.splitlines() if '"tool_call_update"' in line and '"in_progress"' not in line]
+    assert len(finished) == 1 and '"status": "failed"' in finished[0]
+
+
+def test_a_missing_test_runner_says_what_to_install(tmp_path: Path) -> None:
+    repo, model = _failing_repo(tmp_path / "repo"), _run_tests_script(tmp_path)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(repo / ".venv")], check=True, timeout=120)
+    shown = warpcode("run", "--cwd", str(repo), "--model", model, "--mode", "auto", "go").stdout
+    assert "✗ pytest: could not run the tests" in shown
+    assert f"pytest is not installed for {repo / '.venv' / 'bin' / 'python'}" in shown and "pip install pytest" in shown

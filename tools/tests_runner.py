@@ -45,15 +45,40 @@ class TestReport:
     def ok(self) -> bool:
         return self.exit_code == 0 and self.failed == 0 and self.errors == 0
 
+    @property
+    def ran(self) -> bool:
+        """False when no test ran at all: the runner failed before collecting one (not installed, bad usage...)."""
+        return self.exit_code == 0 or self.passed + self.failed + self.errors + self.skipped > 0
+
     def render(self) -> str:
+        verdict = "" if self.ok else "FAILED: " if self.ran else "could not run the tests: "
         head = (
-            f"{self.runner}: {self.passed} passed, {self.failed} failed, {self.errors} errors, "
+            f"{self.runner}: {verdict}{self.passed} passed, {self.failed} failed, {self.errors} errors, "
             f"{self.skipped} skipped (exit code {self.exit_code}, {self.duration_s:.1f} s)\n$ {self.command}"
         )
         body = [f"FAILED {failure.id}\n{failure.message}" for failure in self.failures]
+        if not self.ran and (hint := _why_nothing_ran(self)):
+            body.append(hint)
         if not self.parsed or (not self.ok and not self.failures):
             body.append(f"Output:\n{self.output}")
         return "\n\n".join([head, *body])
+
+
+def _why_nothing_ran(report: TestReport) -> str | None:
+    """What to do when the runner itself did not start: it is not installed, or found nothing to run."""
+    missing_module = re.search(r"No module named '?pytest'?\b", report.output)
+    if missing_module:
+        python = shlex.split(report.command)[0] if report.command else sys.executable
+        return (
+            f"pytest is not installed for {python}: install it there (`{python} -m pip install pytest`), or pass the "
+            f"command that runs this project's tests."
+        )
+    if report.exit_code == 127:  # the shell's "command not found"
+        program = shlex.split(report.command)[0] if report.command else report.runner
+        return f"`{program}` is not installed (or not on PATH): install it, or pass the command that runs the tests."
+    if report.runner == "pytest" and report.exit_code == 5:
+        return "pytest collected no tests: check the paths given, or the project's test file names (test_*.py)."
+    return None
 
 
 def detect_runner(root: Path) -> str:
