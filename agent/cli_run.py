@@ -1,7 +1,8 @@
 """`warpcode run`: one headless prompt turn in a directory, shown as it happens (or as ACP JSON lines).
 
 Permissions: nobody can be asked during a headless run, so in mode `ask` (and for commands in `accept-edits`)
-calls that would ask are rejected and the model is told so, unless `--yes` answers yes to every question.
+calls that would ask are rejected and the model is told so, unless `--yes` answers yes to every question. A turn
+with refused calls ends with a line naming them and how to allow them, and exit code EXIT_REFUSED.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 from warpcode.agent.config import add_agent_options
 
 EXIT_CODES = {"end_turn": 0, "cancelled": 130}
+EXIT_REFUSED = 3  # the turn ended, but calls that needed a permission nobody could give were refused
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -22,7 +24,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         "run",
         help="run one headless agent turn on a directory",
         description="Run one prompt turn of the agent in --cwd and print its progress. Exit code 0 when the model "
-        "ends its turn, 1 on a limit or error, 130 when cancelled (Ctrl-C).",
+        f"ends its turn, 1 on a limit or error, {EXIT_REFUSED} when it ended with tool calls refused for want of a "
+        "permission (mode ask or accept-edits without --yes), 130 when cancelled (Ctrl-C).",
     )
     run.add_argument("instruction", help="what the agent should do")
     run.add_argument("--cwd", default=".", help="the workspace directory (default: the current directory)")
@@ -51,8 +54,13 @@ async def _run(args: argparse.Namespace) -> int:
     mode = args.mode or settings.mode
     limits = Limits(args.max_turn_requests or settings.max_turn_requests, settings.tool_output_tokens)
 
-    async def say_yes(tool_name: str, kind: str, arguments: dict) -> str:
-        return "allow"
+    refused: list[str] = []
+
+    async def nobody_to_ask(tool_name: str, kind: str, arguments: dict) -> str:
+        if args.yes:
+            return "allow"
+        refused.append(events.tool_title(tool_name, arguments))
+        return "reject"
 
     if args.json:
         view = None
@@ -65,7 +73,7 @@ async def _run(args: argparse.Namespace) -> int:
         backend_from_spec(settings.model),
         emit,
         mode,
-        mode_policy(mode, say_yes if args.yes else None),
+        mode_policy(mode, nobody_to_ask),
         limits,
     )
     loop = asyncio.get_running_loop()
@@ -75,11 +83,24 @@ async def _run(args: argparse.Namespace) -> int:
     finally:
         loop.remove_signal_handler(signal.SIGINT)
     if args.json:
-        print(json.dumps({"stopReason": result.stop_reason}), flush=True)
+        print(json.dumps({"stopReason": result.stop_reason, **({"refused": refused} if refused else {})}), flush=True)
     else:
         view.finish()
         if result.error:  # the agent's answer above already says why, in full
             print("stopped: the model could not answer (the reason is above)", file=sys.stderr)
         elif result.stop_reason != "end_turn":
             print(f"stopped: {result.stop_reason}", file=sys.stderr)
+    if refused:
+        print(_refusal_note(refused, mode), file=sys.stderr)
+        if result.stop_reason == "end_turn":
+            return EXIT_REFUSED
     return EXIT_CODES.get(result.stop_reason, 1)
+
+
+def _refusal_note(refused: list[str], mode: str) -> str:
+    calls = ", ".join(dict.fromkeys(refused))  # each call once, in order
+    wider = "--mode auto" if mode == "accept-edits" else "--mode accept-edits (edits only) or --mode auto"
+    return (
+        f"refused {len(refused)} tool call{'s' if len(refused) != 1 else ''} that needed a permission nobody could "
+        f"give in mode {mode}: {calls}. Allow them with --yes, or with {wider}."
+    )

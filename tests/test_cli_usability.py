@@ -131,3 +131,22 @@ def test_a_missing_test_runner_says_what_to_install(tmp_path: Path) -> None:
     shown = warpcode("run", "--cwd", str(repo), "--model", model, "--mode", "auto", "go").stdout
     assert "✗ pytest: could not run the tests" in shown
     assert f"pytest is not installed for {repo / '.venv' / 'bin' / 'python'}" in shown and "pip install pytest" in shown
+
+
+def test_a_headless_run_says_which_calls_it_refused_and_exits_with_its_own_code(tmp_path: Path) -> None:
+    repo = _failing_repo(tmp_path / "repo")
+    script = tmp_path / "edit.json"
+    script.write_text(
+        '{"turns": [{"tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", '
+        '"new_text": "a + b"}}]}, {"text": "Fixed."}]}'
+    )
+    done = warpcode("run", "--cwd", str(repo), "--model", f"scripted:{script}", "fix it")
+    assert done.returncode == 3, done.stderr
+    note = done.stderr.strip().splitlines()[-1]
+    assert "refused 1 tool call" in note and "Edit calc.py" in note and "--yes" in note and "--mode" in note
+    assert (repo / "calc.py").read_text().endswith("a - b\n")
+    as_json = warpcode("run", "--cwd", str(repo), "--model", f"scripted:{script}", "--json", "fix it")
+    assert as_json.returncode == 3
+    assert as_json.stdout.splitlines()[-1] == '{"stopReason": "end_turn", "refused": ["Edit calc.py"]}'
+    allowed = warpcode("run", "--cwd", str(repo), "--model", f"scripted:{script}", "--yes", "fix it")
+    assert allowed.returncode == 0 and "refused" not in allowed.stderr
