@@ -10,7 +10,8 @@ trajectory is only ever saved at its end anyway. The queues are bounded by backp
 event and each tool call waits while MAX_QUEUED_UPDATES updates are unsent (or unwritten), so a slow client or
 disk slows the turn instead of growing memory. While still queued, updates are coalesced where the protocol
 allows it: consecutive plain text chunks of one kind (message or thought) go out as one chunk with their texts
-joined, and a newer output snapshot of a call replaces one still waiting (command output is resent whole).
+joined (up to TEXT_CHUNK_CHARS: longer ones are split, so that every frame fits the client's limit), and a newer
+output snapshot of a call replaces one still waiting (command output is resent whole).
 Model events of all the server's sessions take turns (StepPacer): one per pass of the event loop, so a tool's
 output arriving from its worker thread is sent before the next event, not after a burst of other sessions'.
 """
@@ -32,11 +33,12 @@ from acp.meta import CLIENT_METHODS
 from warpcode.agent.backends import ModelBackend, ModelEvent
 from warpcode.agent.client_fs import ClientFiles, ClientFileWorkspace
 from warpcode.agent.events import SessionUpdate
+from warpcode.agent.frame_limits import capped_input
 from warpcode.agent.loop import Agent, Limits, TurnResult
 from warpcode.agent.messages import Message
 from warpcode.agent.permissions import Decision, PermissionPolicy, mode_policy
 from warpcode.agent.session_store import SavedSession, SessionStore, message_record
-from warpcode.agent.update_stream import PendingUpdate, StepPacer, raw_notifier
+from warpcode.agent.update_stream import PendingUpdate, StepPacer, raw_notifier, split_long_chunk
 
 MAX_QUEUED_UPDATES = 256
 SESSION_UPDATE = CLIENT_METHODS["session_update"]
@@ -192,7 +194,7 @@ class AcpSession:
             kind=kind,  # type: ignore[arg-type]
             status="pending",
             locations=call.locations if call else None,
-            raw_input=arguments,
+            raw_input=capped_input(arguments),
         )
         try:
             response = await self.conn.request_permission(
@@ -211,6 +213,10 @@ class AcpSession:
         return decision
 
     def _emit(self, update: SessionUpdate) -> None:
+        for piece in split_long_chunk(update):  # each small enough for any client's frame limit
+            self._queue_update(piece)
+
+    def _queue_update(self, update: SessionUpdate) -> None:
         if isinstance(update, schema.ToolCallStart):
             self._current_call = update
         last = self._queue[-1] if self._queue else None
