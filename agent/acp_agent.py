@@ -218,9 +218,11 @@ class WarpcodeAcpAgent:
         """The connection ended: cancel its running turns (killing commands, abandoning permission questions),
         persist what they emitted, and release its sessions so another connection may load them."""
         sessions, self.sessions = list(self.sessions.values()), {}
-        await asyncio.gather(*(session.close() for session in sessions), return_exceptions=True)
-        for session in sessions:
-            self.service.open_sessions.pop(session.session_id, None)
+        try:
+            await asyncio.gather(*(session.close() for session in sessions), return_exceptions=True)
+        finally:
+            for session in sessions:
+                self.service.open_sessions.pop(session.session_id, None)
 
     def _open(self, session_id: str, cwd: str, mode: str, saved: SavedSession | None = None) -> AcpSession:
         files = None

@@ -43,6 +43,7 @@ from warpcode.agent.update_stream import PendingUpdate, StepPacer, raw_notifier,
 MAX_QUEUED_UPDATES = 256
 SESSION_UPDATE = CLIENT_METHODS["session_update"]
 CLOSE_FLUSH_S = 2.0
+CLOSE_TURN_S = 10.0  # a cancelled turn ends at its next await; a tool's worker thread is not waited for
 LOG_GROUP_S = 1.0  # during a turn, the session log is written at least this often (and at its end)
 PERMISSION_OPTIONS = [
     schema.PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
@@ -118,9 +119,11 @@ class AcpSession:
         finally:
             messages = [message_record(m) for m in self.agent.messages[1:]]
             self._record({"type": "turn_end", "stopReason": result.stop_reason, "messages": messages})
-            if self._connected:  # every update of the turn reaches the client before the prompt's answer
-                await self.flush()
-            self._no_turn.set()
+            try:
+                if self._connected:  # every update of the turn reaches the client before the prompt's answer
+                    await self.flush()
+            finally:  # even when the connection's end cancels the flush: close() waits for this
+                self._no_turn.set()
 
     def cancel(self) -> None:
         if self.client_files is not None:
@@ -154,10 +157,14 @@ class AcpSession:
 
     async def close(self) -> None:
         """Cancel the running turn, persist everything it emitted, stop sending. A client that stopped reading
-        cannot hold this up: after CLOSE_FLUSH_S the sender is stopped mid-send (its batch is already on disk)."""
+        cannot hold this up: after CLOSE_FLUSH_S the sender is stopped mid-send (its batch is already on disk).
+        A turn that does not end within CLOSE_TURN_S of its cancel is left behind (logged), never waited for."""
         self._connected = False
         self.cancel()
-        await self._no_turn.wait()
+        try:
+            await asyncio.wait_for(self._no_turn.wait(), CLOSE_TURN_S)
+        except TimeoutError:
+            log.error("session %s: its cancelled turn did not end within %.0f s", self.session_id, CLOSE_TURN_S)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._idle.wait(), CLOSE_FLUSH_S)
         self._sender.cancel()

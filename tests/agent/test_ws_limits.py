@@ -4,6 +4,7 @@ frame stays under the client's 1 MiB limit), and clients that vanish mid-turn (t
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import subprocess
 import threading
@@ -11,9 +12,10 @@ from pathlib import Path
 
 import acp
 import pytest
-from acp import schema
+from acp import RequestError, schema
+from acp.ws import create_websocket_stream
 
-from tests.agent.conftest import TOKEN, RecordingClient, connect, start_server, write_script
+from tests.agent.conftest import AUTH, TOKEN, RecordingClient, connect, start_server, write_script
 
 pytestmark = pytest.mark.asyncio
 
@@ -103,3 +105,48 @@ async def test_big_edits_reach_the_sdk_client_as_excerpts_and_the_turn_ends(tmp_
     assert diffs[2].field_meta["warpcode/excerpt"]["newStartLine"] == 50_001 - 3  # three lines of context
     (plan,) = [u for u in client.updates[session_id] if isinstance(u, schema.AgentPlanUpdate)]
     assert plan.entries[0].content.startswith("Plan: yyy") and "characters not shown" in plan.entries[0].content
+
+
+async def test_a_client_gone_during_the_end_of_turn_flush_leaves_a_session_that_loads_at_once(
+    tmp_path: Path, workspace: Path
+):
+    turns = [{"tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]}, {"text": "x" * 2_000_000}]
+    async with serving(tmp_path, turns) as server:
+        for _ in range(5):
+            transport = await create_websocket_stream(server.url, headers=AUTH)
+            client = VanishingClient(transport)
+            connection = acp.connect_to_agent(client, transport)
+            await connection.initialize(protocol_version=acp.PROTOCOL_VERSION)
+            session_id = (await connection.new_session(cwd=str(workspace))).session_id
+            with pytest.raises(ConnectionError):  # the answer never comes: the client left during the flush
+                await connection.prompt(session_id=session_id, prompt=[acp.text_block("go")])
+            again = await connect(server.url, RecordingClient())
+            loaded = await _load_when_released(again, workspace, session_id)
+            assert loaded.modes.current_mode_id == "auto"
+            await again.close()
+    assert "Traceback" not in server.stop()
+
+
+class VanishingClient(RecordingClient):
+    """Closes its WebSocket when the turn's last tool update arrives: the server is flushing the turn's end."""
+
+    def __init__(self, transport) -> None:
+        super().__init__()
+        self.transport, self.closing = transport, None
+
+    async def session_update(self, session_id: str, update, **kwargs) -> None:
+        await super().session_update(session_id, update, **kwargs)
+        if isinstance(update, schema.ToolCallProgress) and update.status == "completed":
+            self.closing = asyncio.ensure_future(self.transport.close())
+
+
+async def _load_when_released(connection, workspace: Path, session_id: str, timeout_s: float = 5.0):
+    """session/load, retried while the server has not yet noticed that the previous connection is gone."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        try:
+            return await connection.load_session(cwd=str(workspace), session_id=session_id)
+        except RequestError as error:
+            if "already open" not in str(error) or asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.05)
