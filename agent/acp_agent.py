@@ -1,8 +1,10 @@
 """The ACP agent (Agent Client Protocol v1, design.md section 3), transport-free.
 
-`AcpService` is created once per server process: it owns the session store and knows which sessions are open.
-`new_connection_agent()` gives one `WarpcodeAcpAgent` per client connection, served with `acp.run_agent(agent)`
-(stdio) or `acp.run_agent(agent, transport)` (WebSocket); call `close()` when the connection ends. The SDK does
+`AcpService` is created once per server process: it owns the session store and knows which sessions are open
+(each on one connection at a time: session/load reserves the id before its first await, and a session loads only
+with the directory it was created in). `new_connection_agent()` gives one `WarpcodeAcpAgent` per client
+connection, served with `acp.run_agent(agent)` (stdio) or `acp.run_agent(agent, transport)` (WebSocket); call
+`close()` when the connection ends. The SDK does
 the JSON-RPC and validates params against its schema (-32602 with the field's location); errors raised here
 name the session, mode or path at fault.
 """
@@ -24,7 +26,7 @@ from acp import schema
 from acp.exceptions import RequestError
 from pydantic import BaseModel, Field
 
-from warpcode.agent.acp_session import AcpSession, SessionBusy, flatten_prompt
+from warpcode.agent.acp_session import AcpSession, SessionBusy, flatten_prompt, replay
 from warpcode.agent.backends import ModelBackend, backend_from_spec
 from warpcode.agent.client_fs import ClientFiles
 from warpcode.agent.config import Settings
@@ -136,17 +138,15 @@ class WarpcodeAcpAgent:
 
     async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> schema.LoadSessionResponse:
         _check_cwd(cwd)
-        if session_id in self.service.open_sessions:
-            raise RequestError(
-                -32602, f"Session {session_id!r} is already open on a connection.", {"sessionId": session_id}
-            )
+        self._reserve(session_id)  # before the first await: a concurrent load of the same id is refused
         try:
-            await asyncio.to_thread(self.service.store.repair, session_id)
-            saved = await asyncio.to_thread(self.service.store.load, session_id)
-        except (UnknownSession, FileNotFoundError):
-            raise _unknown_session(session_id) from None
-        session = self._open(session_id, cwd, saved.mode, saved)
-        await session.replay(saved.history)
+            saved = await asyncio.to_thread(self._read_saved, session_id)
+            _check_same_directory(saved, cwd)
+            await replay(self.conn, session_id, saved.history)
+        except BaseException:
+            del self.service.open_sessions[session_id]
+            raise
+        self._open(session_id, saved.cwd, saved.mode, saved)
         return schema.LoadSessionResponse(modes=_modes(saved.mode))
 
     async def list_sessions(
@@ -250,6 +250,20 @@ class WarpcodeAcpAgent:
         self.service.open_sessions[session_id] = self
         return session
 
+    def _reserve(self, session_id: str) -> None:
+        if session_id in self.service.open_sessions:
+            raise RequestError(
+                -32602, f"Session {session_id!r} is already open on a connection.", {"sessionId": session_id}
+            )
+        self.service.open_sessions[session_id] = self
+
+    def _read_saved(self, session_id: str) -> SavedSession:
+        try:
+            self.service.store.repair(session_id)
+            return self.service.store.load(session_id)
+        except (UnknownSession, FileNotFoundError):
+            raise _unknown_session(session_id) from None
+
     def _session(self, session_id: str) -> AcpSession:
         session = self.sessions.get(session_id)
         if session is None:
@@ -269,6 +283,17 @@ def _check_cwd(cwd: str) -> None:
     if not os.path.isabs(cwd) or not os.path.isdir(cwd):
         raise RequestError(
             -32602, f"cwd must be the absolute path of an existing directory, got {cwd!r}.", {"cwd": cwd}
+        )
+
+
+def _check_same_directory(saved: SavedSession, cwd: str) -> None:
+    """A session's tools, checkpoints and grants belong to its directory: it never moves to another."""
+    if Path(cwd).resolve() != Path(saved.cwd).resolve():
+        raise RequestError(
+            -32602,
+            f"Session {saved.session_id!r} belongs to {saved.cwd}: load it with that cwd, or start a new session "
+            f"in {cwd}.",
+            {"cwd": cwd, "sessionCwd": saved.cwd},
         )
 
 

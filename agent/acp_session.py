@@ -134,17 +134,6 @@ class AcpSession:
         self.agent.set_mode(mode, self._policy(mode))
         self._record({"type": "mode", "mode": mode})
 
-    async def replay(self, history: list[dict[str, Any]]) -> None:
-        """Send a loaded session's whole history as session/update notifications, oldest first."""
-        for record in history:
-            if record["type"] == "prompt":
-                update = update_user_message_text(record["text"])
-            else:
-                update = schema.SessionNotification.model_validate(
-                    {"sessionId": self.session_id, "update": record["update"]}
-                ).update
-            await self.conn.session_update(session_id=self.session_id, update=update)
-
     async def flush(self) -> None:
         """Wait until everything queued so far is sent and written to the log (the sender hands each batch to
         the log before sending it, so once it is idle the log has every record)."""
@@ -317,6 +306,18 @@ class _PacedBackend:
             await self.session.wait_for_room()
             await self.session.pacer.wait_turn()
             yield event
+
+
+async def replay(conn: Any, session_id: str, history: list[dict[str, Any]]) -> None:
+    """Send a loaded session's whole history as session/update notifications, oldest first."""
+    for record in history:
+        if record["type"] == "prompt":
+            update = update_user_message_text(record["text"])
+        else:
+            update = schema.SessionNotification.model_validate(
+                {"sessionId": session_id, "update": record["update"]}
+            ).update
+        await conn.session_update(session_id=session_id, update=update)
 
 
 def flatten_prompt(blocks: list[Any]) -> str:
