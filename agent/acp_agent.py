@@ -12,6 +12,8 @@ name the session, mode or path at fault.
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import logging
 import os
 import uuid
@@ -32,11 +34,12 @@ from warpcode.agent.client_fs import ClientFiles
 from warpcode.agent.config import Settings
 from warpcode.agent.loop import Limits
 from warpcode.agent.permissions import MODES
-from warpcode.agent.session_store import SavedSession, SessionStore, UnknownSession
+from warpcode.agent.session_store import ListPosition, SavedSession, SessionStore, UnknownSession
 from warpcode.agent.update_stream import StepPacer
 from warpcode.tools import CheckpointError, Checkpoints, Workspace
 
 SESSION_BUSY = -32001  # JSON-RPC server-defined error: a prompt while the session's turn runs
+SESSIONS_PER_PAGE = 100  # session/list: 20,000 sessions in one answer would be megabytes
 MODE_DESCRIPTIONS = {
     "ask": ("Ask", "Edits, commands and tests ask for permission."),
     "accept-edits": ("Accept edits", "Edits apply without asking; commands and tests ask."),
@@ -152,18 +155,19 @@ class WarpcodeAcpAgent:
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
     ) -> schema.ListSessionsResponse:
-        found = await asyncio.to_thread(self.service.store.list, cwd)
-        return schema.ListSessionsResponse(
-            sessions=[
-                schema.SessionInfo(
-                    session_id=saved.session_id,
-                    cwd=saved.cwd,
-                    title=saved.title,
-                    updated_at=datetime.fromtimestamp(changed, UTC).isoformat(timespec="seconds"),
-                )
-                for saved, changed in found
-            ]
-        )
+        """A page of stored sessions, newest first; `nextCursor` continues it (ACP's opaque cursor)."""
+        after = _read_cursor(cursor) if cursor else None
+        found, last = await asyncio.to_thread(self.service.store.page, cwd, after, SESSIONS_PER_PAGE)
+        sessions = [
+            schema.SessionInfo(
+                session_id=s.session_id,
+                cwd=s.cwd,
+                title=s.title,
+                updated_at=datetime.fromtimestamp(s.changed, UTC).isoformat(timespec="seconds"),
+            )
+            for s in found
+        ]
+        return schema.ListSessionsResponse(sessions=sessions, next_cursor=_cursor(last) if last else None)
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> schema.PromptResponse:
         session = self._session(session_id)
@@ -295,6 +299,20 @@ def _check_same_directory(saved: SavedSession, cwd: str) -> None:
             f"in {cwd}.",
             {"cwd": cwd, "sessionCwd": saved.cwd},
         )
+
+
+def _cursor(position: ListPosition) -> str:
+    return base64.urlsafe_b64encode(json.dumps([position.mtime_ns, position.session_id]).encode()).decode()
+
+
+def _read_cursor(cursor: str) -> ListPosition:
+    try:
+        mtime_ns, session_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        return ListPosition(int(mtime_ns), str(session_id))
+    except (ValueError, TypeError):  # binascii.Error and json's errors are ValueErrors
+        raise RequestError(
+            -32602, "Invalid cursor: pass the nextCursor of an earlier session/list answer.", {"cursor": cursor}
+        ) from None
 
 
 def _modes(current: str) -> schema.SessionModeState:

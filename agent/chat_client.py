@@ -60,10 +60,6 @@ class LineInput:
             self._queue.put_nowait(None)
         return item
 
-    async def _stored_cwd(self, session_id: str) -> str | None:
-        listed = await self.conn.list_sessions()
-        return next((s.cwd for s in listed.sessions if s.session_id == session_id), None)
-
     def interrupt(self) -> None:
         self._queue.put_nowait(INTERRUPTED)
 
@@ -143,8 +139,13 @@ class Chat:
                 self.console.print(Text(f"error: {error}", style="red"), soft_wrap=True)
 
     async def _stored_cwd(self, session_id: str) -> str | None:
-        listed = await self.conn.list_sessions()
-        return next((s.cwd for s in listed.sessions if s.session_id == session_id), None)
+        """The directory of a stored session, looked up page by page in session/list."""
+        cursor = None
+        while True:
+            listed = await self.conn.list_sessions(cursor=cursor)
+            found = next((s.cwd for s in listed.sessions if s.session_id == session_id), None)
+            if found is not None or not (cursor := listed.next_cursor):
+                return found
 
     def interrupt(self) -> None:
         """Ctrl-C: cancel the running turn (and its permission question), else leave."""

@@ -13,11 +13,17 @@ place, so appending only the turn's new messages could not rebuild it. Each batc
 ACP session writes them in order, in groups, beside the sends: see acp_session.py), and a line only counts once
 its newline is on disk: a crash mid-write leaves at most a torn last line, which loading ignores and the next
 append cuts off.
+
+Listing (`page`) goes by the files' last change, newest first, in pages that continue from a `ListPosition`
+(last change, id): sessions created meanwhile come before it and never shift the later pages. It reads only
+the head of each listed log.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import json
 import os
 import re
@@ -30,6 +36,7 @@ from typing import Any
 from warpcode.agent.messages import Message, ToolCall
 
 WRITER_THREADS = 4
+TITLE_SEARCH_LINES = 16  # a log's first prompt (its title) comes after its first record and a few mode changes
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")  # never a path: ids come from clients
 
 
@@ -50,7 +57,22 @@ class SavedSession:
     grants: dict[str, str] = field(default_factory=dict)  # tool kind -> "allow" | "reject"
     messages: list[Message] = field(default_factory=list)  # without the system prompt
     history: list[dict[str, Any]] = field(default_factory=list)  # the prompt and update records, in order
-    title: str | None = None
+
+
+@dataclass(frozen=True, order=True)
+class ListPosition:
+    """Where a session stands in session/list's order: by last change, then by id."""
+
+    mtime_ns: int
+    session_id: str
+
+
+@dataclass
+class SessionSummary:
+    session_id: str
+    cwd: str
+    title: str | None
+    changed: float  # the log's last change, seconds since the epoch
 
 
 class SessionStore:
@@ -85,10 +107,7 @@ class SessionStore:
         saved = SavedSession(session_id, first["cwd"], first["mode"], first["time"])
         for record in records[1:]:
             kind = record.get("type")
-            if kind == "prompt":
-                saved.title = saved.title or " ".join(record["text"].split())[:80]
-                saved.history.append(record)
-            elif kind == "update":
+            if kind in ("prompt", "update"):
                 saved.history.append(record)
             elif kind == "mode":
                 saved.mode = record["mode"]
@@ -107,17 +126,46 @@ class SessionStore:
                 log.truncate(data.rfind(b"\n") + 1)
                 os.fsync(log.fileno())
 
-    def list(self, cwd: str | None = None) -> list[tuple[SavedSession, float]]:
-        """Every stored session (with its last-change time), newest first, optionally only those of `cwd`."""
-        found = []
+    def page(
+        self, cwd: str | None, after: ListPosition | None, limit: int
+    ) -> tuple[list[SessionSummary], ListPosition | None]:
+        """Up to `limit` stored sessions (only those of `cwd` if given), the latest changed first, starting after
+        `after`; and the position to continue from, None at the end. Each listed log is read up to its first
+        prompt only. The order is by last change: a session changed while a client pages moves to the front."""
+        positions = sorted(self._positions(), reverse=True)
+        if after is not None:
+            positions = [p for p in positions if p < after]
+        found: list[SessionSummary] = []
+        for index, position in enumerate(positions):
+            summary = self._summary(position)
+            if summary is None or (cwd is not None and summary.cwd != cwd):
+                continue
+            found.append(summary)
+            if len(found) == limit:
+                return found, position if index + 1 < len(positions) else None
+        return found, None
+
+    def _positions(self) -> list[ListPosition]:
+        positions = []
         for path in self.directory.glob("*.jsonl") if self.directory.is_dir() else []:
-            try:
-                saved = self.load(path.stem)
-            except (UnknownSession, OSError, KeyError, ValueError):
-                continue  # not a log of ours (or unreadable): listing must not fail for it
-            if cwd is None or saved.cwd == cwd:
-                found.append((saved, path.stat().st_mtime))
-        return sorted(found, key=lambda item: item[1], reverse=True)
+            with contextlib.suppress(OSError):  # deleted meanwhile
+                positions.append(ListPosition(path.stat().st_mtime_ns, path.stem))
+        return positions
+
+    def _summary(self, position: ListPosition) -> SessionSummary | None:
+        """The session's directory and title from the head of its log; None for a file that is not a log of ours
+        (listing must not fail for it)."""
+        try:
+            with open(self.path(position.session_id), encoding="utf-8") as log:
+                created = json.loads(log.readline())
+                prompts = (json.loads(line) for line in itertools.islice(log, TITLE_SEARCH_LINES))
+                first = next((r["text"] for r in prompts if r.get("type") == "prompt"), None)
+            if created.get("type") != "created":
+                return None
+            title = " ".join(first.split())[:80] if first is not None else None
+            return SessionSummary(position.session_id, created["cwd"], title, position.mtime_ns / 1e9)
+        except (UnknownSession, OSError, KeyError, TypeError, ValueError):
+            return None
 
     def _records(self, session_id: str) -> list[dict[str, Any]]:
         try:
