@@ -36,7 +36,7 @@ from warpcode.agent.events import SessionUpdate
 from warpcode.agent.frame_limits import capped_input
 from warpcode.agent.loop import Agent, Limits, TurnResult
 from warpcode.agent.messages import Message
-from warpcode.agent.permissions import Decision, PermissionPolicy, mode_policy
+from warpcode.agent.permissions import Decision, GrantScope, PermissionPolicy, grant_scope, mode_policy
 from warpcode.agent.session_store import SavedSession, SessionStore, message_record
 from warpcode.agent.update_stream import PendingUpdate, StepPacer, raw_notifier, split_long_chunk
 
@@ -45,12 +45,7 @@ SESSION_UPDATE = CLIENT_METHODS["session_update"]
 CLOSE_FLUSH_S = 2.0
 CLOSE_TURN_S = 10.0  # a cancelled turn ends at its next await; a tool's worker thread is not waited for
 LOG_GROUP_S = 1.0  # during a turn, the session log is written at least this often (and at its end)
-PERMISSION_OPTIONS = [
-    schema.PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
-    schema.PermissionOption(option_id="allow_always", name="Always allow this kind of action", kind="allow_always"),
-    schema.PermissionOption(option_id="reject_once", name="Reject once", kind="reject_once"),
-    schema.PermissionOption(option_id="reject_always", name="Always reject this kind of action", kind="reject_always"),
-]
+SCOPE_META = "warpcode/scope"  # the always options' _meta: what they cover (GrantScope.record)
 log = logging.getLogger(__name__)
 
 
@@ -74,7 +69,7 @@ class AcpSession:
     ) -> None:
         self.pacer = pacer or StepPacer()  # the server's, shared by its sessions
         self.session_id, self.cwd, self.conn, self.store, self.client_files = session_id, cwd, conn, store, client_files
-        self.grants: dict[str, Decision] = dict(saved.grants) if saved else {}  # tool kind -> the "always" answer
+        self.grants: dict[GrantScope, Decision] = dict(saved.grants) if saved else {}  # the "always" answers
         self._queue: deque[PendingUpdate] = deque()  # to send, in order (records to log travel in it too)
         self._unlogged: list[dict[str, Any]] = []  # taken from the queue, not yet written to the log
         self._wake, self._log_wake = asyncio.Event(), asyncio.Event()
@@ -180,8 +175,9 @@ class AcpSession:
         return paced
 
     async def _ask(self, tool_name: str, kind: str, arguments: dict[str, Any]) -> Decision:
-        if kind in self.grants:
-            return self.grants[kind]
+        scope = grant_scope(tool_name, arguments)
+        if scope in self.grants:
+            return self.grants[scope]
         await self._idle.wait()  # the client hears of the tool call before it is asked about it
         call = self._current_call
         tool_call = schema.ToolCallUpdate(
@@ -194,7 +190,7 @@ class AcpSession:
         )
         try:
             response = await self.conn.request_permission(
-                session_id=self.session_id, tool_call=tool_call, options=PERMISSION_OPTIONS
+                session_id=self.session_id, tool_call=tool_call, options=permission_options(scope)
             )
         except (ConnectionError, RequestError) as exc:  # no answer: never run unasked
             log.warning("permission request for %s failed: %s", tool_name, exc)
@@ -204,8 +200,8 @@ class AcpSession:
             return "reject"  # cancelled: the turn is being cancelled too
         decision: Decision = "allow" if outcome.option_id in ("allow_once", "allow_always") else "reject"
         if outcome.option_id in ("allow_always", "reject_always"):
-            self.grants[kind] = decision
-            self._record({"type": "grant", "kind": kind, "decision": decision})
+            self.grants[scope] = decision
+            self._record({"type": "grant", "scope": scope.record(), "decision": decision})
         return decision
 
     def _emit(self, update: SessionUpdate) -> None:
@@ -318,6 +314,21 @@ async def replay(conn: Any, session_id: str, history: list[dict[str, Any]]) -> N
                 {"sessionId": session_id, "update": record["update"]}
             ).update
         await conn.session_update(session_id=session_id, update=update)
+
+
+def permission_options(scope: GrantScope) -> list[schema.PermissionOption]:
+    """The four answers (design.md's fixed ids); the "always" ones name what they cover."""
+    meta = {SCOPE_META: scope.record()}
+    return [
+        schema.PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
+        schema.PermissionOption(
+            option_id="allow_always", name=f"Always allow {scope.label()}", kind="allow_always", field_meta=meta
+        ),
+        schema.PermissionOption(option_id="reject_once", name="Reject once", kind="reject_once"),
+        schema.PermissionOption(
+            option_id="reject_always", name=f"Always reject {scope.label()}", kind="reject_always", field_meta=meta
+        ),
+    ]
 
 
 def flatten_prompt(blocks: list[Any]) -> str:

@@ -64,6 +64,11 @@ class LineInput:
         self._queue.put_nowait(INTERRUPTED)
 
 
+def _always_options(options: list[schema.PermissionOption]) -> list[tuple[str, schema.PermissionOption]]:
+    keys = {kind: key for key, kind in ANSWERS.items()}
+    return [(keys[o.kind], o) for o in options if o.kind in ("allow_always", "reject_always")]
+
+
 class Chat:
     def __init__(self, view: TerminalView, lines: LineInput) -> None:
         self.view, self.lines, self.console = view, lines, view.console
@@ -87,6 +92,7 @@ class Chat:
     ) -> schema.RequestPermissionResponse:
         self.view.proposed_call(tool_call.raw_input if isinstance(tool_call.raw_input, dict) else {})
         self.view.finish()
+        self._note("  ".join(f"[{key}] {o.name}" for key, o in _always_options(options)))  # what "always" covers
         question = f"Allow {tool_call.title or 'this tool call'}? [y] once  [n] no  [a] always  [r] never: "
         self.asking = True
         try:

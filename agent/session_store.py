@@ -5,8 +5,11 @@ Records, one JSON object a line, in the order they happened:
   {"type": "prompt", "text"}                         a user prompt, as the model saw it
   {"type": "update", "update": {...}}                every session/update sent to the client (ACP JSON)
   {"type": "mode", "mode"}                           a mode change
-  {"type": "grant", "kind", "decision"}              an "always" permission answer for a tool kind
+  {"type": "grant", "scope", "decision"}             an "always" permission answer, for a GrantScope (its record)
   {"type": "turn_end", "stopReason", "messages"}     the whole trajectory (bar the system prompt) after the turn
+
+Grants of older versions, `{"type": "grant", "kind", ...}`, covered a whole tool kind ("execute": every command):
+loading ignores them, so the user is asked again, and an answer then is recorded with its scope.
 
 The trajectory is snapshotted whole at each turn end because context compaction rewrites older messages in
 place, so appending only the turn's new messages could not rebuild it. Each batch is flushed and fsynced (the
@@ -34,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from warpcode.agent.messages import Message, ToolCall
+from warpcode.agent.permissions import GrantScope
 
 WRITER_THREADS = 4
 TITLE_SEARCH_LINES = 16  # a log's first prompt (its title) comes after its first record and a few mode changes
@@ -54,7 +58,7 @@ class SavedSession:
     cwd: str
     mode: str
     created: str
-    grants: dict[str, str] = field(default_factory=dict)  # tool kind -> "allow" | "reject"
+    grants: dict[GrantScope, str] = field(default_factory=dict)  # "allow" | "reject"
     messages: list[Message] = field(default_factory=list)  # without the system prompt
     history: list[dict[str, Any]] = field(default_factory=list)  # the prompt and update records, in order
 
@@ -111,8 +115,8 @@ class SessionStore:
                 saved.history.append(record)
             elif kind == "mode":
                 saved.mode = record["mode"]
-            elif kind == "grant":
-                saved.grants[record["kind"]] = record["decision"]
+            elif kind == "grant" and (scope := GrantScope.from_record(record.get("scope"))):
+                saved.grants[scope] = record["decision"]
             elif kind == "turn_end":
                 saved.messages = [_message(m) for m in record["messages"]]
         return saved

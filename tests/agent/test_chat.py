@@ -88,6 +88,19 @@ def test_allowed_edit_applies_and_undo_restores_it(tmp_path: Path, repo: Path) -
     assert chat.exit_code() == 0
 
 
+def test_the_question_says_what_always_covers_and_always_holds(tmp_path: Path, repo: Path) -> None:
+    status = lambda flags: {"name": "run_command", "arguments": {"command": f"echo status{flags}"}}
+    turns = [{"tool_calls": [status("")]}, {"tool_calls": [status(" --short")]}, {"text": "Both ran."}]
+    chat = in_process_chat(tmp_path, repo, turns, "ask")
+    chat.send("check")
+    assert "[a] Always allow `echo …` commands  [r] Always reject `echo …` commands" in chat.expect("[r] never:")
+    chat.send("a")
+    assert "[r] never:" not in chat.expect("Both ran.")  # the second command was covered
+    chat.expect("[end_turn]")
+    chat.send("/quit")
+    assert chat.exit_code() == 0
+
+
 def test_rejected_edit_is_told_to_the_model_and_the_turn_goes_on(tmp_path: Path, repo: Path) -> None:
     chat = in_process_chat(tmp_path, repo, [{"tool_calls": [EDIT]}, {"text": "Understood, not editing."}], "ask")
     chat.send("fix add")
