@@ -5,7 +5,9 @@ Each accepted connection gets its own `WarpcodeAcpAgent` from the shared `AcpSer
 adapter answers what the SDK never sees itself: frames that are not JSON (-32700) or not a JSON-RPC object
 (-32600). Limits: incoming frames over `max_frame_bytes` close the connection (1009), at most `max_queue`
 received frames wait unread (the socket stops reading beyond that), and sends wait while the client does not
-read, so a slow client applies backpressure instead of growing server memory. Outgoing frames stay within
+read, so a slow client applies backpressure instead of growing server memory; at most
+`max_requests_in_flight` of a connection's requests are handled at a time, the next ones refused at once
+(request_limit.py), and a client gone with answers unsent costs one log line. Outgoing frames stay within
 `max_send_bytes`, what the SDK's own client accepts: updates are built small (frame_limits.py), and a frame
 still over it is shrunk if it only shows something (session/update, session/request_permission), else turned
 into an error.
@@ -30,6 +32,7 @@ from websockets.http11 import Request, Response
 
 from warpcode.agent.acp_agent import AcpService
 from warpcode.agent.frame_limits import CLIENT_FRAME_BYTES, shrink_to_fit
+from warpcode.agent.request_limit import MAX_IN_FLIGHT, RequestLimiter
 
 ACP_PATH = "/acp"
 # What the client only shows: a frame over its limit may be cut to fit (frame_limits.shrink_to_fit).
@@ -46,9 +49,11 @@ class ServerLimits:
     max_frame_bytes: int = 16 * 2**20  # a prompt with embedded files fits; a runaway client does not
     max_queue: int = 32  # received frames buffered before the socket stops reading
     max_send_bytes: int = CLIENT_FRAME_BYTES  # the largest frame we send: what the SDK's own client accepts
+    max_requests_in_flight: int = MAX_IN_FLIGHT  # per connection; beyond, requests are refused at once
 
     def __post_init__(self) -> None:
-        if self.max_frame_bytes < 1024 or self.max_queue < 1 or self.max_send_bytes < 64 * 1024:
+        too_small = self.max_frame_bytes < 1024 or self.max_queue < 1 or self.max_send_bytes < 64 * 1024
+        if too_small or self.max_requests_in_flight < 1:
             raise ValueError(f"server limits too small: {self}")
 
 
@@ -84,7 +89,10 @@ class FrameTransport:
             frame = self._fitted(message, len(frame))
             if frame is None:
                 return
-        await self._connection.send(frame)
+        try:
+            await self._connection.send(frame)
+        except ConnectionClosed:
+            raise ConnectionError("the client closed the connection") from None
 
     def _fitted(self, message: dict[str, Any], size: int) -> str | None:
         """A frame the client accepts for an oversized message: a display-only one shrunk, an answer replaced by
@@ -122,7 +130,7 @@ class FrameTransport:
         await self._connection.close()
 
     async def _reply_error(self, code: int, message: str) -> None:
-        with contextlib.suppress(ConnectionClosed):
+        with contextlib.suppress(ConnectionError):  # gone: the next receive says so
             await self.send({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
 
 
@@ -163,7 +171,9 @@ class AcpWebSocketServer:
 
     async def _serve_connection(self, connection: ServerConnection) -> None:
         agent = self.service.new_connection_agent()
+        frames = FrameTransport(connection, self.limits.max_send_bytes)
+        limited = RequestLimiter(frames, self.limits.max_requests_in_flight, f"client {connection.remote_address}")
         try:
-            await acp.run_agent(agent, FrameTransport(connection, self.limits.max_send_bytes))
+            await acp.run_agent(agent, limited)
         finally:
             await agent.close()  # a dropped connection cancels its running turns

@@ -30,7 +30,8 @@ class Server:
     def __init__(self, tmp_path: Path, turns: list[dict], *options: str) -> None:
         self.process, self.url = start_server(tmp_path, write_script(tmp_path / "model.json", turns), *options)
         self.log: list[str] = []
-        threading.Thread(target=self._collect, daemon=True).start()
+        self._collector = threading.Thread(target=self._collect, daemon=True)
+        self._collector.start()
 
     def _collect(self) -> None:
         for line in self.process.stderr:
@@ -47,6 +48,7 @@ class Server:
         except subprocess.TimeoutExpired:  # a connection that never finishes closing holds the shutdown up
             self.process.kill()
             raise
+        self._collector.join(timeout=5)  # the last lines
         return "".join(self.log)
 
 
