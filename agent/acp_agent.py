@@ -4,9 +4,9 @@
 (each on one connection at a time: session/load reserves the id before its first await, and a session loads only
 with the directory it was created in). `new_connection_agent()` gives one `WarpcodeAcpAgent` per client
 connection, served with `acp.run_agent(agent)` (stdio) or `acp.run_agent(agent, transport)` (WebSocket); call
-`close()` when the connection ends. The SDK does
-the JSON-RPC and validates params against its schema (-32602 with the field's location); errors raised here
-name the session, mode or path at fault.
+`close()` when the connection ends. The SDK does the JSON-RPC and validates params against its schema (-32602
+with the field's location); errors raised here name the session, mode or path at fault. session/list answers in
+pages of SESSIONS_PER_PAGE, newest first, continued by an opaque cursor.
 """
 
 from __future__ import annotations
