@@ -92,7 +92,8 @@ class Chat:
     ) -> schema.RequestPermissionResponse:
         self.view.proposed_call(tool_call.raw_input if isinstance(tool_call.raw_input, dict) else {})
         self.view.finish()
-        self._note("  ".join(f"[{key}] {o.name}" for key, o in _always_options(options)))  # what "always" covers
+        if scopes := "  ".join(f"[{key}] {o.name}" for key, o in _always_options(options)):
+            self._note(scopes)  # what an "always" answer covers
         question = f"Allow {tool_call.title or 'this tool call'}? [y] once  [n] no  [a] always  [r] never: "
         self.asking = True
         try:
