@@ -1,15 +1,19 @@
 """The ACP agent (Agent Client Protocol v1, design.md section 3), transport-free.
 
-`AcpService` is created once per server process: it owns the session store and knows which sessions are open.
-`new_connection_agent()` gives one `WarpcodeAcpAgent` per client connection, served with `acp.run_agent(agent)`
-(stdio) or `acp.run_agent(agent, transport)` (WebSocket); call `close()` when the connection ends. The SDK does
-the JSON-RPC and validates params against its schema (-32602 with the field's location); errors raised here
-name the session, mode or path at fault.
+`AcpService` is created once per server process: it owns the session store and knows which sessions are open
+(each on one connection at a time: session/load reserves the id before its first await, and a session loads only
+with the directory it was created in). `new_connection_agent()` gives one `WarpcodeAcpAgent` per client
+connection, served with `acp.run_agent(agent)` (stdio) or `acp.run_agent(agent, transport)` (WebSocket); call
+`close()` when the connection ends. The SDK does the JSON-RPC and validates params against its schema (-32602
+with the field's location); errors raised here name the session, mode or path at fault. session/list answers in
+pages of SESSIONS_PER_PAGE, newest first, continued by an opaque cursor.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import logging
 import os
 import uuid
@@ -24,18 +28,19 @@ from acp import schema
 from acp.exceptions import RequestError
 from pydantic import BaseModel, Field
 
-from warpcode.agent.acp_session import AcpSession, SessionBusy, flatten_prompt
+from warpcode.agent.acp_session import AcpSession, SessionBusy, flatten_prompt, replay
 from warpcode.agent.backends import ModelBackend, backend_from_spec
 from warpcode.agent.client_fs import ClientFiles
 from warpcode.agent.config import Settings
 from warpcode.agent.loop import Limits
 from warpcode.agent.permissions import MODES
-from warpcode.agent.session_store import SavedSession, SessionStore, UnknownSession
+from warpcode.agent.session_store import ListPosition, SavedSession, SessionStore, UnknownSession
 from warpcode.agent.update_stream import StepPacer
 from warpcode.tools import CheckpointError, Checkpoints
 from warpcode.tools.workspace import default_state_home, ensure_private_dir, workspace_state_dir
 
 SESSION_BUSY = -32001  # JSON-RPC server-defined error: a prompt while the session's turn runs
+SESSIONS_PER_PAGE = 100  # session/list: 20,000 sessions in one answer would be megabytes
 MODE_DESCRIPTIONS = {
     "ask": ("Ask", "Edits, commands and tests ask for permission."),
     "accept-edits": ("Accept edits", "Edits apply without asking; commands and tests ask."),
@@ -138,34 +143,33 @@ class WarpcodeAcpAgent:
 
     async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> schema.LoadSessionResponse:
         _check_cwd(cwd)
-        if session_id in self.service.open_sessions:
-            raise RequestError(
-                -32602, f"Session {session_id!r} is already open on a connection.", {"sessionId": session_id}
-            )
+        self._reserve(session_id)  # before the first await: a concurrent load of the same id is refused
         try:
-            await asyncio.to_thread(self.service.store.repair, session_id)
-            saved = await asyncio.to_thread(self.service.store.load, session_id)
-        except (UnknownSession, FileNotFoundError):
-            raise _unknown_session(session_id) from None
-        session = self._open(session_id, cwd, saved.mode, saved)
-        await session.replay(saved.history)
+            saved = await asyncio.to_thread(self._read_saved, session_id)
+            _check_same_directory(saved, cwd)
+            await replay(self.conn, session_id, saved.history)
+        except BaseException:
+            del self.service.open_sessions[session_id]
+            raise
+        self._open(session_id, saved.cwd, saved.mode, saved)
         return schema.LoadSessionResponse(modes=_modes(saved.mode))
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
     ) -> schema.ListSessionsResponse:
-        found = await asyncio.to_thread(self.service.store.list, cwd)
-        return schema.ListSessionsResponse(
-            sessions=[
-                schema.SessionInfo(
-                    session_id=saved.session_id,
-                    cwd=saved.cwd,
-                    title=saved.title,
-                    updated_at=datetime.fromtimestamp(changed, UTC).isoformat(timespec="seconds"),
-                )
-                for saved, changed in found
-            ]
-        )
+        """A page of stored sessions, newest first; `nextCursor` continues it (ACP's opaque cursor)."""
+        after = _read_cursor(cursor) if cursor else None
+        found, last = await asyncio.to_thread(self.service.store.page, cwd, after, SESSIONS_PER_PAGE)
+        sessions = [
+            schema.SessionInfo(
+                session_id=s.session_id,
+                cwd=s.cwd,
+                title=s.title,
+                updated_at=datetime.fromtimestamp(s.changed, UTC).isoformat(timespec="seconds"),
+            )
+            for s in found
+        ]
+        return schema.ListSessionsResponse(sessions=sessions, next_cursor=_cursor(last) if last else None)
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> schema.PromptResponse:
         session = self._session(session_id)
@@ -220,9 +224,11 @@ class WarpcodeAcpAgent:
         """The connection ended: cancel its running turns (killing commands, abandoning permission questions),
         persist what they emitted, and release its sessions so another connection may load them."""
         sessions, self.sessions = list(self.sessions.values()), {}
-        await asyncio.gather(*(session.close() for session in sessions), return_exceptions=True)
-        for session in sessions:
-            self.service.open_sessions.pop(session.session_id, None)
+        try:
+            await asyncio.gather(*(session.close() for session in sessions), return_exceptions=True)
+        finally:
+            for session in sessions:
+                self.service.open_sessions.pop(session.session_id, None)
 
     def _open(self, session_id: str, cwd: str, mode: str, saved: SavedSession | None = None) -> AcpSession:
         files = None
@@ -251,6 +257,20 @@ class WarpcodeAcpAgent:
         self.service.open_sessions[session_id] = self
         return session
 
+    def _reserve(self, session_id: str) -> None:
+        if session_id in self.service.open_sessions:
+            raise RequestError(
+                -32602, f"Session {session_id!r} is already open on a connection.", {"sessionId": session_id}
+            )
+        self.service.open_sessions[session_id] = self
+
+    def _read_saved(self, session_id: str) -> SavedSession:
+        try:
+            self.service.store.repair(session_id)
+            return self.service.store.load(session_id)
+        except (UnknownSession, FileNotFoundError):
+            raise _unknown_session(session_id) from None
+
     def _session(self, session_id: str) -> AcpSession:
         session = self.sessions.get(session_id)
         if session is None:
@@ -271,6 +291,31 @@ def _check_cwd(cwd: str) -> None:
         raise RequestError(
             -32602, f"cwd must be the absolute path of an existing directory, got {cwd!r}.", {"cwd": cwd}
         )
+
+
+def _check_same_directory(saved: SavedSession, cwd: str) -> None:
+    """A session's tools, checkpoints and grants belong to its directory: it never moves to another."""
+    if Path(cwd).resolve() != Path(saved.cwd).resolve():
+        raise RequestError(
+            -32602,
+            f"Session {saved.session_id!r} belongs to {saved.cwd}: load it with that cwd, or start a new session "
+            f"in {cwd}.",
+            {"cwd": cwd, "sessionCwd": saved.cwd},
+        )
+
+
+def _cursor(position: ListPosition) -> str:
+    return base64.urlsafe_b64encode(json.dumps([position.mtime_ns, position.session_id]).encode()).decode()
+
+
+def _read_cursor(cursor: str) -> ListPosition:
+    try:
+        mtime_ns, session_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        return ListPosition(int(mtime_ns), str(session_id))
+    except (ValueError, TypeError):  # binascii.Error and json's errors are ValueErrors
+        raise RequestError(
+            -32602, "Invalid cursor: pass the nextCursor of an earlier session/list answer.", {"cursor": cursor}
+        ) from None
 
 
 def _modes(current: str) -> schema.SessionModeState:

@@ -10,7 +10,8 @@ trajectory is only ever saved at its end anyway. The queues are bounded by backp
 event and each tool call waits while MAX_QUEUED_UPDATES updates are unsent (or unwritten), so a slow client or
 disk slows the turn instead of growing memory. While still queued, updates are coalesced where the protocol
 allows it: consecutive plain text chunks of one kind (message or thought) go out as one chunk with their texts
-joined, and a newer output snapshot of a call replaces one still waiting (command output is resent whole).
+joined (up to TEXT_CHUNK_CHARS: longer ones are split, so that every frame fits the client's limit), and a newer
+output snapshot of a call replaces one still waiting (command output is resent whole).
 Model events of all the server's sessions take turns (StepPacer): one per pass of the event loop, so a tool's
 output arriving from its worker thread is sent before the next event, not after a burst of other sessions'.
 """
@@ -33,23 +34,20 @@ from acp.meta import CLIENT_METHODS
 from warpcode.agent.backends import ModelBackend, ModelEvent
 from warpcode.agent.client_fs import ClientFiles, ClientFileWorkspace
 from warpcode.agent.events import SessionUpdate
+from warpcode.agent.frame_limits import capped_input
 from warpcode.agent.loop import Agent, Limits, TurnResult
 from warpcode.agent.messages import Message
-from warpcode.agent.permissions import Decision, PermissionPolicy, mode_policy
+from warpcode.agent.permissions import Decision, GrantScope, PermissionPolicy, grant_scope, mode_policy
 from warpcode.agent.session_store import SavedSession, SessionStore, message_record
-from warpcode.agent.update_stream import PendingUpdate, StepPacer, raw_notifier
+from warpcode.agent.update_stream import PendingUpdate, StepPacer, raw_notifier, split_long_chunk
 from warpcode.tools import Workspace
 
 MAX_QUEUED_UPDATES = 256
 SESSION_UPDATE = CLIENT_METHODS["session_update"]
 CLOSE_FLUSH_S = 2.0
+CLOSE_TURN_S = 10.0  # a cancelled turn ends at its next await; a tool's worker thread is not waited for
 LOG_GROUP_S = 1.0  # during a turn, the session log is written at least this often (and at its end)
-PERMISSION_OPTIONS = [
-    schema.PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
-    schema.PermissionOption(option_id="allow_always", name="Always allow this kind of action", kind="allow_always"),
-    schema.PermissionOption(option_id="reject_once", name="Reject once", kind="reject_once"),
-    schema.PermissionOption(option_id="reject_always", name="Always reject this kind of action", kind="reject_always"),
-]
+SCOPE_META = "warpcode/scope"  # the always options' _meta: what they cover (GrantScope.record)
 log = logging.getLogger(__name__)
 
 
@@ -74,7 +72,7 @@ class AcpSession:
     ) -> None:
         self.pacer = pacer or StepPacer()  # the server's, shared by its sessions
         self.session_id, self.cwd, self.conn, self.store, self.client_files = session_id, cwd, conn, store, client_files
-        self.grants: dict[str, Decision] = dict(saved.grants) if saved else {}  # tool kind -> the "always" answer
+        self.grants: dict[GrantScope, Decision] = dict(saved.grants) if saved else {}  # the "always" answers
         self._queue: deque[PendingUpdate] = deque()  # to send, in order (records to log travel in it too)
         self._unlogged: list[dict[str, Any]] = []  # taken from the queue, not yet written to the log
         self._wake, self._log_wake = asyncio.Event(), asyncio.Event()
@@ -124,9 +122,11 @@ class AcpSession:
         finally:
             messages = [message_record(m) for m in self.agent.messages[1:]]
             self._record({"type": "turn_end", "stopReason": result.stop_reason, "messages": messages})
-            if self._connected:  # every update of the turn reaches the client before the prompt's answer
-                await self.flush()
-            self._no_turn.set()
+            try:
+                if self._connected:  # every update of the turn reaches the client before the prompt's answer
+                    await self.flush()
+            finally:  # even when the connection's end cancels the flush: close() waits for this
+                self._no_turn.set()
 
     def cancel(self) -> None:
         if self.client_files is not None:
@@ -136,17 +136,6 @@ class AcpSession:
     def set_mode(self, mode: str) -> None:
         self.agent.set_mode(mode, self._policy(mode))
         self._record({"type": "mode", "mode": mode})
-
-    async def replay(self, history: list[dict[str, Any]]) -> None:
-        """Send a loaded session's whole history as session/update notifications, oldest first."""
-        for record in history:
-            if record["type"] == "prompt":
-                update = update_user_message_text(record["text"])
-            else:
-                update = schema.SessionNotification.model_validate(
-                    {"sessionId": self.session_id, "update": record["update"]}
-                ).update
-            await self.conn.session_update(session_id=self.session_id, update=update)
 
     async def flush(self) -> None:
         """Wait until everything queued so far is sent and written to the log (the sender hands each batch to
@@ -160,10 +149,14 @@ class AcpSession:
 
     async def close(self) -> None:
         """Cancel the running turn, persist everything it emitted, stop sending. A client that stopped reading
-        cannot hold this up: after CLOSE_FLUSH_S the sender is stopped mid-send (its batch is already on disk)."""
+        cannot hold this up: after CLOSE_FLUSH_S the sender is stopped mid-send (its batch is already on disk).
+        A turn that does not end within CLOSE_TURN_S of its cancel is left behind (logged), never waited for."""
         self._connected = False
         self.cancel()
-        await self._no_turn.wait()
+        try:
+            await asyncio.wait_for(self._no_turn.wait(), CLOSE_TURN_S)
+        except TimeoutError:
+            log.error("session %s: its cancelled turn did not end within %.0f s", self.session_id, CLOSE_TURN_S)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._idle.wait(), CLOSE_FLUSH_S)
         self._sender.cancel()
@@ -190,8 +183,9 @@ class AcpSession:
         return paced
 
     async def _ask(self, tool_name: str, kind: str, arguments: dict[str, Any]) -> Decision:
-        if kind in self.grants:
-            return self.grants[kind]
+        scope = grant_scope(tool_name, arguments)
+        if scope in self.grants:
+            return self.grants[scope]
         await self._idle.wait()  # the client hears of the tool call before it is asked about it
         call = self._current_call
         tool_call = schema.ToolCallUpdate(
@@ -200,11 +194,11 @@ class AcpSession:
             kind=kind,  # type: ignore[arg-type]
             status="pending",
             locations=call.locations if call else None,
-            raw_input=arguments,
+            raw_input=capped_input(arguments),
         )
         try:
             response = await self.conn.request_permission(
-                session_id=self.session_id, tool_call=tool_call, options=PERMISSION_OPTIONS
+                session_id=self.session_id, tool_call=tool_call, options=permission_options(scope)
             )
         except (ConnectionError, RequestError) as exc:  # no answer: never run unasked
             log.warning("permission request for %s failed: %s", tool_name, exc)
@@ -214,11 +208,15 @@ class AcpSession:
             return "reject"  # cancelled: the turn is being cancelled too
         decision: Decision = "allow" if outcome.option_id in ("allow_once", "allow_always") else "reject"
         if outcome.option_id in ("allow_always", "reject_always"):
-            self.grants[kind] = decision
-            self._record({"type": "grant", "kind": kind, "decision": decision})
+            self.grants[scope] = decision
+            self._record({"type": "grant", "scope": scope.record(), "decision": decision})
         return decision
 
     def _emit(self, update: SessionUpdate) -> None:
+        for piece in split_long_chunk(update):  # each small enough for any client's frame limit
+            self._queue_update(piece)
+
+    def _queue_update(self, update: SessionUpdate) -> None:
         if isinstance(update, schema.ToolCallStart):
             self._current_call = update
         last = self._queue[-1] if self._queue else None
@@ -312,6 +310,33 @@ class _PacedBackend:
             await self.session.wait_for_room()
             await self.session.pacer.wait_turn()
             yield event
+
+
+async def replay(conn: Any, session_id: str, history: list[dict[str, Any]]) -> None:
+    """Send a loaded session's whole history as session/update notifications, oldest first."""
+    for record in history:
+        if record["type"] == "prompt":
+            update = update_user_message_text(record["text"])
+        else:
+            update = schema.SessionNotification.model_validate(
+                {"sessionId": session_id, "update": record["update"]}
+            ).update
+        await conn.session_update(session_id=session_id, update=update)
+
+
+def permission_options(scope: GrantScope) -> list[schema.PermissionOption]:
+    """The four answers (design.md's fixed ids); the "always" ones name what they cover."""
+    meta = {SCOPE_META: scope.record()}
+    return [
+        schema.PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
+        schema.PermissionOption(
+            option_id="allow_always", name=f"Always allow {scope.label()}", kind="allow_always", field_meta=meta
+        ),
+        schema.PermissionOption(option_id="reject_once", name="Reject once", kind="reject_once"),
+        schema.PermissionOption(
+            option_id="reject_always", name=f"Always reject {scope.label()}", kind="reject_always", field_meta=meta
+        ),
+    ]
 
 
 def flatten_prompt(blocks: list[Any]) -> str:

@@ -60,12 +60,13 @@ class LineInput:
             self._queue.put_nowait(None)
         return item
 
-    async def _stored_cwd(self, session_id: str) -> str | None:
-        listed = await self.conn.list_sessions()
-        return next((s.cwd for s in listed.sessions if s.session_id == session_id), None)
-
     def interrupt(self) -> None:
         self._queue.put_nowait(INTERRUPTED)
+
+
+def _always_options(options: list[schema.PermissionOption]) -> list[tuple[str, schema.PermissionOption]]:
+    keys = {kind: key for key, kind in ANSWERS.items()}
+    return [(keys[o.kind], o) for o in options if o.kind in ("allow_always", "reject_always")]
 
 
 class Chat:
@@ -91,6 +92,8 @@ class Chat:
     ) -> schema.RequestPermissionResponse:
         self.view.proposed_call(tool_call.raw_input if isinstance(tool_call.raw_input, dict) else {})
         self.view.finish()
+        if scopes := "  ".join(f"[{key}] {o.name}" for key, o in _always_options(options)):
+            self._note(scopes)  # what an "always" answer covers
         question = f"Allow {tool_call.title or 'this tool call'}? [y] once  [n] no  [a] always  [r] never: "
         self.asking = True
         try:
@@ -143,8 +146,13 @@ class Chat:
                 self.console.print(Text(f"error: {error}", style="red"), soft_wrap=True)
 
     async def _stored_cwd(self, session_id: str) -> str | None:
-        listed = await self.conn.list_sessions()
-        return next((s.cwd for s in listed.sessions if s.session_id == session_id), None)
+        """The directory of a stored session, looked up page by page in session/list."""
+        cursor = None
+        while True:
+            listed = await self.conn.list_sessions(cursor=cursor)
+            found = next((s.cwd for s in listed.sessions if s.session_id == session_id), None)
+            if found is not None or not (cursor := listed.next_cursor):
+                return found
 
     def interrupt(self) -> None:
         """Ctrl-C: cancel the running turn (and its permission question), else leave."""

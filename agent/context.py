@@ -1,9 +1,10 @@
 """Keeping the trajectory inside the model's context window.
 
-Three steps, cheapest first: every tool output is cut to its budget (head + tail) when it is recorded; when the
-conversation no longer fits, older tool outputs are elided; if it still does not fit, older turns are replaced
-by an extractive summary (compaction). The summary is built from the messages themselves, not by the model: it
-is deterministic, costs no model call, and cannot fail when the context is already full.
+Three steps, cheapest first: every tool output is cut to its budget (head + tail, also of one long line) when
+it is recorded; when the conversation no longer fits, older tool outputs are elided; if it still does not fit,
+older turns are replaced by an extractive summary (compaction). The summary is built from the messages
+themselves, not by the model: it is deterministic, costs no model call, and cannot fail when the context is
+already full.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ KEEP_RECENT_TOOL_OUTPUTS = 2
 KEEP_RECENT_ROUNDS = 2
 SUMMARY_LINE_CHARS = 160
 MARKER_TOKENS = 24  # room for the cut marker itself
+LINE_SNAP_KEEP = 0.5  # a cut moves to a line end only if that keeps at least this share of the head (or tail)
 
 TokenCounter = Callable[[str], int]
 
@@ -34,16 +36,26 @@ class ContextBudget:
 
 
 def cut_to_budget(text: str, max_tokens: int, count: TokenCounter) -> str:
-    """`text` if it fits, else its head and tail (whole lines where possible) around a marker saying what was cut."""
+    """`text` if it fits, else its head and tail around a marker saying what was cut. The cuts fall on line ends
+    where that gives up little of what is kept; inside a long line otherwise, which so keeps its own head and tail
+    (rather than disappearing for want of a line end near the cut)."""
     if count(text) <= max_tokens:
         return text
     keep = max((max_tokens - MARKER_TOKENS) * len(text) // count(text), 2)  # characters at this text's chars/token
-    head, tail = text[: keep // 2], text[len(text) - keep // 2 :]
-    head = head[: head.rfind("\n") + 1] or head
-    tail = tail[tail.find("\n") + 1 :] if "\n" in tail[:-1] else tail
+    head, tail = _head_to_line_end(text[: keep // 2]), _tail_from_line_start(text[len(text) - keep // 2 :])
     cut = text[len(head) : len(text) - len(tail)]
-    marker = f"\n[... {cut.count(chr(10)) + 1} lines ({len(cut)} characters) cut to fit the output budget ...]\n"
-    return head + marker + tail
+    what = f"{cut.count(chr(10)) + 1} lines ({len(cut)} characters)" if "\n" in cut else f"{len(cut)} characters"
+    return f"{head}\n[... {what} cut to fit the output budget ...]\n{tail}"
+
+
+def _head_to_line_end(head: str) -> str:
+    end = head.rfind("\n") + 1
+    return head[:end] if end >= len(head) * LINE_SNAP_KEEP else head
+
+
+def _tail_from_line_start(tail: str) -> str:
+    start = tail.find("\n", 0, len(tail) - 1) + 1  # a line end at the very end starts nothing
+    return tail[start:] if len(tail) - start >= len(tail) * LINE_SNAP_KEEP else tail
 
 
 def conversation_tokens(messages: list[Message], count: TokenCounter) -> int:

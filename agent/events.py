@@ -1,5 +1,7 @@
 """Session updates: the loop's events, built as the `acp` SDK's own schema models so the ACP service sends them
-unchanged (`session/update` params `update`) and `warpcode run --json` prints them with `to_json`."""
+unchanged (`session/update` params `update`) and `warpcode run --json` prints them with `to_json`. What they
+show stays small enough for any client (frame_limits.py): a call's `rawInput` has its long strings cut, and
+big files' diffs are excerpts of the changed regions (diff_excerpt.py)."""
 
 from __future__ import annotations
 
@@ -14,13 +16,14 @@ from acp.helpers import (
     start_tool_call,
     text_block,
     tool_content,
-    tool_diff_content,
     update_agent_message_text,
     update_agent_thought_text,
     update_plan,
     update_tool_call,
 )
 
+from warpcode.agent.diff_excerpt import diff_contents
+from warpcode.agent.frame_limits import capped_input
 from warpcode.tools import EditResult, PatchResult, WriteResult
 
 SessionUpdate = (
@@ -35,6 +38,7 @@ EventSink = Callable[[SessionUpdate], None]
 
 # update_tool_call *replaces* the content, so streamed command output is resent whole: keep only its tail.
 STREAMED_OUTPUT_CHARS = 16_000
+TITLE_SUBJECT_CHARS = 200
 
 
 def to_json(update: SessionUpdate) -> str:
@@ -54,9 +58,8 @@ def tool_call_started(
 ) -> schema.ToolCallStart:
     path = arguments.get("path")
     locations = [schema.ToolCallLocation(path=str(root / path))] if isinstance(path, str) and path else None
-    return start_tool_call(
-        call_id, tool_title(name, arguments), kind=kind, status="pending", locations=locations, raw_input=arguments
-    )
+    title, raw_input = tool_title(name, arguments), capped_input(arguments)
+    return start_tool_call(call_id, title, kind=kind, status="pending", locations=locations, raw_input=raw_input)
 
 
 def tool_call_running(call_id: str) -> schema.ToolCallProgress:
@@ -71,7 +74,7 @@ def tool_call_output(call_id: str, output_so_far: str) -> schema.ToolCallProgres
 
 def tool_call_finished(call_id: str, ok: bool, observation: str, data: Any, root: Path) -> schema.ToolCallProgress:
     """The final update: file diffs for edits (ACP `diff` content), the observation text otherwise."""
-    content: list[Any] = [tool_diff_content(str(root / d[0]), d[2], d[1]) for d in _diffs(data)] if ok else []
+    content: list[Any] = [c for d in _diffs(data) for c in diff_contents(str(root / d[0]), d[1], d[2])] if ok else []
     if not content:
         content = [tool_content(text_block(observation))]
     return update_tool_call(call_id, status="completed" if ok else "failed", content=content)
@@ -100,7 +103,11 @@ def tool_title(name: str, arguments: dict[str, Any]) -> str:
         "run_command": "Run",
         "update_plan": "Update plan",
     }.get(name, name or "unknown tool")
-    return f"{verb} {subject}".strip() if isinstance(subject, str) else verb
+    if not isinstance(subject, str):
+        return verb
+    if len(subject) > TITLE_SUBJECT_CHARS:
+        subject = subject[: TITLE_SUBJECT_CHARS - 1] + "…"
+    return f"{verb} {subject}".strip()
 
 
 def _diffs(data: Any) -> list[tuple[str, str | None, str]]:

@@ -8,19 +8,28 @@ Records, one JSON object a line, in the order they happened:
   {"type": "prompt", "text"}                         a user prompt, as the model saw it
   {"type": "update", "update": {...}}                every session/update sent to the client (ACP JSON)
   {"type": "mode", "mode"}                           a mode change
-  {"type": "grant", "kind", "decision"}              an "always" permission answer for a tool kind
+  {"type": "grant", "scope", "decision"}             an "always" permission answer, for a GrantScope (its record)
   {"type": "turn_end", "stopReason", "messages"}     the whole trajectory (bar the system prompt) after the turn
+
+Grants of older versions, `{"type": "grant", "kind", ...}`, covered a whole tool kind ("execute": every command):
+loading ignores them, so the user is asked again, and an answer then is recorded with its scope.
 
 The trajectory is snapshotted whole at each turn end because context compaction rewrites older messages in
 place, so appending only the turn's new messages could not rebuild it. Each batch is flushed and fsynced (the
 ACP session writes them in order, in groups, beside the sends: see acp_session.py), and a line only counts once
 its newline is on disk: a crash mid-write leaves at most a torn last line, which loading ignores and the next
 append cuts off.
+
+Listing (`page`) goes by the files' last change, newest first, in pages that continue from a `ListPosition`
+(last change, id): sessions created meanwhile come before it and never shift the later pages. It reads only
+the head of each listed log.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import json
 import os
 import re
@@ -31,10 +40,12 @@ from pathlib import Path
 from typing import Any
 
 from warpcode.agent.messages import Message, ToolCall
+from warpcode.agent.permissions import GrantScope
 from warpcode.tools.workspace import ensure_private_dir
 
 WRITER_THREADS = 4
 LOG_MODE = 0o600
+TITLE_SEARCH_LINES = 16  # a log's first prompt (its title) comes after its first record and a few mode changes
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")  # never a path: ids come from clients
 
 
@@ -52,10 +63,25 @@ class SavedSession:
     cwd: str
     mode: str
     created: str
-    grants: dict[str, str] = field(default_factory=dict)  # tool kind -> "allow" | "reject"
+    grants: dict[GrantScope, str] = field(default_factory=dict)  # "allow" | "reject"
     messages: list[Message] = field(default_factory=list)  # without the system prompt
     history: list[dict[str, Any]] = field(default_factory=list)  # the prompt and update records, in order
-    title: str | None = None
+
+
+@dataclass(frozen=True, order=True)
+class ListPosition:
+    """Where a session stands in session/list's order: by last change, then by id."""
+
+    mtime_ns: int
+    session_id: str
+
+
+@dataclass
+class SessionSummary:
+    session_id: str
+    cwd: str
+    title: str | None
+    changed: float  # the log's last change, seconds since the epoch
 
 
 class SessionStore:
@@ -90,15 +116,12 @@ class SessionStore:
         saved = SavedSession(session_id, first["cwd"], first["mode"], first["time"])
         for record in records[1:]:
             kind = record.get("type")
-            if kind == "prompt":
-                saved.title = saved.title or " ".join(record["text"].split())[:80]
-                saved.history.append(record)
-            elif kind == "update":
+            if kind in ("prompt", "update"):
                 saved.history.append(record)
             elif kind == "mode":
                 saved.mode = record["mode"]
-            elif kind == "grant":
-                saved.grants[record["kind"]] = record["decision"]
+            elif kind == "grant" and (scope := GrantScope.from_record(record.get("scope"))):
+                saved.grants[scope] = record["decision"]
             elif kind == "turn_end":
                 saved.messages = [_message(m) for m in record["messages"]]
         return saved
@@ -112,17 +135,46 @@ class SessionStore:
                 log.truncate(data.rfind(b"\n") + 1)
                 os.fsync(log.fileno())
 
-    def list(self, cwd: str | None = None) -> list[tuple[SavedSession, float]]:
-        """Every stored session (with its last-change time), newest first, optionally only those of `cwd`."""
-        found = []
+    def page(
+        self, cwd: str | None, after: ListPosition | None, limit: int
+    ) -> tuple[list[SessionSummary], ListPosition | None]:
+        """Up to `limit` stored sessions (only those of `cwd` if given), the latest changed first, starting after
+        `after`; and the position to continue from, None at the end. Each listed log is read up to its first
+        prompt only. The order is by last change: a session changed while a client pages moves to the front."""
+        positions = sorted(self._positions(), reverse=True)
+        if after is not None:
+            positions = [p for p in positions if p < after]
+        found: list[SessionSummary] = []
+        for index, position in enumerate(positions):
+            summary = self._summary(position)
+            if summary is None or (cwd is not None and summary.cwd != cwd):
+                continue
+            found.append(summary)
+            if len(found) == limit:
+                return found, position if index + 1 < len(positions) else None
+        return found, None
+
+    def _positions(self) -> list[ListPosition]:
+        positions = []
         for path in self.directory.glob("*.jsonl") if self.directory.is_dir() else []:
-            try:
-                saved = self.load(path.stem)
-            except (UnknownSession, OSError, KeyError, ValueError):
-                continue  # not a log of ours (or unreadable): listing must not fail for it
-            if cwd is None or saved.cwd == cwd:
-                found.append((saved, path.stat().st_mtime))
-        return sorted(found, key=lambda item: item[1], reverse=True)
+            with contextlib.suppress(OSError):  # deleted meanwhile
+                positions.append(ListPosition(path.stat().st_mtime_ns, path.stem))
+        return positions
+
+    def _summary(self, position: ListPosition) -> SessionSummary | None:
+        """The session's directory and title from the head of its log; None for a file that is not a log of ours
+        (listing must not fail for it)."""
+        try:
+            with open(self.path(position.session_id), encoding="utf-8") as log:
+                created = json.loads(log.readline())
+                prompts = (json.loads(line) for line in itertools.islice(log, TITLE_SEARCH_LINES))
+                first = next((r["text"] for r in prompts if r.get("type") == "prompt"), None)
+            if created.get("type") != "created":
+                return None
+            title = " ".join(first.split())[:80] if first is not None else None
+            return SessionSummary(position.session_id, created["cwd"], title, position.mtime_ns / 1e9)
+        except (UnknownSession, OSError, KeyError, TypeError, ValueError):
+            return None
 
     def _records(self, session_id: str) -> list[dict[str, Any]]:
         try:

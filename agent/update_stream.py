@@ -1,5 +1,6 @@
 """What the ACP session's sender works with: queued session updates (serialised once, text chunks merged while
-queued), the SDK connection's raw notification sender, and the pacer that makes the server's sessions take turns.
+queued, never beyond TEXT_CHUNK_CHARS, and longer chunks split to that size), the SDK connection's raw
+notification sender, and the pacer that makes the server's sessions take turns.
 """
 
 from __future__ import annotations
@@ -13,28 +14,32 @@ from acp.connection import Connection
 from acp.helpers import update_agent_message_text, update_agent_thought_text
 
 from warpcode.agent.events import SessionUpdate
+from warpcode.agent.frame_limits import TEXT_CHUNK_CHARS
 
 DUMP: dict[str, Any] = {"mode": "json", "by_alias": True, "exclude_none": True}
 
 
 class PendingUpdate:
-    """A queued session update (or a log-only record). Consecutive text chunks of one kind merge into one."""
+    """A queued session update (or a log-only record). Consecutive text chunks of one kind merge into one, up to
+    TEXT_CHUNK_CHARS."""
 
-    __slots__ = ("record", "texts", "update")
+    __slots__ = ("chars", "record", "texts", "update")
 
     def __init__(self, record: dict[str, Any] | None, update: SessionUpdate | None) -> None:
         self.record, self.update = record, update
         self.texts: list[str] | None = None  # the texts of chunks merged into this one, in order
+        self.chars = 0  # their length in all
 
     def merge(self, update: SessionUpdate) -> bool:
-        if type(update) is not type(self.update) or plain_chunk_text(self.update) is None:
-            return False
-        text = plain_chunk_text(update)
-        if text is None:
+        first, text = plain_chunk_text(self.update), plain_chunk_text(update)
+        if type(update) is not type(self.update) or first is None or text is None:
             return False
         if self.texts is None:
-            self.texts = [plain_chunk_text(self.update)]  # type: ignore[list-item]
+            self.texts, self.chars = [first], len(first)
+        if self.chars + len(text) > TEXT_CHUNK_CHARS:
+            return False
         self.texts.append(text)
+        self.chars += len(text)
         return True
 
     def finish(self) -> dict[str, Any]:
@@ -50,6 +55,15 @@ class PendingUpdate:
             assert self.update is not None
             self.record = {"type": "update", "update": self.update.model_dump(**DUMP)}
         return self.record
+
+
+def split_long_chunk(update: SessionUpdate) -> list[SessionUpdate]:
+    """A plain text chunk longer than TEXT_CHUNK_CHARS as chunks of at most that; any other update as it is."""
+    text = plain_chunk_text(update)
+    if text is None or len(text) <= TEXT_CHUNK_CHARS:
+        return [update]
+    chunk = update_agent_thought_text if isinstance(update, schema.AgentThoughtChunk) else update_agent_message_text
+    return [chunk(text[start : start + TEXT_CHUNK_CHARS]) for start in range(0, len(text), TEXT_CHUNK_CHARS)]
 
 
 def plain_chunk_text(update: SessionUpdate | None) -> str | None:

@@ -5,7 +5,12 @@ Each accepted connection gets its own `WarpcodeAcpAgent` from the shared `AcpSer
 adapter answers what the SDK never sees itself: frames that are not JSON (-32700) or not a JSON-RPC object
 (-32600). Limits: incoming frames over `max_frame_bytes` close the connection (1009), at most `max_queue`
 received frames wait unread (the socket stops reading beyond that), and sends wait while the client does not
-read, so a slow client applies backpressure instead of growing server memory.
+read, so a slow client applies backpressure instead of growing server memory; at most
+`max_requests_in_flight` of a connection's requests are handled at a time, the next ones refused at once
+(request_limit.py), and a client gone with answers unsent costs one log line. Outgoing frames stay within
+`max_send_bytes`, what the SDK's own client accepts: updates are built small (frame_limits.py), and a frame
+still over it is shrunk if it only shows something (session/update, session/request_permission), else turned
+into an error.
 """
 
 from __future__ import annotations
@@ -20,23 +25,35 @@ from http import HTTPStatus
 from typing import Any
 
 import acp
+from acp.meta import CLIENT_METHODS
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from warpcode.agent.acp_agent import AcpService
+from warpcode.agent.frame_limits import CLIENT_FRAME_BYTES, shrink_to_fit
+from warpcode.agent.request_limit import MAX_IN_FLIGHT, RequestLimiter
 
 ACP_PATH = "/acp"
+# What the client only shows: a frame over its limit may be cut to fit (frame_limits.shrink_to_fit).
+DISPLAY_ONLY_METHODS = {CLIENT_METHODS["session_update"], CLIENT_METHODS["session_request_permission"]}
 log = logging.getLogger("warpcode.serve")
+
+
+class FrameTooLarge(ValueError):
+    """A request of ours that the client could not receive."""
 
 
 @dataclass(frozen=True)
 class ServerLimits:
     max_frame_bytes: int = 16 * 2**20  # a prompt with embedded files fits; a runaway client does not
     max_queue: int = 32  # received frames buffered before the socket stops reading
+    max_send_bytes: int = CLIENT_FRAME_BYTES  # the largest frame we send: what the SDK's own client accepts
+    max_requests_in_flight: int = MAX_IN_FLIGHT  # per connection; beyond, requests are refused at once
 
     def __post_init__(self) -> None:
-        if self.max_frame_bytes < 1024 or self.max_queue < 1:
+        too_small = self.max_frame_bytes < 1024 or self.max_queue < 1 or self.max_send_bytes < 64 * 1024
+        if too_small or self.max_requests_in_flight < 1:
             raise ValueError(f"server limits too small: {self}")
 
 
@@ -63,11 +80,35 @@ class Guard:
 class FrameTransport:
     """The SDK's message Transport over one server-side WebSocket connection."""
 
-    def __init__(self, connection: ServerConnection) -> None:
-        self._connection = connection
+    def __init__(self, connection: ServerConnection, max_send_bytes: int = CLIENT_FRAME_BYTES) -> None:
+        self._connection, self._max_send_bytes = connection, max_send_bytes
 
     async def send(self, message: dict[str, Any]) -> None:
-        await self._connection.send(json.dumps(message, separators=(",", ":")))
+        frame = json.dumps(message, separators=(",", ":"))
+        if len(frame) > self._max_send_bytes:  # ASCII (json.dumps escapes the rest): characters are bytes
+            frame = self._fitted(message, len(frame))
+            if frame is None:
+                return
+        try:
+            await self._connection.send(frame)
+        except ConnectionClosed:
+            raise ConnectionError("the client closed the connection") from None
+
+    def _fitted(self, message: dict[str, Any], size: int) -> str | None:
+        """A frame the client accepts for an oversized message: a display-only one shrunk, an answer replaced by
+        an error saying why; None to send nothing (a notification that cannot shrink: logged)."""
+        method, limit = message.get("method"), self._max_send_bytes
+        over = f"{size / 2**20:.1f} MiB, over the client's {limit / 2**20:g} MiB frame limit"
+        if method in DISPLAY_ONLY_METHODS and (frame := shrink_to_fit(message, limit)) is not None:
+            log.warning("%s of %s: shrunk to fit", method, over)
+            return frame
+        if method is None:
+            error = {"code": -32603, "message": f"The answer is {over}."}
+            return json.dumps({"jsonrpc": "2.0", "id": message.get("id"), "error": error})
+        if "id" in message:  # our request (fs/write_text_file): it fails, and the tool says why
+            raise FrameTooLarge(f"{method} is {over}")
+        log.error("%s of %s: not sent", method, over)
+        return None
 
     async def receive(self) -> dict[str, Any] | None:
         while True:
@@ -89,7 +130,7 @@ class FrameTransport:
         await self._connection.close()
 
     async def _reply_error(self, code: int, message: str) -> None:
-        with contextlib.suppress(ConnectionClosed):
+        with contextlib.suppress(ConnectionError):  # gone: the next receive says so
             await self.send({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
 
 
@@ -130,7 +171,9 @@ class AcpWebSocketServer:
 
     async def _serve_connection(self, connection: ServerConnection) -> None:
         agent = self.service.new_connection_agent()
+        frames = FrameTransport(connection, self.limits.max_send_bytes)
+        limited = RequestLimiter(frames, self.limits.max_requests_in_flight, f"client {connection.remote_address}")
         try:
-            await acp.run_agent(agent, FrameTransport(connection))
+            await acp.run_agent(agent, limited)
         finally:
             await agent.close()  # a dropped connection cancels its running turns

@@ -15,8 +15,8 @@ pytestmark = pytest.mark.asyncio
 async def test_edit_and_test_turn_asks_permission_and_streams_everything(
     tmp_path: Path, failing_repo: Path, fix_turns: list[dict], scripted_model
 ) -> None:
-    second_edit = {"name": "write_file", "arguments": {"path": "NOTES.md", "content": "add() fixed\n"}}
-    fix_turns.insert(2, {"tool_calls": [second_edit]})  # an edit after the "always": not asked again
+    second_edit = {"name": "edit_file", "arguments": {"path": "NOTES.md", "old_text": "", "new_text": "add() fixed\n"}}
+    fix_turns.insert(2, {"tool_calls": [second_edit]})  # an edit_file after its "always": not asked again
     model = scripted_model(fix_turns)
     client = AcpTestClient(answers=["allow_always", "allow_once"])
     async with acp_process(client, tmp_path / "state", "--model", model) as (conn, _):

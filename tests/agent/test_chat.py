@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.agent.test_ws_server import TOKEN, start_server, write_script
+from warpcode.agent.session_store import SessionStore
 
 EDIT = {"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}
 ORIGINAL = "def add(a, b):\n    return a - b\n"
@@ -87,6 +88,19 @@ def test_allowed_edit_applies_and_undo_restores_it(tmp_path: Path, repo: Path) -
     assert chat.exit_code() == 0
 
 
+def test_the_question_says_what_always_covers_and_always_holds(tmp_path: Path, repo: Path) -> None:
+    status = lambda flags: {"name": "run_command", "arguments": {"command": f"echo status{flags}"}}
+    turns = [{"tool_calls": [status("")]}, {"tool_calls": [status(" --short")]}, {"text": "Both ran."}]
+    chat = in_process_chat(tmp_path, repo, turns, "ask")
+    chat.send("check")
+    assert "[a] Always allow `echo …` commands  [r] Always reject `echo …` commands" in chat.expect("[r] never:")
+    chat.send("a")
+    assert "[r] never:" not in chat.expect("Both ran.")  # the second command was covered
+    chat.expect("[end_turn]")
+    chat.send("/quit")
+    assert chat.exit_code() == 0
+
+
 def test_rejected_edit_is_told_to_the_model_and_the_turn_goes_on(tmp_path: Path, repo: Path) -> None:
     chat = in_process_chat(tmp_path, repo, [{"tool_calls": [EDIT]}, {"text": "Understood, not editing."}], "ask")
     chat.send("fix add")
@@ -136,6 +150,19 @@ def test_serve_and_connect_take_the_token_from_the_environment(
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def test_resume_finds_the_session_s_directory_beyond_the_first_page_of_sessions(tmp_path: Path, repo: Path) -> None:
+    store = SessionStore(tmp_path / "st")
+    for n in range(150):  # the oldest one is on the second page of session/list
+        store.create(f"s{n:03d}", str(repo if n == 0 else tmp_path), "ask")
+        os.utime(store.path(f"s{n:03d}"), ns=(n * 10**9, (10**6 + n) * 10**9))
+    script = write_script(tmp_path / "model.json", [{"text": "hi"}])
+    chat = ChatProcess("--session", "s000", "--model", f"scripted:{script}", "--state-dir", str(tmp_path / "st"),
+                       cwd=tmp_path)  # fmt: skip
+    chat.expect(f"session s000 in {repo}, mode ask")
+    chat.send("/quit")
+    assert chat.exit_code() == 0
 
 
 def test_ctrl_c_cancels_the_turn_and_kills_its_command(tmp_path: Path, repo: Path) -> None:

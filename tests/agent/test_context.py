@@ -18,6 +18,16 @@ def test_output_over_budget_keeps_head_and_tail_around_a_marker() -> None:
     assert context.cut_to_budget("short", 200, approximate_tokens) == "short"
 
 
+def test_an_over_long_line_keeps_its_head_and_tail() -> None:
+    line = "".join(f"{n:05d}," for n in range(17_000))  # 102,000 characters, no line end
+    for text in (line, f"$ generate\n{line}\nexit 0\n", "".join(f"row {n}\n" for n in range(40)) + line + "\n"):
+        cut = context.cut_to_budget(text, 1_000, approximate_tokens)
+        head, tail = cut.split("characters cut to fit the output budget ...]")
+        assert "00000,00001,00002," in head and "16998,16999," in tail
+        assert len(head) > 1_500 and len(tail) > 1_500
+        assert approximate_tokens(cut) <= 1_030
+
+
 def _conversation(rounds: int, output: str) -> list[Message]:
     messages = [Message("system", "sys"), Message("user", "first request")]
     for n in range(rounds):
