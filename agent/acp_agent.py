@@ -37,6 +37,9 @@ from warpcode.agent.permissions import MODES
 from warpcode.agent.session_store import ListPosition, SavedSession, SessionStore, UnknownSession
 from warpcode.agent.update_stream import StepPacer
 from warpcode.tools import CheckpointError, Checkpoints
+from warpcode.tools.process import reap_leftover_commands
+from warpcode.tools.sandbox import SETTINGS as SANDBOXES
+from warpcode.tools.sandbox import sandbox_from_setting
 from warpcode.tools.workspace import default_state_home, ensure_private_dir, workspace_state_dir
 
 SESSION_BUSY = -32001  # JSON-RPC server-defined error: a prompt while the session's turn runs
@@ -68,25 +71,38 @@ class ServiceConfig:
     state_dir: Path
     default_mode: str = "ask"
     limits: Limits = field(default_factory=Limits)
+    sandbox: str = "none"  # tools/sandbox.py SETTINGS: where the sessions' commands and tests run
 
     def __post_init__(self) -> None:
         if self.default_mode not in MODES:
             raise ValueError(f"unknown mode {self.default_mode!r}: use one of {', '.join(MODES)}")
         if self.limits.max_turn_requests < 1 or self.limits.tool_output_tokens < 1:
             raise ValueError("limits must be positive")
+        if self.sandbox not in SANDBOXES:
+            raise ValueError(f"unknown sandbox {self.sandbox!r}: use one of {', '.join(SANDBOXES)}")
         self.state_dir = Path(self.state_dir).expanduser().resolve()
 
     @classmethod
-    def from_settings(cls, settings: Settings, state_dir: Path | None, mode: str | None) -> ServiceConfig:
+    def from_settings(
+        cls, settings: Settings, state_dir: Path | None, mode: str | None, sandbox: str | None = None
+    ) -> ServiceConfig:
         """The service's configuration: command-line values first, then the user's settings."""
         limits = Limits(settings.max_turn_requests, settings.tool_output_tokens)
-        return cls(settings.model, state_dir or default_state_dir(), mode or settings.mode, limits)
+        state = state_dir or default_state_dir()
+        return cls(settings.model, state, mode or settings.mode, limits, sandbox or settings.sandbox)
 
 
 class AcpService:
     def __init__(self, config: ServiceConfig) -> None:
         self.config = config
         ensure_private_dir(config.state_dir)  # at start-up, so that a state home we must refuse fails the command
+        self.sandbox = sandbox_from_setting(config.sandbox)  # likewise: a sandbox that is not installed
+        if leftovers := reap_leftover_commands():
+            log.warning(
+                "stopped %d commands left running by a crashed warpcode (pids %s)",
+                len(leftovers),
+                ", ".join(map(str, leftovers)),
+            )
         self.store = SessionStore(config.state_dir)
         self.open_sessions: dict[str, WarpcodeAcpAgent] = {}  # session id -> the connection serving it
         self.pacer = StepPacer()  # all sessions' model events take turns with each other and with I/O
@@ -252,6 +268,7 @@ class WarpcodeAcpAgent:
             saved,
             self.service.pacer,
             workspace_state_dir(self.service.config.state_dir, cwd),
+            self.service.sandbox,
         )
         self.sessions[session_id] = session
         self.service.open_sessions[session_id] = self

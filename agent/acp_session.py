@@ -41,6 +41,7 @@ from warpcode.agent.permissions import Decision, GrantScope, PermissionPolicy, g
 from warpcode.agent.session_store import SavedSession, SessionStore, message_record
 from warpcode.agent.update_stream import PendingUpdate, StepPacer, raw_notifier, split_long_chunk
 from warpcode.tools import Workspace
+from warpcode.tools.sandbox import Sandbox
 
 MAX_QUEUED_UPDATES = 256
 SESSION_UPDATE = CLIENT_METHODS["session_update"]
@@ -69,6 +70,7 @@ class AcpSession:
         saved: SavedSession | None = None,
         pacer: StepPacer | None = None,
         state_dir: Path | None = None,  # the workspace's state (checkpoints, caches); None: the default place
+        sandbox: Sandbox | None = None,  # where the session's commands and tests run; None: as the user
     ) -> None:
         self.pacer = pacer or StepPacer()  # the server's, shared by its sessions
         self.session_id, self.cwd, self.conn, self.store, self.client_files = session_id, cwd, conn, store, client_files
@@ -87,7 +89,8 @@ class AcpSession:
         self._connected = True
         self._current_call: schema.ToolCallStart | None = None  # the call the policy is asked about
         workspace = ClientFileWorkspace(cwd, client_files, state_dir) if client_files else Workspace(cwd, state_dir)
-        self.agent = Agent(workspace, _PacedBackend(backend, self), self._emit, mode, self._policy(mode), limits)
+        paced = _PacedBackend(backend, self)
+        self.agent = Agent(workspace, paced, self._emit, mode, self._policy(mode), limits, sandbox)
         if saved:
             self.agent.messages[1:] = saved.messages
         self._sender = asyncio.create_task(self._send_loop(), name=f"warpcode.session.{session_id}.sender")

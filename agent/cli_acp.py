@@ -31,16 +31,15 @@ def serve_stdio(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace) -> None:
-    import acp
-
     from warpcode.agent.acp_agent import AcpService, ServiceConfig
     from warpcode.agent.config import load_settings
+    from warpcode.agent.request_limit import serve_stdio
 
-    config = ServiceConfig.from_settings(load_settings(args.model), args.state_dir, args.mode)
+    config = ServiceConfig.from_settings(load_settings(args.model), args.state_dir, args.mode, args.sandbox)
     if config.model is None:
         logging.warning("no model configured: prompts will answer with how to configure one")
     agent = AcpService(config).new_connection_agent()
     try:
-        await acp.run_agent(agent)
+        await serve_stdio(agent)
     finally:
         await agent.close()

@@ -68,7 +68,7 @@ async def _in_process(args: argparse.Namespace, client: Any) -> AsyncIterator[No
     from warpcode.agent.acp_agent import AcpService, ServiceConfig
     from warpcode.agent.config import load_settings
 
-    config = ServiceConfig.from_settings(load_settings(args.model), args.state_dir, args.mode)
+    config = ServiceConfig.from_settings(load_settings(args.model), args.state_dir, args.mode, args.sandbox)
     agent = AcpService(config).new_connection_agent()
     agent_end, client_end = memory_transport_pair()
     server = asyncio.create_task(acp.run_agent(agent, agent_end))

@@ -48,6 +48,7 @@ async def _run(args: argparse.Namespace) -> int:
     from warpcode.agent.permissions import mode_policy
     from warpcode.agent.terminal_view import TerminalView
     from warpcode.tools import Workspace
+    from warpcode.tools.sandbox import sandbox_from_setting
     from warpcode.tools.workspace import default_state_home, ensure_private_dir, workspace_state_dir
 
     settings = load_settings(args.model)
@@ -75,6 +76,7 @@ async def _run(args: argparse.Namespace) -> int:
         mode,
         mode_policy(mode, nobody_to_ask),
         limits,
+        sandbox_from_setting(args.sandbox or settings.sandbox),
     )
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, agent.cancel)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
+import logging
 import os
 import secrets
 import signal
@@ -56,6 +57,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run_server(args: argparse.Namespace) -> int:
+    # Warnings only: what the operator must hear of (commands left by a crashed run, clients that went away).
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="warpcode serve: %(levelname)s %(message)s")
     return asyncio.run(_serve(args))
 
 
@@ -65,7 +68,7 @@ async def _serve(args: argparse.Namespace) -> int:
     from warpcode.agent.ws_server import ACP_PATH, AcpWebSocketServer, Guard, ServerLimits
 
     settings = load_settings(args.model)
-    config = ServiceConfig.from_settings(settings, args.state_dir, args.mode)
+    config = ServiceConfig.from_settings(settings, args.state_dir, args.mode, args.sandbox)
     token_file = args.token_file or default_token_file(settings.token_file, config.state_dir)
     given = args.token or os.environ.get(TOKEN_VARIABLE)
     token = given or read_or_create_token(token_file)

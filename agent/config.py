@@ -1,6 +1,7 @@
 """User configuration: `--model`, else WARPCODE_MODEL, else ~/.config/warpcode/config.toml.
 
-config.toml keys (all optional): model, mode, host, port, token_file, max_turn_requests, tool_output_tokens.
+config.toml keys (all optional): model, mode, host, port, token_file, max_turn_requests, tool_output_tokens,
+sandbox ("none" or "bwrap": where run_command and run_tests run, tools/sandbox.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from warpcode.agent.permissions import MODES
+from warpcode.tools.sandbox import SETTINGS as SANDBOXES
 
 
 class ConfigError(ValueError):
@@ -29,6 +31,7 @@ class Settings:
     token_file: str | None = None
     max_turn_requests: int = 50
     tool_output_tokens: int = 6_000
+    sandbox: str = "none"
 
 
 def config_path(env: Mapping[str, str] = os.environ) -> Path:
@@ -61,6 +64,8 @@ def _read(path: Path) -> dict[str, Any]:
             raise ConfigError(f"{path}: {key} must be a{'n integer' if expected is int else ' string'}")
     if values.get("mode", "ask") not in MODES:
         raise ConfigError(f"{path}: mode must be one of {', '.join(MODES)}")
+    if values.get("sandbox", "none") not in SANDBOXES:
+        raise ConfigError(f"{path}: sandbox must be one of {', '.join(SANDBOXES)}")
     return values
 
 
@@ -70,6 +75,11 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
         "--model", help="openai:URL[#MODEL], local:DIR or scripted:PATH (default: WARPCODE_MODEL, config)"
     )
     parser.add_argument("--mode", choices=MODES, help="permission mode (default: the config's, else ask)")
+    parser.add_argument(
+        "--sandbox",
+        choices=SANDBOXES,
+        help="where commands and tests run: none (as you, default) or bwrap (bubblewrap: writes only in the workspace)",
+    )
     parser.add_argument(
         "--state-dir",
         type=Path,

@@ -25,7 +25,14 @@ _builds: dict[str, concurrent.futures.Future[str]] = {}  # workspace root -> the
 _builds_lock = threading.Lock()
 
 ROLE = """You are warpcode, a coding agent working in the user's repository at {root}.
-You act through tools; every path is relative to that root and nothing outside it can be touched."""
+You act through tools; every path is relative to that root and the file tools cannot touch anything outside it.
+{commands}"""
+COMMANDS = {
+    False: "Commands (run_command, run_tests) run as the user, without a sandbox: they can change anything the user "
+    "can, so keep them to the repository.",
+    True: "Commands (run_command, run_tests) run in a sandbox: they can read the machine but write only inside the "
+    "repository (and a private /tmp).",
+}
 
 RULES = """Rules:
 - Read before you edit: look at the code (read_file, search, code_outline) and never guess its contents.
@@ -42,10 +49,12 @@ MODE_NOTES = {
 }
 
 
-def system_prompt(workspace: Workspace, mode: str, overview: str = "") -> str:
-    """The system prompt; `overview` is the repository map text from `repo_overview` ("" for none)."""
+def system_prompt(workspace: Workspace, mode: str, overview: str = "", sandboxed: bool = False) -> str:
+    """The system prompt; `overview` is the repository map text from `repo_overview` ("" for none), `sandboxed`
+    whether commands run in a sandbox (what the prompt tells the model they can do)."""
     tools = "\n".join(f"- {name}: {spec['description']}" for name, spec in TOOLS.items())
-    parts = [ROLE.format(root=workspace.root), RULES, MODE_NOTES[mode], f"Tools:\n{tools}"]
+    role = ROLE.format(root=workspace.root, commands=COMMANDS[sandboxed])
+    parts = [role, RULES, MODE_NOTES[mode], f"Tools:\n{tools}"]
     if overview:
         parts.append(f"Repository map (most referenced definitions):\n{overview}")
     return "\n\n".join(parts)

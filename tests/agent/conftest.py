@@ -180,6 +180,7 @@ def start_server(tmp_path: Path, script: Path, *options: str) -> tuple[subproces
     command = [sys.executable, "-m", "warpcode.agent", "serve", "--port", "0", "--model", f"scripted:{script}",
                "--state-dir", str(tmp_path / "state"), "--mode", "auto", *options]  # fmt: skip
     process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    process.startup_lines = []  # what it printed before listening
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         ready, _, _ = select.select([process.stderr], [], [], 0.5)
@@ -188,6 +189,7 @@ def start_server(tmp_path: Path, script: Path, *options: str) -> tuple[subproces
             url = listening_url(line)
             if url:
                 return process, url
+            process.startup_lines.append(line)
             if not line and process.poll() is not None:
                 break
     process.kill()

@@ -1,6 +1,6 @@
-"""ACP over stdio with the requests in flight bounded (`request_limit.serve_stdio`), in a real subprocess driven by
-the SDK's own client: beyond the limit requests are refused at once, while the answers to the agent's permission
-questions and session/cancel still get through."""
+"""ACP over stdio with the requests in flight bounded (`request_limit.serve_stdio`): the real `warpcode acp`,
+driven by the SDK's own client: beyond the limit requests are refused at once, while the answers to the agent's
+permission questions and session/cancel still get through."""
 
 from __future__ import annotations
 
@@ -19,28 +19,13 @@ from warpcode.agent.request_limit import MAX_IN_FLIGHT, TOO_MANY_REQUESTS
 
 pytestmark = pytest.mark.asyncio
 
-SERVE = """
-import asyncio, sys
-from warpcode.agent.acp_agent import AcpService, ServiceConfig
-from warpcode.agent.request_limit import serve_stdio
-
-async def main():
-    agent = AcpService(ServiceConfig(sys.argv[1], sys.argv[2], "ask")).new_connection_agent()
-    try:
-        await serve_stdio(agent)
-    finally:
-        await agent.close()
-
-asyncio.run(main())
-"""
-
 
 async def test_stdio_refuses_requests_over_the_limit_and_lets_answers_and_cancels_through(tmp_path: Path):
     script = write_script(tmp_path / "model.json", [
         {"tool_calls": [{"name": "run_command", "arguments": {"command": "echo ran"}}]}, {"text": "done"},
     ])  # fmt: skip
     client, extra = HeldPermissions(), 6
-    command = ("-c", SERVE, f"scripted:{script}", str(tmp_path / "state"))
+    command = ("-m", "warpcode.agent", "acp", "--model", f"scripted:{script}", "--state-dir", str(tmp_path / "state"))
     async with acp.spawn_agent_process(client, sys.executable, *command, env=dict(os.environ)) as (connection, _):
         await connection.initialize(protocol_version=acp.PROTOCOL_VERSION)
         sessions = [(await connection.new_session(cwd=str(tmp_path))).session_id for _ in range(MAX_IN_FLIGHT + extra)]

@@ -34,6 +34,7 @@ def test_config_file_location_follows_xdg(tmp_path: Path) -> None:
         ("modle = 'x'", "unknown setting 'modle'"),
         ("port = '80'", "port must be an integer"),
         ("mode = 'yolo'", "mode must be one of ask, accept-edits, auto"),
+        ("sandbox = 'docker'", "sandbox must be one of none, bwrap"),
     ],
 )
 def test_an_invalid_config_file_is_named_in_the_error(tmp_path: Path, text: str, message: str) -> None:
@@ -71,3 +72,17 @@ def test_warpcode_state_dir_moves_the_services_whole_state(tmp_path: Path, monke
     monkeypatch.setenv("WARPCODE_STATE_DIR", str(tmp_path / "elsewhere"))
     assert ServiceConfig.from_settings(Settings(), None, None).state_dir == tmp_path / "elsewhere"
     assert ServiceConfig.from_settings(Settings(), tmp_path / "given", None).state_dir == tmp_path / "given"
+
+
+def test_the_sandbox_setting_reaches_the_prompt_the_model_reads(tmp_path: Path) -> None:
+    from warpcode.agent.backends import backend_from_spec
+    from warpcode.agent.loop import Agent
+    from warpcode.tools.sandbox import Sandbox
+
+    path = tmp_path / "config.toml"
+    path.write_text("sandbox = 'bwrap'")
+    assert load_settings(None, {}, path).sandbox == "bwrap"
+    plain = Agent(tmp_path, backend_from_spec(None), lambda update: None)
+    boxed = Agent(tmp_path, backend_from_spec(None), lambda update: None, sandbox=Sandbox("/usr/bin/bwrap"))
+    assert "without a sandbox" in plain.messages[0].content and "nothing outside" not in plain.messages[0].content
+    assert "run in a sandbox" in boxed.messages[0].content
