@@ -33,7 +33,7 @@ from acp.meta import CLIENT_METHODS
 
 from warpcode.agent.backends import ModelBackend, ModelEvent
 from warpcode.agent.client_fs import ClientFiles, ClientFileWorkspace
-from warpcode.agent.events import SessionUpdate
+from warpcode.agent.events import SessionUpdate, edit_diffs
 from warpcode.agent.frame_limits import capped_input
 from warpcode.agent.loop import Agent, Limits, TurnResult
 from warpcode.agent.messages import Message
@@ -191,6 +191,7 @@ class AcpSession:
             return self.grants[scope]
         await self._idle.wait()  # the client hears of the tool call before it is asked about it
         call = self._current_call
+        preview = await asyncio.to_thread(self.agent.toolbox.preview, tool_name, arguments)
         tool_call = schema.ToolCallUpdate(
             tool_call_id=call.tool_call_id if call else "unknown",
             title=call.title if call else tool_name,
@@ -198,6 +199,7 @@ class AcpSession:
             status="pending",
             locations=call.locations if call else None,
             raw_input=capped_input(arguments),
+            content=edit_diffs(preview, self.agent.workspace.root) or None,  # the edit's exact diff, before it runs
         )
         try:
             response = await self.conn.request_permission(

@@ -90,11 +90,11 @@ class Chat:
     async def request_permission(
         self, options: list[schema.PermissionOption], session_id: str, tool_call: schema.ToolCallUpdate, **kwargs: Any
     ) -> schema.RequestPermissionResponse:
-        self.view.proposed_call(tool_call.raw_input if isinstance(tool_call.raw_input, dict) else {})
+        self.view.proposed(tool_call)
         self.view.finish()
         if scopes := "  ".join(f"[{key}] {o.name}" for key, o in _always_options(options)):
             self._note(scopes)  # what an "always" answer covers
-        question = f"Allow {tool_call.title or 'this tool call'}? [y] once  [n] no  [a] always  [r] never: "
+        question = f"Allow {tool_call.title or 'this tool call'}? [y] once  [n] no  [a] always  [r] never, then Enter: "
         self.asking = True
         try:
             while True:
@@ -114,8 +114,15 @@ class Chat:
     async def run(self, cwd: str | None, resume: str | None, mode: str | None) -> None:
         """Open the session (new in `cwd`, or `resume` in its stored directory unless `cwd` is given), then loop."""
         await self.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
-        if cwd is None:
-            cwd = (resume and await self._stored_cwd(resume)) or os.getcwd()
+        if resume:
+            stored = await self._stored_cwd(resume)
+            if stored is None:
+                raise ValueError(
+                    f"there is no stored session {resume!r}: leave out --session to start a new one, or give an id "
+                    f"that warpcode chat printed when its session began"
+                )
+            cwd = cwd or stored
+        cwd = cwd or os.getcwd()
         if resume:
             answer = await self.conn.load_session(cwd=cwd, session_id=resume)  # replays the history on screen
             self.view.finish()

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from warpcode.agent.cli_serve import TOKEN_VARIABLE, default_token_file
-from warpcode.agent.config import add_agent_options
+from warpcode.agent.config import add_agent_options, checked_cwd
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -48,13 +48,14 @@ async def _chat(args: argparse.Namespace) -> int:
     from warpcode.agent.chat_client import Chat, LineInput
     from warpcode.agent.terminal_view import TerminalView
 
+    cwd = checked_cwd(args.cwd)
     loop = asyncio.get_running_loop()
     chat = Chat(TerminalView(), LineInput(loop))
     connection = _over_websocket(args, chat) if args.connect else _in_process(args, chat)
     async with connection:  # the SDK hands its connection to chat.on_connect
         loop.add_signal_handler(signal.SIGINT, chat.interrupt)
         try:
-            await chat.run(args.cwd and os.path.abspath(args.cwd), args.session, args.mode)
+            await chat.run(cwd, args.session, args.mode)
         finally:
             loop.remove_signal_handler(signal.SIGINT)
     return 0

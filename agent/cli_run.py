@@ -43,7 +43,7 @@ def run_turn(args: argparse.Namespace) -> int:
 async def _run(args: argparse.Namespace) -> int:
     from warpcode.agent import events
     from warpcode.agent.backends import backend_from_spec
-    from warpcode.agent.config import load_settings
+    from warpcode.agent.config import checked_cwd, load_settings
     from warpcode.agent.loop import Agent, Limits
     from warpcode.agent.permissions import mode_policy
     from warpcode.agent.terminal_view import TerminalView
@@ -51,6 +51,7 @@ async def _run(args: argparse.Namespace) -> int:
     from warpcode.tools.sandbox import sandbox_from_setting
     from warpcode.tools.workspace import default_state_home, ensure_private_dir, workspace_state_dir
 
+    cwd = checked_cwd(args.cwd)
     settings = load_settings(args.model)
     mode = args.mode or settings.mode
     limits = Limits(args.max_turn_requests or settings.max_turn_requests, settings.tool_output_tokens)
@@ -70,7 +71,7 @@ async def _run(args: argparse.Namespace) -> int:
         view = emit = TerminalView()
     home = ensure_private_dir((args.state_dir or default_state_home()).expanduser().resolve())
     agent = Agent(
-        Workspace(args.cwd, workspace_state_dir(home, args.cwd)),
+        Workspace(cwd, workspace_state_dir(home, cwd)),
         backend_from_spec(settings.model),
         emit,
         mode,

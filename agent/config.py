@@ -69,6 +69,15 @@ def _read(path: Path) -> dict[str, Any]:
     return values
 
 
+def checked_cwd(cwd: str | None, option: str = "--cwd") -> str | None:
+    """The absolute form of a workspace directory the user named, or a one-line error in the command's words."""
+    if cwd is None:
+        return None
+    if not os.path.isdir(cwd):
+        raise ValueError(f"{option} {cwd!r} is not a directory: give the folder of the repository to work in")
+    return os.path.abspath(cwd)
+
+
 def add_agent_options(parser: argparse.ArgumentParser) -> None:
     """The options every agent command shares (run, acp, serve, chat), with one wording and one set of defaults."""
     parser.add_argument(

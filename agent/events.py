@@ -74,10 +74,15 @@ def tool_call_output(call_id: str, output_so_far: str) -> schema.ToolCallProgres
 
 def tool_call_finished(call_id: str, ok: bool, observation: str, data: Any, root: Path) -> schema.ToolCallProgress:
     """The final update: file diffs for edits (ACP `diff` content), the observation text otherwise."""
-    content: list[Any] = [c for d in _diffs(data) for c in diff_contents(str(root / d[0]), d[1], d[2])] if ok else []
+    content = edit_diffs(data, root) if ok else []
     if not content:
         content = [tool_content(text_block(observation))]
     return update_tool_call(call_id, status="completed" if ok else "failed", content=content)
+
+
+def edit_diffs(data: Any, root: Path) -> list[Any]:
+    """ACP `diff` contents of the files an edit tool's result changes (or would change, for a preview)."""
+    return [content for d in _diffs(data) for content in diff_contents(str(root / d[0]), d[1], d[2])]
 
 
 def plan(entries: list[dict[str, str]]) -> schema.AgentPlanUpdate:

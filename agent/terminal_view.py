@@ -21,6 +21,7 @@ class TerminalView:
         self.console = console or Console(highlight=False)
         self._kinds: dict[str, str | None] = {}
         self._shown_output: dict[str, str] = {}
+        self._diff_shown: set[str] = set()  # calls whose diff was shown when permission was asked
         self._mid_line = False  # streamed message text has not ended its line yet
 
     def __call__(self, update: SessionUpdate) -> None:
@@ -42,8 +43,19 @@ class TerminalView:
             lines = [f"  {PLAN_MARKS[e.status]} {e.content}" for e in update.entries]
             self._line(Text("Plan:\n" + "\n".join(lines), style="magenta"))
 
+    def proposed(self, tool_call: schema.ToolCallUpdate) -> None:
+        """What a tool call waiting for permission would do: the exact diff of the edit when the agent sent it
+        (then it is not shown again when the call completes), else what its arguments say."""
+        diffs = [item for item in tool_call.content or [] if isinstance(item, schema.FileEditToolCallContent)]
+        if not diffs:
+            self.proposed_call(tool_call.raw_input if isinstance(tool_call.raw_input, dict) else {})
+            return
+        for item in diffs:
+            self._diff(item)
+        self._diff_shown.add(tool_call.tool_call_id)
+
     def proposed_call(self, arguments: dict[str, Any]) -> None:
-        """What a tool call waiting for permission would do: an edit as a diff, a new file, a patch, a command."""
+        """What a tool call's arguments would do: an edit as a diff, a new file, a patch, a command."""
         path = str(arguments.get("path", ""))
         if isinstance(arguments.get("new_text"), str):
             self._file_diff(path, str(arguments.get("old_text") or ""), arguments["new_text"])
@@ -55,13 +67,17 @@ class TerminalView:
             self._line(Text(f"$ {arguments['command']}", style="bold"))
 
     def _tool_update(self, update: schema.ToolCallProgress) -> None:
+        shown_before = update.tool_call_id in self._diff_shown
         for item in update.content or []:
             if isinstance(item, schema.FileEditToolCallContent):
-                self._diff(item)
+                if not shown_before:
+                    self._diff(item)
             elif isinstance(item, schema.ContentToolCallContent) and isinstance(item.content, schema.TextContentBlock):
                 self._text_content(update, item.content.text)
         if update.status == "failed" and not update.content:
             self._line(Text("✗ failed", style="red"))
+        elif shown_before and update.status == "completed":
+            self._line(Text("✓ applied (the diff above)", style="green"))
 
     def _text_content(self, update: schema.ToolCallProgress, text: str) -> None:
         call_id = update.tool_call_id

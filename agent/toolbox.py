@@ -137,6 +137,9 @@ class ToolResult:
     error: str | None = None  # the error's type name when ok is False
 
 
+PREVIEWED = ("edit_file", "write_file", "apply_patch")  # the tools whose effect can be shown before they run
+
+
 class ArgumentError(Exception):
     """A tool call's arguments do not match the tool's JSON schema; the message names the field."""
 
@@ -225,12 +228,28 @@ class Toolbox:
             return ToolResult(False, data.render(), data, error="TestsFailed")
         return ToolResult(True, data.render(), data)
 
+    def preview(self, name: str, arguments: dict[str, Any]) -> Any:
+        """What edit_file, write_file or apply_patch would change (their result, nothing written), to show before
+        the call is allowed; None for other tools and for a call that would fail (its error comes when it runs)."""
+        if name not in PREVIEWED:
+            return None
+        try:
+            validate(arguments, TOOLS[name]["parameters"], "")
+            args = {key: value for key, value in arguments.items() if value is not None}
+            if name == "apply_patch":
+                return tools.apply_patch(self.workspace, args["patch"], dry_run=True)
+            return self._dispatch(name, args, None, self.workspace.dry_run())
+        except Exception:  # a call that would fail: the real call reports why
+            return None
+
     async def call_async(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         """`call` in a worker thread; cancelling the awaiting task kills a running command's process group."""
         return await in_thread_cancellable(lambda cancel: self.call(name, arguments, cancel))
 
-    def _dispatch(self, name: str, args: dict[str, Any], cancel: threading.Event | None) -> Any:
-        ws = self.workspace
+    def _dispatch(
+        self, name: str, args: dict[str, Any], cancel: threading.Event | None, ws: Workspace | None = None
+    ) -> Any:
+        ws = ws or self.workspace
         if name == "read_file":
             return tools.read_file(ws, args["path"], args.get("start_line"), args.get("end_line"))
         if name == "list_files":

@@ -16,6 +16,7 @@ import pytest
 from warpcode.tools import bench as tools_bench
 
 WARPCODE = str(Path(sys.executable).with_name("warpcode"))
+SCRIPT = Path(__file__).with_name("hello_script.json")  # a scripted model's one turn, for commands that need one
 
 
 def warpcode(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -65,14 +66,23 @@ def test_torch_commands_print_no_numpy_warning() -> None:
     [
         (["generate", "--random-weights", "--preset", "tiny", "--prompt", "hello"], "--prompt-ids 1,2,3"),
         (["generate", "--random-weights", "--preset", "tiny", "--prompt-ids", "1,x"], "'x' is not one"),
-        (["run", "--cwd", "no-such-dir", "--model", "scripted:x.json", "hi"], "no-such-dir"),
+        (["run", "--cwd", "no-such-dir", "--model", "scripted:x.json", "hi"], "--cwd 'no-such-dir' is not a directory"),
+        (["chat", "--cwd", "no-such-dir", "--model", "scripted:x.json"], "--cwd 'no-such-dir' is not a directory"),
+        (["chat", "--session", "deadbeef", "--model", f"scripted:{SCRIPT}"], "there is no stored session 'deadbeef'"),
     ],
-    ids=["prompt without tokenizer", "bad token id", "missing cwd"],
+    ids=[
+        "prompt without tokenizer",
+        "bad token id",
+        "run in a missing cwd",
+        "chat in a missing cwd",
+        "unknown session",
+    ],
 )
 def test_mistakes_get_one_line_without_class_names(args: list[str], expected: str) -> None:
     line = one_error_line(warpcode(*args))
     assert expected in line
-    assert not any(name in line for name in ("InvalidArgument", "ValueError", "BackendError", "invalid literal"))
+    jargon = ("InvalidArgument", "ValueError", "BackendError", "RequestError", "invalid literal", "session/new")
+    assert not any(word in line for word in jargon)
 
 
 def test_a_model_server_that_is_not_there_fails_at_once(tmp_path: Path) -> None:
@@ -150,3 +160,19 @@ def test_a_headless_run_says_which_calls_it_refused_and_exits_with_its_own_code(
     assert as_json.stdout.splitlines()[-1] == '{"stopReason": "end_turn", "refused": ["Edit calc.py"]}'
     allowed = warpcode("run", "--cwd", str(repo), "--model", f"scripted:{script}", "--yes", "fix it")
     assert allowed.returncode == 0 and "refused" not in allowed.stderr
+
+
+def test_the_workspace_gets_no_warpcode_folder(tmp_path: Path) -> None:
+    repo = _failing_repo(tmp_path / "repo")
+    script = tmp_path / "edit.json"
+    script.write_text(
+        '{"turns": [{"tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", '
+        '"new_text": "a + b"}}]}, {"text": "Fixed."}]}'
+    )
+    state = tmp_path / "state"
+    done = warpcode("run", "--cwd", str(repo), "--model", f"scripted:{script}", "--mode", "auto", "--state-dir",
+                    str(state), "fix it")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert sorted(path.name for path in repo.iterdir()) == ["calc.py", "test_calc.py"]
+    [workspace_state] = (state / "workspaces").iterdir()  # the checkpoint of the edit lives there
+    assert workspace_state.name.startswith("repo-") and (workspace_state / "checkpoints.git").is_dir()

@@ -129,14 +129,17 @@ def _is_dir(directory: Path, shown: str) -> bool:
     return True
 
 
-def apply_patch(ws: Workspace, patch: str) -> PatchResult:
+def apply_patch(ws: Workspace, patch: str, dry_run: bool = False) -> PatchResult:
+    """Apply `patch`, all or nothing; with `dry_run`, only check it and say what it would change."""
     file_patches = parse_patch(patch)
     if not file_patches:
         raise errors.PatchError("no unified diff found: expected '--- a/path', '+++ b/path' and '@@' hunk lines.")
-    recover_interrupted_patch(ws, wait=True)
+    if not dry_run:
+        recover_interrupted_patch(ws, wait=True)
     plan = _Plan(ws)
     changes = [_plan_file(ws, plan, file_patch) for file_patch in file_patches]
-    _commit(plan)
+    if not dry_run:
+        _commit(plan)
     return PatchResult(changes)
 
 

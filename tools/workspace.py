@@ -14,6 +14,7 @@ use first checks that the folder is a private directory of our own user (`ensure
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import os
 import stat
@@ -304,3 +305,18 @@ class Workspace:
         target = self.write_bytes(path, data)
         self._seen[target] = self.fingerprint_of(data)
         return target
+
+    def dry_run(self) -> Workspace:
+        """This workspace as it reads (an editor's buffers too), but its text writes only recorded in the copy's
+        `written` (path -> text): what edit_file or write_file would do, to show before it is allowed."""
+        preview = copy.copy(self)
+        preview._seen = dict(self._seen)
+        preview.written = {}
+
+        def record(path: str | os.PathLike[str], text: str, like: TextFile | None = None) -> Path:
+            target = preview.resolve_for_write(path)
+            preview.written[target] = text
+            return target
+
+        preview.write_text = record  # type: ignore[method-assign]  # this copy only: writes become records
+        return preview

@@ -74,11 +74,12 @@ def in_process_chat(tmp_path: Path, repo: Path, turns: list[dict], mode: str) ->
 def test_allowed_edit_applies_and_undo_restores_it(tmp_path: Path, repo: Path) -> None:
     chat = in_process_chat(tmp_path, repo, [{"tool_calls": [EDIT]}, {"text": "Fixed add()."}], "ask")
     chat.send("fix add")
-    question = chat.expect("Allow Edit calc.py? [y] once  [n] no  [a] always  [r] never:")
-    assert "-a - b\n+a + b" in question  # the proposed change is shown before the question
+    question = chat.expect("Allow Edit calc.py? [y] once  [n] no  [a] always  [r] never, then Enter:")
+    assert "-    return a - b\n+    return a + b" in question  # the file's exact change, before the question
     assert (repo / "calc.py").read_text() == ORIGINAL
     chat.send("y")
-    assert "+    return a + b" in chat.expect("Fixed add().")
+    after = chat.expect("Fixed add().")
+    assert "✓ applied" in after and "return a + b" not in after  # the diff is not shown a second time
     chat.expect("[end_turn]")
     assert (repo / "calc.py").read_text() == ORIGINAL.replace("a - b", "a + b")
     chat.send("/undo")
@@ -93,9 +94,11 @@ def test_the_question_says_what_always_covers_and_always_holds(tmp_path: Path, r
     turns = [{"tool_calls": [status("")]}, {"tool_calls": [status(" --short")]}, {"text": "Both ran."}]
     chat = in_process_chat(tmp_path, repo, turns, "ask")
     chat.send("check")
-    assert "[a] Always allow `echo …` commands  [r] Always reject `echo …` commands" in chat.expect("[r] never:")
+    assert "[a] Always allow `echo …` commands  [r] Always reject `echo …` commands" in chat.expect(
+        "[r] never, then Enter:"
+    )
     chat.send("a")
-    assert "[r] never:" not in chat.expect("Both ran.")  # the second command was covered
+    assert "[r] never, then Enter:" not in chat.expect("Both ran.")  # the second command was covered
     chat.expect("[end_turn]")
     chat.send("/quit")
     assert chat.exit_code() == 0
