@@ -68,3 +68,15 @@ def test_regular_wheel_holds_only_the_warpcode_namespace(tmp_path):
         assert f"{package.replace('.', '/')}/__init__.py" in names, f"{folder}/ missing from the wheel"
     assert "warpcode/kernels/warp_decode_configs.json" in names, "the measured kernel configs must ship"
     assert "warpcode/kernels/warp_decode_configs.json" in names, "the measured kernel configs must ship"
+
+
+def test_the_service_installs_without_torch_and_the_readme_says_how_to_get_the_cpu_build():
+    """The main command installs the bare package (no runtime extra), which must pull no PyTorch or CUDA wheels;
+    the test command takes torch from PyTorch's CPU index, since PyPI's Linux torch is the CUDA build."""
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    heavy = [dep for dep in project["dependencies"] if dep.split(">")[0].split("=")[0].strip() in ("torch", "triton")]
+    assert heavy == [] and not any(dep.startswith("nvidia") for dep in project["dependencies"])
+    readme = (REPO_ROOT / "README.md").read_text()
+    main_job, test_run = [line for line in readme.splitlines() if line.startswith("python3 -m venv .venv")][:2]
+    assert "pip install -e . && warpcode serve" in main_job and "torch" not in main_job
+    assert "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in test_run and test_run.endswith("pytest")
