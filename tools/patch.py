@@ -16,7 +16,7 @@ from pathlib import Path
 
 from warpcode.tools import errors, fdwalk
 from warpcode.tools.hunks import apply_hunks
-from warpcode.tools.patch_journal import FileWrite, as_patch_error, commit, recover_interrupted_patch
+from warpcode.tools.patch_journal import FileWrite, as_patch_error, commit, recover_interrupted_patch, write_one
 from warpcode.tools.patch_parse import FilePatch, parse_patch
 from warpcode.tools.textcodec import SNIFF_BYTES, TextFile, looks_binary
 from warpcode.tools.workspace import Workspace, fingerprint_bytes
@@ -237,7 +237,10 @@ def _commit(plan: _Plan) -> None:
     writes = [FileWrite(ws.rel(p.target), data, p.keep_mode, p.new_mode) for p, data in on_disk]
     deletes = [p.target for p in plan.files.values() if p.data is None]
     new_dirs = [ws.rel(directory) for directory in plan.new_dirs]
-    commit(ws, writes, [ws.rel(target) for target in deletes], new_dirs, lambda: _write_kept_elsewhere(plan))
+    if len(writes) == 1 and not (deletes or new_dirs or plan.kept_elsewhere):
+        write_one(ws, writes[0])
+    else:
+        commit(ws, writes, [ws.rel(target) for target in deletes], new_dirs, lambda: _write_kept_elsewhere(plan))
     for planned, data in on_disk:
         ws.remember(planned.target, ws.fingerprint_of(data))
     for target in deletes:

@@ -6,6 +6,8 @@ the kernel releases it when its holder dies) that also serialises the patches of
    the files to delete and the directories the patch creates; then the temps are written.
 2. phase "committing": the journal is rewritten; then the temps are renamed onto their targets and the deleted
    files unlinked; then the journal is removed.
+A patch that writes one file and nothing else needs none of this: one rename is atomic by itself, so it is
+committed like write_file (`write_one`: a temp beside the target, renamed onto it, no journal and no fsync).
 `recover_interrupted_patch` (run when a toolbox starts and at the start of every apply_patch) picks up a journal
 a killed process left: a staging one is rolled back (its temps and new directories removed; no file had been
 changed), a committing one rolled forward (the remaining renames and deletions). Either way no temp stays.
@@ -123,6 +125,21 @@ def commit(
     with patch_lock(ws):
         recover_locked(ws)  # one left by a process killed since this patch's own check
         _commit_locked(ws, writes, deletes, new_dirs, before_renames)
+
+
+def write_one(ws: Workspace, write: FileWrite) -> None:
+    """Commit a patch whose only change is `write`, into a directory that exists: one atomic rename."""
+    parent, _, name = write.rel.rpartition("/")
+    with as_patch_error(write.rel) as shown, _directory(ws, parent) as dir_fd:
+        mode = write.exact_mode(fdwalk.existing_mode(dir_fd, name, shown))  # a directory or FIFO there: refused
+        tmp = temp_name(name, secrets.token_hex(6))
+        write_temp_at(dir_fd, tmp, write.data, mode, write.new_mode or DEFAULT_FILE_MODE)
+        try:
+            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dir_fd)
+            raise
 
 
 def _commit_locked(
