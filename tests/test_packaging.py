@@ -80,3 +80,13 @@ def test_the_service_installs_without_torch_and_the_readme_says_how_to_get_the_c
     main_job, test_run = [line for line in readme.splitlines() if line.startswith("python3 -m venv .venv")][:2]
     assert "pip install -e . && warpcode serve" in main_job and "torch" not in main_job
     assert "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in test_run and test_run.endswith("pytest")
+
+
+def test_the_command_line_loads_only_what_it_runs(tmp_path):
+    """`warpcode bench` runs on the GPU machines, whose image has torch and triton but none of the agent service's
+    libraries: importing the command line must not pull them in (each command imports its own when it runs)."""
+    service_only = ["git", "tree_sitter", "websockets", "acp", "pydantic", "httpx", "jinja2", "torch"]
+    code = f"import sys, warpcode.agent.cli; print([m for m in {service_only!r} if m in sys.modules])"
+    result = run_python(code, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

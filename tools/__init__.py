@@ -1,95 +1,79 @@
 """warpcode.tools: the agent's hands (workspace, files, search, edits, patches, tests, checkpoints, code map).
 
-Knows nothing of models or protocols, and never imports torch.
+Knows nothing of models or protocols, and never imports torch. Its names load on first use (PEP 562), so that
+importing one module (the command line's error types, the sandbox settings) does not pull in git, RE2 and
+tree-sitter: a GPU machine running `warpcode bench` has none of them.
 """
 
-from warpcode.tools.checkpoints import Checkpoint, Checkpoints, RestoreResult
-from warpcode.tools.codemap import Outline, code_outline
-from warpcode.tools.commands import run_command, run_command_async
-from warpcode.tools.edit import EditResult, edit_file
-from warpcode.tools.errors import (
-    AmbiguousEdit,
-    BinaryFile,
-    CheckpointError,
-    CommandCancelled,
-    CommandTimeout,
-    EditNotFound,
-    FileExists,
-    FileNotFound,
-    FileTooLarge,
-    GrammarUnavailable,
-    InvalidArgument,
-    NotAFile,
-    PatchError,
-    PathChanged,
-    PathOutsideWorkspace,
-    ProtectedPath,
-    SpecialFile,
-    StaleFile,
-    ToolError,
-    UnsupportedLanguage,
-)
-from warpcode.tools.files import FileList, FileView, WriteResult, list_files, read_file, write_file
-from warpcode.tools.patch import FileChange, PatchResult, apply_patch
-from warpcode.tools.patch_journal import recover_interrupted_patch
-from warpcode.tools.process import CommandResult
-from warpcode.tools.repomap import RepoMap, repo_map
-from warpcode.tools.search import SearchMatch, SearchResult, search
-from warpcode.tools.tags import Definition
-from warpcode.tools.tests_report import TestFailure
-from warpcode.tools.tests_runner import TestReport, detect_runner, run_tests
-from warpcode.tools.workspace import Workspace
+from __future__ import annotations
 
-__all__ = [
-    "AmbiguousEdit",
-    "BinaryFile",
-    "Checkpoint",
-    "CheckpointError",
-    "Checkpoints",
-    "CommandCancelled",
-    "CommandResult",
-    "CommandTimeout",
-    "Definition",
-    "EditNotFound",
-    "EditResult",
-    "FileChange",
-    "FileExists",
-    "FileList",
-    "FileNotFound",
-    "FileTooLarge",
-    "FileView",
-    "GrammarUnavailable",
-    "InvalidArgument",
-    "NotAFile",
-    "Outline",
-    "PatchError",
-    "PatchResult",
-    "PathChanged",
-    "PathOutsideWorkspace",
-    "ProtectedPath",
-    "RepoMap",
-    "RestoreResult",
-    "SearchMatch",
-    "SearchResult",
-    "SpecialFile",
-    "StaleFile",
-    "TestFailure",
-    "TestReport",
-    "ToolError",
-    "UnsupportedLanguage",
-    "Workspace",
-    "WriteResult",
-    "apply_patch",
-    "code_outline",
-    "detect_runner",
-    "edit_file",
-    "list_files",
-    "read_file",
-    "recover_interrupted_patch",
-    "repo_map",
-    "run_command",
-    "run_command_async",
-    "run_tests",
-    "search",
-    "write_file",
-]
+import importlib
+from typing import Any
+
+_HOME = {  # exported name -> the module of warpcode.tools defining it
+    "AmbiguousEdit": "errors",
+    "BinaryFile": "errors",
+    "Checkpoint": "checkpoints",
+    "CheckpointError": "errors",
+    "Checkpoints": "checkpoints",
+    "CommandCancelled": "errors",
+    "CommandResult": "process",
+    "CommandTimeout": "errors",
+    "Definition": "tags",
+    "EditNotFound": "errors",
+    "EditResult": "edit",
+    "FileChange": "patch",
+    "FileExists": "errors",
+    "FileList": "files",
+    "FileNotFound": "errors",
+    "FileTooLarge": "errors",
+    "FileView": "files",
+    "GrammarUnavailable": "errors",
+    "InvalidArgument": "errors",
+    "NotAFile": "errors",
+    "Outline": "codemap",
+    "PatchError": "errors",
+    "PatchResult": "patch",
+    "PathChanged": "errors",
+    "PathOutsideWorkspace": "errors",
+    "ProtectedPath": "errors",
+    "RepoMap": "repomap",
+    "RestoreResult": "checkpoints",
+    "SearchMatch": "search",
+    "SearchResult": "search",
+    "SpecialFile": "errors",
+    "StaleFile": "errors",
+    "TestFailure": "tests_report",
+    "TestReport": "tests_runner",
+    "ToolError": "errors",
+    "UnsupportedLanguage": "errors",
+    "Workspace": "workspace",
+    "WriteResult": "files",
+    "apply_patch": "patch",
+    "code_outline": "codemap",
+    "detect_runner": "tests_runner",
+    "edit_file": "edit",
+    "list_files": "files",
+    "read_file": "files",
+    "recover_interrupted_patch": "patch_journal",
+    "repo_map": "repomap",
+    "run_command": "commands",
+    "run_command_async": "commands",
+    "run_tests": "tests_runner",
+    "search": "search",
+    "write_file": "files",
+}
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'warpcode.tools' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"warpcode.tools.{module}"), name)
+    globals()[name] = value  # looked up once
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
