@@ -81,20 +81,20 @@ def backend_from_spec(spec: str | None) -> ModelBackend:
         return MissingModel()
     kind, sep, rest = spec.partition(":")
     if sep and kind == "scripted":
-        from warpcode.agent.backend_scripted import ScriptedBackend
+        from warpcode.agent.backends.scripted import ScriptedBackend
 
         return ScriptedBackend.from_file(rest)
     if sep and kind == "openai":
-        from warpcode.agent.backend_openai import OpenAIBackend
+        from warpcode.agent.backends.openai import OpenAIBackend
 
         url, _, model = rest.partition("#")
         return OpenAIBackend(url, model or None)
     if sep and kind == "local":
-        from warpcode.agent.backend_local import LocalBackend
+        from warpcode.agent.backends.local import LocalBackend
 
         return LocalBackend(rest)
     if Path(spec).is_dir():
-        from warpcode.agent.backend_local import LocalBackend
+        from warpcode.agent.backends.local import LocalBackend
 
         return LocalBackend(spec)
     raise BackendError(

@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from warpcode.agent.backends import BackendError, Finish, ModelEvent, ToolCallReady, approximate_tokens
+from warpcode.agent.backends.base import BackendError, Finish, ModelEvent, ToolCallReady, approximate_tokens
+from warpcode.agent.backends.toolcall_parsers import parser_for_template
 from warpcode.agent.messages import Message, ToolCall
-from warpcode.agent.toolcall_parsers import parser_for_template
 
 DEFAULT_CONTEXT_WINDOW = 32_768
 _DONE = object()

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from warpcode.agent.backends import (
+from warpcode.agent.backends.base import (
     BackendError,
     Finish,
     ModelEvent,

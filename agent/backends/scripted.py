@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from warpcode.agent.backends import (
+from warpcode.agent.backends.base import (
     BackendError,
     Finish,
     ModelEvent,

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from warpcode.agent.backends import TextDelta
+from warpcode.agent.backends.base import TextDelta
 from warpcode.agent.messages import ToolCall
 
 Parsed = TextDelta | ToolCall

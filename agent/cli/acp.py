@@ -10,7 +10,7 @@ import asyncio
 import logging
 import sys
 
-from warpcode.agent.config import add_agent_options
+from warpcode.agent.cli.config import add_agent_options
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -31,9 +31,9 @@ def serve_stdio(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace) -> None:
-    from warpcode.agent.acp_agent import AcpService, ServiceConfig
-    from warpcode.agent.config import load_settings
-    from warpcode.agent.request_limit import serve_stdio
+    from warpcode.agent.cli.config import load_settings
+    from warpcode.agent.service.agent import AcpService, ServiceConfig
+    from warpcode.agent.service.request_limit import serve_stdio
 
     config = ServiceConfig.from_settings(load_settings(args.model), args.state_dir, args.mode, args.sandbox)
     if config.model is None:

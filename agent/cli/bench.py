@@ -50,7 +50,7 @@ def _parse_ints(text: str, what: str) -> list[int]:
 
 
 def _moe_shape(args: argparse.Namespace):
-    from warpcode.kernels.bench_moe import MoeShape
+    from warpcode.kernels.bench.bench_moe import MoeShape
 
     if args.shape:
         values = _parse_ints(args.shape, "--shape")
@@ -66,7 +66,7 @@ def _run_moe(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from warpcode.kernels.bench_moe import run_moe_bench
+    from warpcode.kernels.bench.bench_moe import run_moe_bench
 
     shape = _moe_shape(args)
     batches = _parse_ints(args.batch, "--batch")

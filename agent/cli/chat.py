@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from warpcode.agent.cli_serve import TOKEN_VARIABLE, default_token_file
-from warpcode.agent.config import add_agent_options, checked_cwd
+from warpcode.agent.cli.config import add_agent_options, checked_cwd
+from warpcode.agent.cli.serve import TOKEN_VARIABLE, default_token_file
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -45,8 +45,8 @@ def run_chat(args: argparse.Namespace) -> int:
 
 
 async def _chat(args: argparse.Namespace) -> int:
-    from warpcode.agent.chat_client import Chat, LineInput
-    from warpcode.agent.terminal_view import TerminalView
+    from warpcode.agent.cli.chat_client import Chat, LineInput
+    from warpcode.agent.cli.terminal_view import TerminalView
 
     cwd = checked_cwd(args.cwd)
     loop = asyncio.get_running_loop()
@@ -66,8 +66,8 @@ async def _in_process(args: argparse.Namespace, client: Any) -> AsyncIterator[No
     import acp
     from acp._transport import memory_transport_pair  # the SDK's own pair, used by its HTTP server; not re-exported
 
-    from warpcode.agent.acp_agent import AcpService, ServiceConfig
-    from warpcode.agent.config import load_settings
+    from warpcode.agent.cli.config import load_settings
+    from warpcode.agent.service.agent import AcpService, ServiceConfig
 
     config = ServiceConfig.from_settings(load_settings(args.model), args.state_dir, args.mode, args.sandbox)
     agent = AcpService(config).new_connection_agent()
@@ -102,8 +102,8 @@ async def _over_websocket(args: argparse.Namespace, client: Any) -> AsyncIterato
 
 
 def _saved_token(state_dir: Path | None) -> str:
-    from warpcode.agent.acp_agent import default_state_dir
-    from warpcode.agent.config import load_settings
+    from warpcode.agent.cli.config import load_settings
+    from warpcode.agent.service.agent import default_state_dir
 
     path = default_token_file(load_settings().token_file, state_dir or default_state_dir())
     try:

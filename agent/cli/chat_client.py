@@ -20,8 +20,8 @@ from acp.exceptions import RequestError
 from acp.helpers import text_block
 from rich.text import Text
 
+from warpcode.agent.cli.terminal_view import TerminalView
 from warpcode.agent.permissions import MODES
-from warpcode.agent.terminal_view import TerminalView
 
 INTERRUPTED = object()  # Ctrl-C, delivered in the input stream to whoever waits for a line
 ANSWERS = {"y": "allow_once", "n": "reject_once", "a": "allow_always", "r": "reject_always"}

@@ -10,8 +10,8 @@ import argparse
 import sys
 from importlib import metadata
 
-from warpcode.agent import cli_acp, cli_bench, cli_chat, cli_generate, cli_run, cli_serve
 from warpcode.agent.backends import BackendError
+from warpcode.agent.cli import acp, bench, chat, generate, run, serve
 from warpcode.tools.errors import ToolError
 
 # The errors raised on purpose, whose message is written for the user: shown without their class name.
@@ -33,12 +33,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"warpcode {_version()}")
     parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    cli_acp.register(commands)
-    cli_bench.register(commands)
-    cli_chat.register(commands)
-    cli_generate.register(commands)
-    cli_run.register(commands)
-    cli_serve.register(commands)
+    acp.register(commands)
+    bench.register(commands)
+    chat.register(commands)
+    generate.register(commands)
+    run.register(commands)
+    serve.register(commands)
     _accept_debug_after_commands(parser)
     return parser
 

@@ -13,7 +13,7 @@ import json
 import signal
 import sys
 
-from warpcode.agent.config import add_agent_options
+from warpcode.agent.cli.config import add_agent_options
 
 EXIT_CODES = {"end_turn": 0, "cancelled": 130}
 EXIT_REFUSED = 3  # the turn ended, but calls that needed a permission nobody could give were refused
@@ -43,10 +43,10 @@ def run_turn(args: argparse.Namespace) -> int:
 async def _run(args: argparse.Namespace) -> int:
     from warpcode.agent import events
     from warpcode.agent.backends import backend_from_spec
-    from warpcode.agent.config import checked_cwd, load_settings
+    from warpcode.agent.cli.config import checked_cwd, load_settings
+    from warpcode.agent.cli.terminal_view import TerminalView
     from warpcode.agent.loop import Agent, Limits
     from warpcode.agent.permissions import mode_policy
-    from warpcode.agent.terminal_view import TerminalView
     from warpcode.tools import Workspace
     from warpcode.tools.sandbox import sandbox_from_setting
     from warpcode.tools.workspace import default_state_home, ensure_private_dir, workspace_state_dir

@@ -12,7 +12,7 @@ import signal
 import sys
 from pathlib import Path
 
-from warpcode.agent.config import add_agent_options
+from warpcode.agent.cli.config import add_agent_options
 from warpcode.tools.workspace import ensure_private_dir
 
 TOKEN_FILE_NAME = "serve-token"
@@ -63,9 +63,9 @@ def run_server(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from warpcode.agent.acp_agent import AcpService, ServiceConfig
-    from warpcode.agent.config import load_settings
-    from warpcode.agent.ws_server import ACP_PATH, AcpWebSocketServer, Guard, ServerLimits
+    from warpcode.agent.cli.config import load_settings
+    from warpcode.agent.service.agent import AcpService, ServiceConfig
+    from warpcode.agent.service.ws_server import ACP_PATH, AcpWebSocketServer, Guard, ServerLimits
 
     settings = load_settings(args.model)
     config = ServiceConfig.from_settings(settings, args.state_dir, args.mode, args.sandbox)

@@ -28,14 +28,14 @@ from acp import schema
 from acp.exceptions import RequestError
 from pydantic import BaseModel, Field
 
-from warpcode.agent.acp_session import AcpSession, SessionBusy, flatten_prompt, replay
 from warpcode.agent.backends import ModelBackend, backend_from_spec
-from warpcode.agent.client_fs import ClientFiles
-from warpcode.agent.config import Settings
+from warpcode.agent.cli.config import Settings
 from warpcode.agent.loop import Limits
 from warpcode.agent.permissions import MODES
-from warpcode.agent.session_store import ListPosition, SavedSession, SessionStore, UnknownSession
-from warpcode.agent.update_stream import StepPacer
+from warpcode.agent.service.client_fs import ClientFiles
+from warpcode.agent.service.session import AcpSession, SessionBusy, flatten_prompt, replay
+from warpcode.agent.service.session_store import ListPosition, SavedSession, SessionStore, UnknownSession
+from warpcode.agent.service.update_stream import StepPacer
 from warpcode.tools import CheckpointError, Checkpoints
 from warpcode.tools.process import reap_leftover_commands
 from warpcode.tools.sandbox import SETTINGS as SANDBOXES

@@ -1,6 +1,6 @@
 """Load benchmark of `warpcode serve`: N concurrent WebSocket sessions, each running one scripted turn.
 
-    python -m warpcode.agent.bench_service --sessions 200
+    python -m warpcode.agent.service.bench_service --sessions 200
 
 All turns start at once unless --spread-s spreads their starts evenly over that many seconds. Reports the
 server's memory per idle session (resident-set growth after N session/new over N connections,
@@ -27,7 +27,7 @@ import acp
 from acp.schema import ToolCallProgress
 from acp.ws import create_websocket_stream
 
-from warpcode.agent.cli_serve import listening_url
+from warpcode.agent.cli.serve import listening_url
 
 TOKEN = "bench-token-" + "0" * 24
 STAMP = re.compile(r"\b(\d{10}\.\d{6,9})\b")

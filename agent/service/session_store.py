@@ -16,7 +16,7 @@ loading ignores them, so the user is asked again, and an answer then is recorded
 
 The trajectory is snapshotted whole at each turn end because context compaction rewrites older messages in
 place, so appending only the turn's new messages could not rebuild it. Each batch is flushed and fsynced (the
-ACP session writes them in order, in groups, beside the sends: see acp_session.py), and a line only counts once
+ACP session writes them in order, in groups, beside the sends: see session.py), and a line only counts once
 its newline is on disk: a crash mid-write leaves at most a torn last line, which loading ignores and the next
 append cuts off.
 

@@ -30,9 +30,9 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from warpcode.agent.acp_agent import AcpService
-from warpcode.agent.frame_limits import CLIENT_FRAME_BYTES, shrink_to_fit
-from warpcode.agent.request_limit import MAX_IN_FLIGHT, RequestLimiter
+from warpcode.agent.service.agent import AcpService
+from warpcode.agent.service.frame_limits import CLIENT_FRAME_BYTES, shrink_to_fit
+from warpcode.agent.service.request_limit import MAX_IN_FLIGHT, RequestLimiter
 
 ACP_PATH = "/acp"
 # What the client only shows: a frame over its limit may be cut to fit (frame_limits.shrink_to_fit).

@@ -1,7 +1,7 @@
 """Small-batch dense projections on the GPU: cuBLAS vs gemv, and a sweep of gemv configs.
 
-    python -m warpcode.kernels.bench_gemv --shapes 5120x2048,2048x4096,128x2048 --batch 1,2,4,8,16 [--json]
-    python -m warpcode.kernels.bench_gemv --whole-row-only  # the default config and the whole-row ones only
+    python -m warpcode.kernels.bench.bench_gemv --shapes 5120x2048,2048x4096,128x2048 --batch 1,2,4,8,16 [--json]
+    python -m warpcode.kernels.bench.bench_gemv --whole-row-only  # the default config and the whole-row ones only
 
 Every path is timed by CUDA-graph replay over enough rotated weight copies to exceed L2 several times. GB/s counts
 the unique bytes a call must move (weights, inputs, outputs once); % is of the device-to-device copy bandwidth
@@ -24,8 +24,8 @@ import torch
 import torch.nn.functional as F
 import triton
 
+from warpcode.kernels.bench.timing import L2_BYTES, measure_copy_bandwidth, time_per_call
 from warpcode.kernels.gemv import GemvConfig, default_gemv_config, gemv
-from warpcode.kernels.timing import L2_BYTES, measure_copy_bandwidth, time_per_call
 from warpcode.kernels.tuning import token_bucket
 
 MAX_COPIES = 512

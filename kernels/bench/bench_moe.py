@@ -14,9 +14,9 @@ from pathlib import Path
 
 import torch
 
+from warpcode.kernels.bench.timing import L2_BYTES, measure_copy_bandwidth, time_per_call
 from warpcode.kernels.expert_centric import moe_expert_centric
 from warpcode.kernels.moe_reference import moe_reference, route_reference
-from warpcode.kernels.timing import L2_BYTES, measure_copy_bandwidth, time_per_call
 from warpcode.kernels.warp_decode import moe_warp_decode
 
 MoeCall = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]

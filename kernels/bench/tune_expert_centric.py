@@ -1,7 +1,7 @@
 """Sweeps the expert-centric path's grouped-GEMM tiles on the GPU, per token count (the path serves the batches
 past warp decode's crossover, and prefill).
 
-    python -m warpcode.kernels.tune_expert_centric --shape 2048,768,128,8 --batch 16,32,64,128 \
+    python -m warpcode.kernels.bench.tune_expert_centric --shape 2048,768,128,8 --batch 16,32,64,128 \
         --write kernels/warp_decode_configs.json
 
 Each candidate times the whole path (align, both grouped GEMMs, activation, reduction: CUDA-graph replay over
@@ -18,9 +18,9 @@ from dataclasses import asdict
 import torch
 import triton
 
-from warpcode.kernels.bench_moe import MoeShape, layer_count, make_layers, parse_tuner_args
+from warpcode.kernels.bench.bench_moe import MoeShape, layer_count, make_layers, parse_tuner_args
+from warpcode.kernels.bench.timing import time_per_call
 from warpcode.kernels.expert_centric import moe_expert_centric
-from warpcode.kernels.timing import time_per_call
 from warpcode.kernels.tuning import (
     GroupedGemmConfig,
     grouped_gemm_config,

@@ -1,6 +1,6 @@
 """Sweeps the warp-decode launch parameters of each kernel on the GPU, per token count, and finds the crossover.
 
-    python -m warpcode.kernels.tune_warp_decode --shape 2048,768,128,8 --write kernels/warp_decode_configs.json
+    python -m warpcode.kernels.bench.tune_warp_decode --shape 2048,768,128,8 --write kernels/warp_decode_configs.json
 
 Each kernel is timed alone (CUDA-graph replay over rotated layers); the winners are timed together against the
 expert-centric path, and the largest token count where warp decode is faster becomes the dispatcher's crossover.
@@ -15,9 +15,9 @@ from dataclasses import asdict, replace
 import torch
 import triton
 
-from warpcode.kernels.bench_moe import MoeShape, layer_count, make_layers, parse_tuner_args
+from warpcode.kernels.bench.bench_moe import MoeShape, layer_count, make_layers, parse_tuner_args
+from warpcode.kernels.bench.timing import time_per_call
 from warpcode.kernels.expert_centric import moe_expert_centric
-from warpcode.kernels.timing import time_per_call
 from warpcode.kernels.tuning import WarpDecodeConfig, shape_key, token_bucket, update_config_file
 from warpcode.kernels.warp_decode import intermediate_dtype, launch_down, launch_gate_up, moe_warp_decode
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from warpcode.agent.backend_openai import OpenAIBackend, RetryPolicy
 from warpcode.agent.backends import BackendError, Finish, TextDelta, ThoughtDelta, ToolCallReady, backend_from_spec
+from warpcode.agent.backends.openai import OpenAIBackend, RetryPolicy
 from warpcode.agent.loop import Agent
 from warpcode.agent.messages import Message
 from warpcode.agent.toolbox import tool_schemas

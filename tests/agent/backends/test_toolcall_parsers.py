@@ -3,14 +3,14 @@ from __future__ import annotations
 import pytest
 
 from warpcode.agent.backends import TextDelta
-from warpcode.agent.messages import ToolCall
-from warpcode.agent.toolbox import tool_schemas
-from warpcode.agent.toolcall_parsers import (
+from warpcode.agent.backends.toolcall_parsers import (
     ToolCallStreamParser,
     hermes_parser,
     parser_for_template,
     qwen3_coder_parser,
 )
+from warpcode.agent.messages import ToolCall
+from warpcode.agent.toolbox import tool_schemas
 
 HERMES_TEXT = (
     "I'll read it <tool (not a tag) first.\n<tool_call>\n"

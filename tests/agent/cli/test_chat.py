@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent.test_ws_server import TOKEN, start_server, write_script
-from warpcode.agent.session_store import SessionStore
+from tests.agent.service.test_ws_server import TOKEN, start_server, write_script
+from warpcode.agent.service.session_store import SessionStore
 
 EDIT = {"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}
 ORIGINAL = "def add(a, b):\n    return a - b\n"

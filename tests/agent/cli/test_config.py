@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from warpcode.agent.config import ConfigError, Settings, config_path, load_settings
+from warpcode.agent.cli.config import ConfigError, Settings, config_path, load_settings
 from warpcode.agent.permissions import mode_policy, needs_permission
 
 
@@ -67,7 +67,7 @@ async def test_policy_delegates_questions_and_rejects_when_nobody_answers() -> N
 
 
 def test_warpcode_state_dir_moves_the_services_whole_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from warpcode.agent.acp_agent import ServiceConfig
+    from warpcode.agent.service.agent import ServiceConfig
 
     monkeypatch.setenv("WARPCODE_STATE_DIR", str(tmp_path / "elsewhere"))
     assert ServiceConfig.from_settings(Settings(), None, None).state_dir == tmp_path / "elsewhere"

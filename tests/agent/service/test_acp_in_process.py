@@ -14,9 +14,9 @@ from acp._transport import memory_transport_pair
 from acp.helpers import embedded_text_resource, resource_block, resource_link_block, text_block
 
 from tests.agent.conftest import AcpTestClient
-from warpcode.agent.acp_agent import AcpService, ServiceConfig
-from warpcode.agent.acp_session import MAX_QUEUED_UPDATES
 from warpcode.agent.backends import NO_MODEL_MESSAGE
+from warpcode.agent.service.agent import AcpService, ServiceConfig
+from warpcode.agent.service.session import MAX_QUEUED_UPDATES
 
 pytestmark = pytest.mark.asyncio
 

@@ -12,7 +12,7 @@ import acp
 import pytest
 
 from tests.agent.conftest import AcpTestClient, connect
-from tests.agent.test_ws_limits import serving
+from tests.agent.service.test_ws_limits import serving
 
 pytestmark = pytest.mark.asyncio
 

@@ -11,8 +11,8 @@ import pytest
 from acp import RequestError
 
 from tests.agent.conftest import RecordingClient, connect
-from tests.agent.test_ws_limits import serving
-from warpcode.agent.session_store import SessionStore
+from tests.agent.service.test_ws_limits import serving
+from warpcode.agent.service.session_store import SessionStore
 
 pytestmark = pytest.mark.asyncio
 

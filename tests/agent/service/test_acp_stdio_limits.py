@@ -14,8 +14,8 @@ import pytest
 from acp import RequestError
 
 from tests.agent.conftest import write_script
-from tests.agent.test_ws_backpressure import HeldPermissions
-from warpcode.agent.request_limit import MAX_IN_FLIGHT, TOO_MANY_REQUESTS
+from tests.agent.service.test_ws_backpressure import HeldPermissions
+from warpcode.agent.service.request_limit import MAX_IN_FLIGHT, TOO_MANY_REQUESTS
 
 pytestmark = pytest.mark.asyncio
 

@@ -13,15 +13,17 @@ from acp import schema
 from acp.helpers import text_block, update_agent_message_text
 
 from tests.agent.conftest import AcpTestClient
-from tests.agent.test_acp_in_process import served
-from warpcode.agent import acp_session, events, update_stream
-from warpcode.agent.acp_agent import ServiceConfig
-from warpcode.agent.acp_session import AcpSession
-from warpcode.agent.backend_scripted import ScriptedBackend
+from tests.agent.service.test_acp_in_process import served
+from warpcode.agent import events
+from warpcode.agent.backends.scripted import ScriptedBackend
 from warpcode.agent.loop import Limits
 from warpcode.agent.messages import Message, ToolCall
-from warpcode.agent.session_store import SessionStore, message_record
-from warpcode.agent.update_stream import StepPacer
+from warpcode.agent.service import session as acp_session
+from warpcode.agent.service import update_stream
+from warpcode.agent.service.agent import ServiceConfig
+from warpcode.agent.service.session import AcpSession
+from warpcode.agent.service.session_store import SessionStore, message_record
+from warpcode.agent.service.update_stream import StepPacer
 
 pytestmark = pytest.mark.asyncio
 

@@ -13,7 +13,7 @@ from acp import RequestError
 from tests.agent.conftest import TOKEN, RecordingClient, start_server, write_script
 
 pytestmark = pytest.mark.asyncio
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[3] / "README.md"
 
 
 def _integrator_snippet() -> str:

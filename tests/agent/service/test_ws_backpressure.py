@@ -15,8 +15,8 @@ import websockets
 from acp import RequestError
 
 from tests.agent.conftest import AUTH, RecordingClient, connect
-from tests.agent.test_ws_limits import serving
-from warpcode.agent.request_limit import TOO_MANY_REQUESTS
+from tests.agent.service.test_ws_limits import serving
+from warpcode.agent.service.request_limit import TOO_MANY_REQUESTS
 
 pytestmark = pytest.mark.asyncio
 
