@@ -61,7 +61,7 @@ class GemvConfig:
             raise ValueError(f"GemvConfig.use_dot needs block_n >= 8, got {self.block_n}")
 
 
-# Measured on the H200 by `python -m warpcode.kernels.bench_gemv`: {(N, H, tuning.token_bucket(B)): GemvConfig}.
+# Measured on the H200 by `python -m warpcode.kernels.bench.bench_gemv`: {(N, H, tuning.token_bucket(B)): GemvConfig}.
 # Qwen3-30B-A3B's q/k/v, o_proj and router shapes, 2026-11-29 (BENCHMARKS.md, decode): at B = 1 gemv beats cuBLAS
 # on all three (6.8 vs 7.9 us, 6.7 vs 9.3 us, 1.2 vs 5.4 us), at B = 4 only on the router (2.1 vs 5.4 us).
 # The B = 1 q/k/v and router entries were re-chosen on 2026-11-30 inside the decode step's CUDA graph, where

@@ -1,10 +1,11 @@
 """Launch parameters of the MoE kernels (warp decode, the expert-centric grouped GEMMs) and the token count where
 the dispatcher switches paths.
 
-Measured values live in `warp_decode_configs.json` beside this file, written on the GPU by
-`python -m warpcode.kernels.tune_warp_decode --write kernels/warp_decode_configs.json` ("configs", "crossover") and
-`python -m warpcode.kernels.tune_expert_centric --write kernels/warp_decode_configs.json` ("expert_centric"), see
-BENCHMARKS.md. Keys are "H,I,E,K" plus a token-count bucket; shapes that were never measured get a heuristic.
+Measured values live in `warp_decode_configs.json` beside this file, written on the GPU by the tuners in bench/:
+`python -m warpcode.kernels.bench.tune_warp_decode --write kernels/warp_decode_configs.json` ("configs",
+"crossover") and `python -m warpcode.kernels.bench.tune_expert_centric --write kernels/warp_decode_configs.json`
+("expert_centric"), see BENCHMARKS.md. Keys are "H,I,E,K" plus a token-count bucket; shapes that were never
+measured get a heuristic.
 """
 
 from __future__ import annotations

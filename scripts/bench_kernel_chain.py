@@ -18,8 +18,8 @@ import torch
 import triton
 import triton.language as tl
 
+from warpcode.kernels.bench.timing import capture_graph
 from warpcode.kernels.launch import wait_for_inputs
-from warpcode.kernels.timing import capture_graph
 
 
 @triton.jit

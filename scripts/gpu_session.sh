@@ -31,13 +31,13 @@ for step in $steps; do
         for shape_batches in ${TUNE_SHAPES:-2048,768,128,8:128 2048,1024,64,8:128 4096,14336,8,2:16}; do
             shape=${shape_batches%:*}
             batches=$(python3 -c "import sys; print(','.join(str(b) for b in (1,2,4,8,16,32,64,128) if b <= ${shape_batches#*:}))")
-            python3 -m warpcode.kernels.tune_warp_decode --shape $shape --batch $batches --write kernels/warp_decode_configs.json \
+            python3 -m warpcode.kernels.bench.tune_warp_decode --shape $shape --batch $batches --write kernels/warp_decode_configs.json \
                 2>&1 | tee -a "$OUT/tune.log" | python3 scripts/show_tune.py
         done
         cp kernels/warp_decode_configs.json "$OUT/" ;;
     tune-centric)  # the expert-centric path's grouped-GEMM tiles past warp decode's crossover
         for shape in ${CENTRIC_SHAPES:-2048,768,128,8}; do
-            python3 -m warpcode.kernels.tune_expert_centric --shape $shape --batch ${CENTRIC_BATCH:-16,32,64,128} \
+            python3 -m warpcode.kernels.bench.tune_expert_centric --shape $shape --batch ${CENTRIC_BATCH:-16,32,64,128} \
                 --write kernels/warp_decode_configs.json 2>&1 | tee -a "$OUT/tune_centric.log"
         done
         cp kernels/warp_decode_configs.json "$OUT/" ;;
@@ -57,7 +57,7 @@ for step in $steps; do
     profile)
         python3 scripts/profile_decode.py --batch ${PROFILE_BATCH:-1} 2>&1 | tee -a "$OUT/profile.log" | tail -45 ;;
     gemv)
-        python3 -m warpcode.kernels.bench_gemv --shapes 5120x2048,2048x4096,128x2048 --batch ${GEMV_BATCH:-1,4,8,16} \
+        python3 -m warpcode.kernels.bench.bench_gemv --shapes 5120x2048,2048x4096,128x2048 --batch ${GEMV_BATCH:-1,4,8,16} \
             ${GEMV_FLAGS:---quick} 2>&1 | tee "$OUT/bench_gemv.log" | tail -40 ;;
     attention)
         python3 scripts/sweep_attention.py 2>&1 | tee "$OUT/sweep_attention.log" ;;

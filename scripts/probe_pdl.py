@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from warpcode.kernels.timing import capture_graph
+from warpcode.kernels.bench.timing import capture_graph
 
 
 @triton.jit

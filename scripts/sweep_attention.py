@@ -15,8 +15,8 @@ import triton
 
 from warpcode.kernels import attention_splits
 from warpcode.kernels import decode_attention as attention_module
+from warpcode.kernels.bench.timing import time_per_call
 from warpcode.kernels.decode_attention import MERGE_KERNEL_MIN_SPLITS, decode_attention_triton
-from warpcode.kernels.timing import time_per_call
 
 HQ, HKV, D, LAYERS = 32, 4, 128, 48
 

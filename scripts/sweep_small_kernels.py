@@ -13,7 +13,7 @@ import torch
 
 from warpcode.kernels import decode_attention as attention
 from warpcode.kernels import norm
-from warpcode.kernels.timing import time_per_call
+from warpcode.kernels.bench.timing import time_per_call
 
 route = importlib.import_module("warpcode.kernels.route")  # the package exports a function of the same name
 

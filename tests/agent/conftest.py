@@ -16,7 +16,7 @@ from acp import schema as acp_schema
 from acp.schema import AgentMessageChunk
 from acp.ws import create_websocket_stream
 
-from warpcode.agent.cli_serve import listening_url
+from warpcode.agent.cli.serve import listening_url
 from warpcode.agent.events import SessionUpdate
 
 FIX_SCRIPT = {

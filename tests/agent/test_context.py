@@ -3,8 +3,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from warpcode.agent import context
-from warpcode.agent.backend_scripted import ScriptedBackend
 from warpcode.agent.backends import approximate_tokens
+from warpcode.agent.backends.scripted import ScriptedBackend
 from warpcode.agent.loop import Agent, Limits
 from warpcode.agent.messages import Message, ToolCall
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from acp import schema
 
-from warpcode.agent.backend_scripted import ScriptedBackend
 from warpcode.agent.backends import backend_from_spec
+from warpcode.agent.backends.scripted import ScriptedBackend
 from warpcode.agent.loop import Agent, Limits
 from warpcode.tools.sandbox import Sandbox
 

@@ -5,8 +5,9 @@ import json
 
 import pytest
 
-from warpcode.kernels import tune_expert_centric, tuning
-from warpcode.kernels.bench_moe import MoeShape
+from warpcode.kernels import tuning
+from warpcode.kernels.bench import tune_expert_centric
+from warpcode.kernels.bench.bench_moe import MoeShape
 from warpcode.kernels.tuning import GroupedGemmConfig, grouped_gemm_config, warp_decode_config
 
 QWEN3 = (2048, 768, 128, 8)

@@ -108,7 +108,7 @@ def hf_checkpoints(tmp_path_factory) -> dict[str, tuple[torch.nn.Module, Path]]:
 @pytest.fixture
 def run_cli():
     """Runs `warpcode generate ARGV...` through its own argparse registration; returns the exit code."""
-    from warpcode.agent import cli_generate
+    from warpcode.agent.cli import generate as cli_generate
 
     def run(argv: list[str]) -> int:
         parser = argparse.ArgumentParser()

@@ -1,0 +1,30 @@
+"""warpcode.agent.backends: the model backends: the interface and `backend_from_spec` (base.py), one module per
+backend (scripted, openai, local) and the tool-call parsers of the local backend; the interface is exported here."""
+
+from warpcode.agent.backends.base import (
+    NO_MODEL_MESSAGE,
+    BackendError,
+    Finish,
+    MissingModel,
+    ModelBackend,
+    ModelEvent,
+    TextDelta,
+    ThoughtDelta,
+    ToolCallReady,
+    approximate_tokens,
+    backend_from_spec,
+)
+
+__all__ = [
+    "NO_MODEL_MESSAGE",
+    "BackendError",
+    "Finish",
+    "MissingModel",
+    "ModelBackend",
+    "ModelEvent",
+    "TextDelta",
+    "ThoughtDelta",
+    "ToolCallReady",
+    "approximate_tokens",
+    "backend_from_spec",
+]

@@ -1,0 +1,116 @@
+"""`local:DIR`: a Hugging Face checkpoint run in-process by warpcode.model_runtime.
+
+The checkpoint's chat template renders the conversation with the tools; generated text is parsed for tool calls
+as it streams (Hermes or Qwen3-Coder format, picked from the template). Generation blocks, so it runs in a worker
+thread and hands text to the event loop piece by piece; closing the stream stops it after the current token.
+torch is imported only when the model is first used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from warpcode.agent.backends.base import BackendError, Finish, ModelEvent, ToolCallReady, approximate_tokens
+from warpcode.agent.backends.toolcall_parsers import parser_for_template
+from warpcode.agent.messages import Message, ToolCall
+
+DEFAULT_CONTEXT_WINDOW = 32_768
+_DONE = object()
+
+
+class LocalBackend:
+    """Loads the checkpoint in `path` at first use, or serves an `engine` already loaded in this process."""
+
+    def __init__(self, path: str | Path | None = None, max_new_tokens: int = 4096, engine: Any = None) -> None:
+        self.path, self.max_new_tokens, self._engine = Path(path or "."), max_new_tokens, engine
+        self.context_window = DEFAULT_CONTEXT_WINDOW
+        if engine is None:
+            if not (self.path / "config.json").is_file():
+                raise BackendError(f"{self.path} is not a checkpoint directory (no config.json)")
+            config = json.loads((self.path / "config.json").read_text())
+            self.context_window = min(config.get("max_position_embeddings") or DEFAULT_CONTEXT_WINDOW, 131_072)
+        self._lock = asyncio.Lock()
+
+    def count_tokens(self, text: str) -> int:
+        tokenizer = self._engine.tokenizer if self._engine is not None else None
+        return len(tokenizer.encode(text, add_special_tokens=False)) if tokenizer else approximate_tokens(text)
+
+    async def stream(self, messages: list[Message], tools: list[dict[str, Any]]) -> AsyncIterator[ModelEvent]:
+        engine = await self._load()
+        prompt = render_prompt(engine.tokenizer, messages, tools)
+        prompt_ids = engine.tokenizer.encode(prompt, add_special_tokens=False)
+        parser = parser_for_template(str(engine.tokenizer.chat_template), tools)
+        loop, queue, stop = asyncio.get_running_loop(), asyncio.Queue(), threading.Event()
+
+        def generate() -> None:
+            try:
+                for delta in engine.stream(prompt_ids, self.max_new_tokens):
+                    loop.call_soon_threadsafe(queue.put_nowait, delta)
+                    if stop.is_set():
+                        break
+                loop.call_soon_threadsafe(queue.put_nowait, _DONE)
+            except Exception as exc:  # reaches the loop as a BackendError instead of dying with the thread
+                loop.call_soon_threadsafe(queue.put_nowait, exc)
+
+        worker = loop.run_in_executor(None, generate)
+        called = False
+        try:
+            while (item := await queue.get()) is not _DONE:
+                if isinstance(item, Exception):
+                    raise BackendError(f"generation failed: {type(item).__name__}: {item}") from item
+                for parsed in parser.feed(item):
+                    called |= isinstance(parsed, ToolCall)
+                    yield ToolCallReady(parsed) if isinstance(parsed, ToolCall) else parsed
+            for parsed in parser.finish():
+                called |= isinstance(parsed, ToolCall)
+                yield ToolCallReady(parsed) if isinstance(parsed, ToolCall) else parsed
+        finally:
+            stop.set()
+            await asyncio.wait([worker])
+        stats = engine.last_stats
+        generated = stats.new_tokens + 1
+        reason = "length" if generated >= self.max_new_tokens else "tool_calls" if called else "stop"
+        yield Finish(reason, stats.prompt_tokens, generated)
+
+    async def _load(self) -> Any:
+        async with self._lock:
+            if self._engine is None:
+                self._engine = await asyncio.to_thread(_load_engine, self.path)
+        return self._engine
+
+
+def _load_engine(path: Path) -> Any:
+    import torch
+
+    from warpcode.model_runtime import CheckpointError, UnsupportedConfigError, load
+
+    try:
+        engine = load(path, device="cuda" if torch.cuda.is_available() else "cpu", show_progress=False)
+    except (CheckpointError, UnsupportedConfigError, OSError, ValueError) as exc:
+        raise BackendError(f"cannot load the model in {path}: {exc}") from exc
+    if engine.tokenizer is None or not engine.tokenizer.chat_template:
+        raise BackendError(f"{path} needs tokenizer.json and a chat template to serve as an agent model")
+    return engine
+
+
+def render_prompt(tokenizer: Any, messages: list[Message], tools: list[dict[str, Any]]) -> str:
+    """The prompt text for the conversation, as the checkpoint's chat template writes it (tools included)."""
+    return tokenizer.apply_chat_template([template_message(m) for m in messages], tools=tools)
+
+
+def template_message(message: Message) -> dict[str, Any]:
+    """Hugging Face templates read tool-call arguments as objects, not as JSON text."""
+    rendered: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        rendered["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in message.tool_calls
+        ]
+    if message.role == "tool":
+        rendered.update(tool_call_id=message.tool_call_id, name=message.name)
+    return rendered

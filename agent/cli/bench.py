@@ -1,0 +1,172 @@
+"""`warpcode bench ...`: benchmarks of the kernels and the runtime (GPU numbers belong in BENCHMARKS.md)."""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    bench = commands.add_parser("bench", help="benchmarks: one MoE layer (moe), the whole model decoding (decode)")
+    kinds = bench.add_subparsers(dest="bench_kind", metavar="KIND", required=True)
+    moe = kinds.add_parser("moe", help="one MoE layer per path: us, GB/s, %% of copy bandwidth, error vs fp64")
+    shape = moe.add_mutually_exclusive_group()
+    shape.add_argument("--preset", default="qwen3-30b-a3b", help="model shape (default: %(default)s)")
+    shape.add_argument("--shape", help="explicit MoE shape H,I,E,K instead of a preset")
+    moe.add_argument("--batch", default="1,2,4,8,16,32", help="token counts, comma separated (default: %(default)s)")
+    moe.add_argument("--paths", help="comma separated subset of paths (default: all available)")
+    moe.add_argument("--device", default="cuda", help="CUDA device (default: %(default)s)")
+    moe.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
+    moe.set_defaults(handler=_run_moe)
+
+    decode = kinds.add_parser("decode", help="whole-model decode: tok/s, ms/token, %% of the copy-bandwidth roofline")
+    decode.add_argument("--preset", default="qwen3-30b-a3b", help="model shape (default: %(default)s)")
+    decode.add_argument(
+        "--random-weights", action="store_true", help="build the model with random weights (required for now)"
+    )
+    decode.add_argument("--batch", default="1,8,32", help="rows decoded together (default: %(default)s)")
+    decode.add_argument("--context", default="512", help="tokens already in each row's cache (default: %(default)s)")
+    decode.add_argument("--steps", type=int, default=64, help="timed decode steps per configuration")
+    decode.add_argument(
+        "--prefill", type=int, default=2000, help="also time the prefill of one prompt this long (0: skip)"
+    )
+    decode.add_argument("--compare-hf", action="store_true", help="also time transformers on the same shape")
+    decode.add_argument(
+        "--device", default="auto", help="cuda, cuda:N or cpu (default: cuda when available; cpu for the tiny preset)"
+    )
+    decode.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
+    decode.set_defaults(handler=_run_decode)
+
+
+def _parse_ints(text: str, what: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ValueError(f"{what} must be comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise ValueError(f"{what} must be positive integers, got {text!r}")
+    return values
+
+
+def _moe_shape(args: argparse.Namespace):
+    from warpcode.kernels.bench.bench_moe import MoeShape
+
+    if args.shape:
+        values = _parse_ints(args.shape, "--shape")
+        if len(values) != 4:
+            raise ValueError(f"--shape takes H,I,E,K (4 integers), got {args.shape!r}")
+        return MoeShape(*values)
+    from warpcode.model_runtime.presets import get_preset
+
+    return MoeShape(*get_preset(args.preset).moe_shape)
+
+
+def _run_moe(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from warpcode.kernels.bench.bench_moe import run_moe_bench
+
+    shape = _moe_shape(args)
+    batches = _parse_ints(args.batch, "--batch")
+    paths = args.paths.split(",") if args.paths else None
+    console = Console(stderr=True)
+    table = Table(title=f"MoE layer H={shape.hidden} I={shape.intermediate} E={shape.experts} K={shape.top_k}, bf16")
+    for column in ("path", "T", "us", "GB/s", "% copy", "rel err", "x transformers", "timing"):
+        table.add_column(column, justify="left" if column in ("path", "timing") else "right")
+    results = run_moe_bench(shape, batches, paths, device=args.device)
+    with console.status("measuring copy bandwidth and compiling kernels..."):
+        copy_bandwidth = next(results)
+    console.print(f"device-to-device copy bandwidth: {copy_bandwidth / 1e12:.2f} TB/s (read + write)")
+    for row in results:
+        if args.json:
+            print(json.dumps({"shape": vars(shape), "copy_tb_s": copy_bandwidth / 1e12, **vars(row)}), flush=True)
+        else:
+            console.print(f"  T={row.batch:<3} {row.path:<26} {row.microseconds:9.1f} us", highlight=False)
+            speedup = "" if row.speedup_vs_transformers is None else f"{row.speedup_vs_transformers:.1f}"
+            table.add_row(
+                row.path,
+                str(row.batch),
+                f"{row.microseconds:.1f}",
+                f"{row.gigabytes_per_second:.0f}",
+                f"{row.percent_of_copy:.0f}",
+                f"{row.relative_error:.2e}",
+                speedup,
+                row.timing,
+            )
+    if not args.json:
+        Console().print(table)
+    return 0
+
+
+def _decode_device(device: str, preset: str, cuda_available: bool) -> str:
+    """`--device auto`: the GPU when there is one; without one, the CPU only for a preset small enough for it."""
+    if device != "auto":
+        return device
+    if cuda_available:
+        return "cuda"
+    if preset == "tiny":
+        return "cpu"
+    raise ValueError(
+        f"no CUDA device here, and {preset} with random weights needs a GPU: run it on a GPU machine, or time "
+        f"the tiny preset on the CPU (--preset tiny --device cpu)"
+    )
+
+
+def _run_decode(args: argparse.Namespace) -> int:
+    import torch
+    from rich.console import Console
+    from rich.table import Table
+
+    from warpcode.model_runtime import bench_decode, load_random
+
+    if not args.random_weights:
+        raise ValueError("bench decode needs --random-weights (to time a checkpoint, use `warpcode generate`)")
+    batches, contexts = _parse_ints(args.batch, "--batch"), _parse_ints(args.context, "--context")
+    args.device = _decode_device(args.device, args.preset, torch.cuda.is_available())
+    console = Console(stderr=True)
+    with console.status("measuring copy bandwidth..."):
+        copy_bandwidth = bench_decode.copy_bandwidth(args.device)
+    console.print(f"copy bandwidth: {copy_bandwidth / 1e12:.2f} TB/s (read + write)")
+    with console.status(f"building {args.preset} with random weights on {args.device}..."):
+        engine = load_random(args.preset, device=args.device)
+    table = Table(title=f"decode, {args.preset}, random weights, {engine.dtype}".replace("torch.", ""))
+    for column in ("path", "batch", "context", "tok/s", "ms/step", "GB/step", "% roofline"):
+        table.add_column(column, justify="left" if column == "path" else "right")
+
+    def report(row: bench_decode.DecodeBenchRow) -> None:
+        if args.json:
+            print(json.dumps({"preset": args.preset, "copy_tb_s": copy_bandwidth / 1e12, **vars(row)}), flush=True)
+            return
+        console.print(f"  {row.path} batch {row.batch} context {row.context}: {row.tokens_per_second:.1f} tok/s")
+        table.add_row(
+            row.path, str(row.batch), str(row.context), f"{row.tokens_per_second:.1f}", f"{row.ms_per_step:.3f}",
+            f"{row.bytes_per_step / 1e9:.2f}", f"{row.percent_of_roofline:.0f}",
+        )  # fmt: skip
+
+    with console.status("decoding (the first step of each configuration captures its CUDA graph)..."):
+        for row in bench_decode.run_decode_bench(engine, batches, contexts, copy_bandwidth, args.steps):
+            report(row)
+        prefill_seconds = bench_decode.time_prefill(engine, args.prefill) if args.prefill else None
+    if prefill_seconds is not None:
+        if args.json:
+            print(json.dumps({"preset": args.preset, "prefill_tokens": args.prefill, "ms": prefill_seconds * 1e3}))
+        else:
+            console.print(f"prefill of {args.prefill} tokens (+ first token): {prefill_seconds * 1e3:.1f} ms")
+    if args.compare_hf:
+        config, device = engine.config, engine.device
+        read = {(b, c): bench_decode.bytes_per_step(config, engine.model, b, c) for b in batches for c in contexts}
+        del engine  # two copies of a large model may not fit together
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        with console.status("building and timing the same model in transformers..."):
+            for context, batch in ((c, b) for c in contexts for b in batches):
+                row = bench_decode.transformers_decode_row(
+                    config, batch, context, device, read[batch, context], copy_bandwidth
+                )
+                report(row)
+    if not args.json:
+        Console().print(table)
+    return 0

@@ -1,0 +1,112 @@
+"""`warpcode chat`: an interactive terminal session with the agent, in-process or connected to `warpcode serve`.
+
+Both ways are the same ACP client (`chat_client.Chat`); only the transport differs: in-process the agent of an
+`AcpService` is served over the SDK's in-memory transport pair (as `serve` does per WebSocket connection), with
+--connect the SDK's WebSocket client carries it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from warpcode.agent.cli.config import add_agent_options, checked_cwd
+from warpcode.agent.cli.serve import TOKEN_VARIABLE, default_token_file
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    chat = commands.add_parser(
+        "chat",
+        help="chat with the agent in the terminal (in-process, or --connect to `warpcode serve`)",
+        description="An interactive session: each line is a prompt, the agent's work streams to the screen, "
+        "permission questions are answered with y / n / a (always) / r (never). Ctrl-C cancels a running turn; "
+        "Ctrl-C at the prompt, Ctrl-D or /quit leaves. /help lists the commands (/undo, /checkpoints, /mode).",
+    )
+    chat.add_argument("--cwd", help="the workspace directory (default: a resumed session's, else the current one)")
+    add_agent_options(chat)
+    chat.add_argument("--session", metavar="ID", help="continue a stored session, replaying its history")
+    chat.add_argument("--connect", metavar="URL", help="a running `warpcode serve`, e.g. ws://127.0.0.1:8765/acp")
+    chat.add_argument(
+        "--token",
+        help=f"bearer token for --connect (default: ${TOKEN_VARIABLE}, else the token file `warpcode serve` wrote); "
+        f"given here it shows in `ps` to every user: prefer ${TOKEN_VARIABLE}",
+    )
+    chat.set_defaults(handler=run_chat)
+
+
+def run_chat(args: argparse.Namespace) -> int:
+    return asyncio.run(_chat(args))
+
+
+async def _chat(args: argparse.Namespace) -> int:
+    from warpcode.agent.cli.chat_client import Chat, LineInput
+    from warpcode.agent.cli.terminal_view import TerminalView
+
+    cwd = checked_cwd(args.cwd)
+    loop = asyncio.get_running_loop()
+    chat = Chat(TerminalView(), LineInput(loop))
+    connection = _over_websocket(args, chat) if args.connect else _in_process(args, chat)
+    async with connection:  # the SDK hands its connection to chat.on_connect
+        loop.add_signal_handler(signal.SIGINT, chat.interrupt)
+        try:
+            await chat.run(cwd, args.session, args.mode)
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+    return 0
+
+
+@contextlib.asynccontextmanager
+async def _in_process(args: argparse.Namespace, client: Any) -> AsyncIterator[None]:
+    import acp
+    from acp._transport import memory_transport_pair  # the SDK's own pair, used by its HTTP server; not re-exported
+
+    from warpcode.agent.cli.config import load_settings
+    from warpcode.agent.service.agent import AcpService, ServiceConfig
+
+    config = ServiceConfig.from_settings(load_settings(args.model), args.state_dir, args.mode, args.sandbox)
+    agent = AcpService(config).new_connection_agent()
+    agent_end, client_end = memory_transport_pair()
+    server = asyncio.create_task(acp.run_agent(agent, agent_end))
+    conn = acp.connect_to_agent(client, client_end)
+    try:
+        yield
+    finally:
+        await agent.close()  # cancels a running turn, killing its command
+        await conn.close()
+        server.cancel()
+        await asyncio.gather(server, return_exceptions=True)
+
+
+@contextlib.asynccontextmanager
+async def _over_websocket(args: argparse.Namespace, client: Any) -> AsyncIterator[None]:
+    import acp
+    import websockets
+    from acp.ws import create_websocket_stream
+
+    token = args.token or os.environ.get(TOKEN_VARIABLE) or _saved_token(args.state_dir)
+    try:
+        transport = await create_websocket_stream(args.connect, headers={"Authorization": f"Bearer {token}"})
+    except (OSError, websockets.InvalidHandshake, websockets.InvalidURI) as error:
+        raise ConnectionError(f"could not connect to {args.connect}: {error}") from error
+    conn = acp.connect_to_agent(client, transport)
+    try:
+        yield
+    finally:
+        await conn.close()
+
+
+def _saved_token(state_dir: Path | None) -> str:
+    from warpcode.agent.cli.config import load_settings
+    from warpcode.agent.service.agent import default_state_dir
+
+    path = default_token_file(load_settings().token_file, state_dir or default_state_dir())
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no --token given and no token file {path} (`warpcode serve` writes it)") from None

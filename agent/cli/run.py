@@ -1,0 +1,109 @@
+"""`warpcode run`: one headless prompt turn in a directory, shown as it happens (or as ACP JSON lines).
+
+Permissions: nobody can be asked during a headless run, so in mode `ask` (and for commands in `accept-edits`)
+calls that would ask are rejected and the model is told so, unless `--yes` answers yes to every question. A turn
+with refused calls ends with a line naming them and how to allow them, and exit code EXIT_REFUSED.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+
+from warpcode.agent.cli.config import add_agent_options
+
+EXIT_CODES = {"end_turn": 0, "cancelled": 130}
+EXIT_REFUSED = 3  # the turn ended, but calls that needed a permission nobody could give were refused
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    run = commands.add_parser(
+        "run",
+        help="run one headless agent turn on a directory",
+        description="Run one prompt turn of the agent in --cwd and print its progress. Exit code 0 when the model "
+        f"ends its turn, 1 on a limit or error, {EXIT_REFUSED} when it ended with tool calls refused for want of a "
+        "permission (mode ask or accept-edits without --yes), 130 when cancelled (Ctrl-C).",
+    )
+    run.add_argument("instruction", help="what the agent should do")
+    run.add_argument("--cwd", default=".", help="the workspace directory (default: the current directory)")
+    add_agent_options(run)
+    run.add_argument("--yes", action="store_true", help="answer yes to every permission question")
+    run.add_argument("--json", action="store_true", help="print each ACP session/update as one JSON line")
+    run.add_argument("--max-turn-requests", type=int, metavar="N", help="most model requests in the turn")
+    run.set_defaults(handler=run_turn)
+
+
+def run_turn(args: argparse.Namespace) -> int:
+    return asyncio.run(_run(args))
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from warpcode.agent import events
+    from warpcode.agent.backends import backend_from_spec
+    from warpcode.agent.cli.config import checked_cwd, load_settings
+    from warpcode.agent.cli.terminal_view import TerminalView
+    from warpcode.agent.loop import Agent, Limits
+    from warpcode.agent.permissions import mode_policy
+    from warpcode.tools import Workspace
+    from warpcode.tools.sandbox import sandbox_from_setting
+    from warpcode.tools.workspace import default_state_home, ensure_private_dir, workspace_state_dir
+
+    cwd = checked_cwd(args.cwd)
+    settings = load_settings(args.model)
+    mode = args.mode or settings.mode
+    limits = Limits(args.max_turn_requests or settings.max_turn_requests, settings.tool_output_tokens)
+
+    refused: list[str] = []
+
+    async def nobody_to_ask(tool_name: str, kind: str, arguments: dict) -> str:
+        if args.yes:
+            return "allow"
+        refused.append(events.tool_title(tool_name, arguments))
+        return "reject"
+
+    if args.json:
+        view = None
+        emit = lambda update: print(events.to_json(update), flush=True)
+    else:
+        view = emit = TerminalView()
+    home = ensure_private_dir((args.state_dir or default_state_home()).expanduser().resolve())
+    agent = Agent(
+        Workspace(cwd, workspace_state_dir(home, cwd)),
+        backend_from_spec(settings.model),
+        emit,
+        mode,
+        mode_policy(mode, nobody_to_ask),
+        limits,
+        sandbox_from_setting(args.sandbox or settings.sandbox),
+    )
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, agent.cancel)
+    try:
+        result = await agent.prompt(args.instruction)
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+    if args.json:
+        print(json.dumps({"stopReason": result.stop_reason, **({"refused": refused} if refused else {})}), flush=True)
+    else:
+        view.finish()
+        if result.error:  # the agent's answer above already says why, in full
+            print("stopped: the model could not answer (the reason is above)", file=sys.stderr)
+        elif result.stop_reason != "end_turn":
+            print(f"stopped: {result.stop_reason}", file=sys.stderr)
+    if refused:
+        print(_refusal_note(refused, mode), file=sys.stderr)
+        if result.stop_reason == "end_turn":
+            return EXIT_REFUSED
+    return EXIT_CODES.get(result.stop_reason, 1)
+
+
+def _refusal_note(refused: list[str], mode: str) -> str:
+    calls = ", ".join(dict.fromkeys(refused))  # each call once, in order
+    wider = "--mode auto" if mode == "accept-edits" else "--mode accept-edits (edits only) or --mode auto"
+    return (
+        f"refused {len(refused)} tool call{'s' if len(refused) != 1 else ''} that needed a permission nobody could "
+        f"give in mode {mode}: {calls}. Allow them with --yes, or with {wider}."
+    )

@@ -1,0 +1,347 @@
+"""The ACP agent (Agent Client Protocol v1, design.md section 3), transport-free.
+
+`AcpService` is created once per server process: it owns the session store and knows which sessions are open
+(each on one connection at a time: session/load reserves the id before its first await, and a session loads only
+with the directory it was created in). `new_connection_agent()` gives one `WarpcodeAcpAgent` per client
+connection, served with `acp.run_agent(agent)` (stdio) or `acp.run_agent(agent, transport)` (WebSocket); call
+`close()` when the connection ends. The SDK does the JSON-RPC and validates params against its schema (-32602
+with the field's location); errors raised here name the session, mode or path at fault. session/list answers in
+pages of SESSIONS_PER_PAGE, newest first, continued by an opaque cursor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import os
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import acp
+from acp import schema
+from acp.exceptions import RequestError
+from pydantic import BaseModel, Field
+
+from warpcode.agent.backends import ModelBackend, backend_from_spec
+from warpcode.agent.cli.config import Settings
+from warpcode.agent.loop import Limits
+from warpcode.agent.permissions import MODES
+from warpcode.agent.service.client_fs import ClientFiles
+from warpcode.agent.service.session import AcpSession, SessionBusy, flatten_prompt, replay
+from warpcode.agent.service.session_store import ListPosition, SavedSession, SessionStore, UnknownSession
+from warpcode.agent.service.update_stream import StepPacer
+from warpcode.tools import CheckpointError, Checkpoints
+from warpcode.tools.process import reap_leftover_commands
+from warpcode.tools.sandbox import SETTINGS as SANDBOXES
+from warpcode.tools.sandbox import sandbox_from_setting
+from warpcode.tools.workspace import default_state_home, ensure_private_dir, workspace_state_dir
+
+SESSION_BUSY = -32001  # JSON-RPC server-defined error: a prompt while the session's turn runs
+SESSIONS_PER_PAGE = 100  # session/list: 20,000 sessions in one answer would be megabytes
+MODE_DESCRIPTIONS = {
+    "ask": ("Ask", "Edits, commands and tests ask for permission."),
+    "accept-edits": ("Accept edits", "Edits apply without asking; commands and tests ask."),
+    "auto": ("Auto", "Nothing asks for permission."),
+}
+log = logging.getLogger(__name__)
+
+
+def default_state_dir(env: dict[str, str] | os._Environ[str] = os.environ) -> Path:
+    """The service's state home (sessions, the workspaces' state, serve's token): see `default_state_home`."""
+    return default_state_home(env)
+
+
+class CheckpointsParams(BaseModel):
+    session_id: str = Field(alias="sessionId")
+
+
+class RestoreParams(CheckpointsParams):
+    checkpoint_id: str = Field(alias="checkpointId")
+
+
+@dataclass
+class ServiceConfig:
+    model: str | None  # a backend spec (design.md section 5); None: prompts explain how to configure one
+    state_dir: Path
+    default_mode: str = "ask"
+    limits: Limits = field(default_factory=Limits)
+    sandbox: str = "none"  # tools/sandbox.py SETTINGS: where the sessions' commands and tests run
+
+    def __post_init__(self) -> None:
+        if self.default_mode not in MODES:
+            raise ValueError(f"unknown mode {self.default_mode!r}: use one of {', '.join(MODES)}")
+        if self.limits.max_turn_requests < 1 or self.limits.tool_output_tokens < 1:
+            raise ValueError("limits must be positive")
+        if self.sandbox not in SANDBOXES:
+            raise ValueError(f"unknown sandbox {self.sandbox!r}: use one of {', '.join(SANDBOXES)}")
+        self.state_dir = Path(self.state_dir).expanduser().resolve()
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, state_dir: Path | None, mode: str | None, sandbox: str | None = None
+    ) -> ServiceConfig:
+        """The service's configuration: command-line values first, then the user's settings."""
+        limits = Limits(settings.max_turn_requests, settings.tool_output_tokens)
+        state = state_dir or default_state_dir()
+        return cls(settings.model, state, mode or settings.mode, limits, sandbox or settings.sandbox)
+
+
+class AcpService:
+    def __init__(self, config: ServiceConfig) -> None:
+        self.config = config
+        ensure_private_dir(config.state_dir)  # at start-up, so that a state home we must refuse fails the command
+        self.sandbox = sandbox_from_setting(config.sandbox)  # likewise: a sandbox that is not installed
+        if leftovers := reap_leftover_commands():
+            log.warning(
+                "stopped %d commands left running by a crashed warpcode (pids %s)",
+                len(leftovers),
+                ", ".join(map(str, leftovers)),
+            )
+        self.store = SessionStore(config.state_dir)
+        self.open_sessions: dict[str, WarpcodeAcpAgent] = {}  # session id -> the connection serving it
+        self.pacer = StepPacer()  # all sessions' model events take turns with each other and with I/O
+        # A scripted model replays its script per session; any other backend (a loaded model, an HTTP client) is
+        # built once, now, so a bad spec fails at start-up rather than at the first prompt.
+        self._scripted = (config.model or "").startswith("scripted:")
+        self._shared_backend = backend_from_spec(config.model)
+
+    def backend_for_session(self) -> ModelBackend:
+        return backend_from_spec(self.config.model) if self._scripted else self._shared_backend
+
+    def new_connection_agent(self) -> WarpcodeAcpAgent:
+        return WarpcodeAcpAgent(self)
+
+
+class WarpcodeAcpAgent:
+    """The SDK's Agent protocol for one client connection, with any number of sessions."""
+
+    def __init__(self, service: AcpService) -> None:
+        self.service = service
+        self.conn: Any = None
+        self.sessions: dict[str, AcpSession] = {}
+        self.client_fs = schema.FileSystemCapabilities()
+
+    def on_connect(self, conn: Any) -> None:
+        self.conn = conn
+
+    async def initialize(
+        self, protocol_version: int, client_capabilities: schema.ClientCapabilities | None = None, **kwargs: Any
+    ) -> schema.InitializeResponse:
+        if client_capabilities and client_capabilities.fs:
+            self.client_fs = client_capabilities.fs
+        # We speak exactly one version: the answer is ours, and a client that cannot speak it disconnects.
+        return schema.InitializeResponse(
+            protocol_version=acp.PROTOCOL_VERSION,
+            agent_capabilities=schema.AgentCapabilities(
+                load_session=True,
+                prompt_capabilities=schema.PromptCapabilities(embedded_context=True),
+                session_capabilities=schema.SessionCapabilities(list=schema.SessionListCapabilities()),
+            ),
+            auth_methods=[],
+            agent_info=schema.Implementation(name="warpcode", title="warpcode", version=_version()),
+        )
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> schema.AuthenticateResponse:
+        return schema.AuthenticateResponse()  # no methods are advertised: nothing to check
+
+    async def new_session(self, cwd: str, **kwargs: Any) -> schema.NewSessionResponse:
+        _check_cwd(cwd)
+        session_id, mode = uuid.uuid4().hex, self.service.config.default_mode
+        await asyncio.to_thread(self.service.store.create, session_id, cwd, mode)
+        self._open(session_id, cwd, mode)
+        return schema.NewSessionResponse(session_id=session_id, modes=_modes(mode))
+
+    async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> schema.LoadSessionResponse:
+        _check_cwd(cwd)
+        self._reserve(session_id)  # before the first await: a concurrent load of the same id is refused
+        try:
+            saved = await asyncio.to_thread(self._read_saved, session_id)
+            _check_same_directory(saved, cwd)
+            await replay(self.conn, session_id, saved.history)
+        except BaseException:
+            del self.service.open_sessions[session_id]
+            raise
+        self._open(session_id, saved.cwd, saved.mode, saved)
+        return schema.LoadSessionResponse(modes=_modes(saved.mode))
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> schema.ListSessionsResponse:
+        """A page of stored sessions, newest first; `nextCursor` continues it (ACP's opaque cursor)."""
+        after = _read_cursor(cursor) if cursor else None
+        found, last = await asyncio.to_thread(self.service.store.page, cwd, after, SESSIONS_PER_PAGE)
+        sessions = [
+            schema.SessionInfo(
+                session_id=s.session_id,
+                cwd=s.cwd,
+                title=s.title,
+                updated_at=datetime.fromtimestamp(s.changed, UTC).isoformat(timespec="seconds"),
+            )
+            for s in found
+        ]
+        return schema.ListSessionsResponse(sessions=sessions, next_cursor=_cursor(last) if last else None)
+
+    async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> schema.PromptResponse:
+        session = self._session(session_id)
+        try:
+            result = await session.prompt(flatten_prompt(prompt))
+        except SessionBusy as exc:
+            raise RequestError(SESSION_BUSY, str(exc), {"sessionId": session_id}) from None
+        return schema.PromptResponse(stop_reason=result.stop_reason)
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        session = self.sessions.get(session_id)
+        if session is None:
+            log.warning("session/cancel for unknown session %r ignored", session_id)
+            return
+        session.cancel()
+
+    async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> schema.SetSessionModeResponse:
+        session = self._session(session_id)
+        if mode_id not in MODES:
+            raise RequestError(-32602, f"Unknown mode {mode_id!r}: use one of {', '.join(MODES)}.", {"modeId": mode_id})
+        session.set_mode(mode_id)
+        return schema.SetSessionModeResponse()
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """`_warpcode/checkpoints` and `_warpcode/restore` (the SDK strips the leading underscore)."""
+        if method == "warpcode/checkpoints":
+            session = self._session(CheckpointsParams.model_validate(params).session_id)
+            found = await asyncio.to_thread(Checkpoints(session.workspace).list)
+            return {
+                "checkpoints": [{"id": c.id, "message": c.message, "time": c.created_at.isoformat()} for c in found]
+            }
+        if method == "warpcode/restore":
+            request = RestoreParams.model_validate(params)
+            session = self._session(request.session_id)
+            if session.running:  # the turn's own edits would interleave with the restore
+                raise RequestError(SESSION_BUSY, f"Session {request.session_id!r} is running a turn: cancel it first.")
+            try:
+                restored = await asyncio.to_thread(Checkpoints(session.workspace).restore, request.checkpoint_id)
+            except CheckpointError as exc:
+                raise RequestError(-32602, str(exc), {"checkpointId": request.checkpoint_id}) from None
+            return {
+                "restored": restored.checkpoint.id,
+                "undoCheckpointId": restored.undo_checkpoint.id,
+                "changed": restored.changed,
+            }
+        raise RequestError.method_not_found(f"_{method}")
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        log.info("extension notification %r ignored", method)
+
+    async def close(self) -> None:
+        """The connection ended: cancel its running turns (killing commands, abandoning permission questions),
+        persist what they emitted, and release its sessions so another connection may load them."""
+        sessions, self.sessions = list(self.sessions.values()), {}
+        try:
+            await asyncio.gather(*(session.close() for session in sessions), return_exceptions=True)
+        finally:
+            for session in sessions:
+                self.service.open_sessions.pop(session.session_id, None)
+
+    def _open(self, session_id: str, cwd: str, mode: str, saved: SavedSession | None = None) -> AcpSession:
+        files = None
+        if self.client_fs.read_text_file or self.client_fs.write_text_file:
+            files = ClientFiles(
+                self.conn,
+                session_id,
+                asyncio.get_running_loop(),
+                bool(self.client_fs.read_text_file),
+                bool(self.client_fs.write_text_file),
+            )
+        session = AcpSession(
+            session_id,
+            cwd,
+            mode,
+            self.conn,
+            self.service.store,
+            self.service.backend_for_session(),
+            self.service.config.limits,
+            files,
+            saved,
+            self.service.pacer,
+            workspace_state_dir(self.service.config.state_dir, cwd),
+            self.service.sandbox,
+        )
+        self.sessions[session_id] = session
+        self.service.open_sessions[session_id] = self
+        return session
+
+    def _reserve(self, session_id: str) -> None:
+        if session_id in self.service.open_sessions:
+            raise RequestError(
+                -32602, f"Session {session_id!r} is already open on a connection.", {"sessionId": session_id}
+            )
+        self.service.open_sessions[session_id] = self
+
+    def _read_saved(self, session_id: str) -> SavedSession:
+        try:
+            self.service.store.repair(session_id)
+            return self.service.store.load(session_id)
+        except (UnknownSession, FileNotFoundError):
+            raise _unknown_session(session_id) from None
+
+    def _session(self, session_id: str) -> AcpSession:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise _unknown_session(session_id)
+        return session
+
+
+def _unknown_session(session_id: str) -> RequestError:
+    return RequestError(
+        -32602,
+        f"Unknown session {session_id!r}: create one with session/new, or open a stored one with session/load.",
+        {"sessionId": session_id},
+    )
+
+
+def _check_cwd(cwd: str) -> None:
+    if not os.path.isabs(cwd) or not os.path.isdir(cwd):
+        raise RequestError(
+            -32602, f"cwd must be the absolute path of an existing directory, got {cwd!r}.", {"cwd": cwd}
+        )
+
+
+def _check_same_directory(saved: SavedSession, cwd: str) -> None:
+    """A session's tools, checkpoints and grants belong to its directory: it never moves to another."""
+    if Path(cwd).resolve() != Path(saved.cwd).resolve():
+        raise RequestError(
+            -32602,
+            f"Session {saved.session_id!r} belongs to {saved.cwd}: load it with that cwd, or start a new session "
+            f"in {cwd}.",
+            {"cwd": cwd, "sessionCwd": saved.cwd},
+        )
+
+
+def _cursor(position: ListPosition) -> str:
+    return base64.urlsafe_b64encode(json.dumps([position.mtime_ns, position.session_id]).encode()).decode()
+
+
+def _read_cursor(cursor: str) -> ListPosition:
+    try:
+        mtime_ns, session_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        return ListPosition(int(mtime_ns), str(session_id))
+    except (ValueError, TypeError):  # binascii.Error and json's errors are ValueErrors
+        raise RequestError(
+            -32602, "Invalid cursor: pass the nextCursor of an earlier session/list answer.", {"cursor": cursor}
+        ) from None
+
+
+def _modes(current: str) -> schema.SessionModeState:
+    available = [schema.SessionMode(id=m, name=n, description=d) for m, (n, d) in MODE_DESCRIPTIONS.items()]
+    return schema.SessionModeState(current_mode_id=current, available_modes=available)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("warpcode")
+    except metadata.PackageNotFoundError:
+        return "unknown"

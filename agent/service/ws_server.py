@@ -1,0 +1,179 @@
+"""ACP over WebSocket: one JSON-RPC client per connection at path /acp, guarded by a bearer token and Origin.
+
+Each accepted connection gets its own `WarpcodeAcpAgent` from the shared `AcpService`, served by the SDK's
+`acp.run_agent` through `FrameTransport`, a small adapter from text frames to decoded JSON-RPC messages. The
+adapter answers what the SDK never sees itself: frames that are not JSON (-32700) or not a JSON-RPC object
+(-32600). Limits: incoming frames over `max_frame_bytes` close the connection (1009), at most `max_queue`
+received frames wait unread (the socket stops reading beyond that), and sends wait while the client does not
+read, so a slow client applies backpressure instead of growing server memory; at most
+`max_requests_in_flight` of a connection's requests are handled at a time, the next ones refused at once
+(request_limit.py), and a client gone with answers unsent costs one log line. Outgoing frames stay within
+`max_send_bytes`, what the SDK's own client accepts: updates are built small (frame_limits.py), and a frame
+still over it is shrunk if it only shows something (session/update, session/request_permission), else turned
+into an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any
+
+import acp
+from acp.meta import CLIENT_METHODS
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from warpcode.agent.service.agent import AcpService
+from warpcode.agent.service.frame_limits import CLIENT_FRAME_BYTES, shrink_to_fit
+from warpcode.agent.service.request_limit import MAX_IN_FLIGHT, RequestLimiter
+
+ACP_PATH = "/acp"
+# What the client only shows: a frame over its limit may be cut to fit (frame_limits.shrink_to_fit).
+DISPLAY_ONLY_METHODS = {CLIENT_METHODS["session_update"], CLIENT_METHODS["session_request_permission"]}
+log = logging.getLogger("warpcode.serve")
+
+
+class FrameTooLarge(ValueError):
+    """A request of ours that the client could not receive."""
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    max_frame_bytes: int = 16 * 2**20  # a prompt with embedded files fits; a runaway client does not
+    max_queue: int = 32  # received frames buffered before the socket stops reading
+    max_send_bytes: int = CLIENT_FRAME_BYTES  # the largest frame we send: what the SDK's own client accepts
+    max_requests_in_flight: int = MAX_IN_FLIGHT  # per connection; beyond, requests are refused at once
+
+    def __post_init__(self) -> None:
+        too_small = self.max_frame_bytes < 1024 or self.max_queue < 1 or self.max_send_bytes < 64 * 1024
+        if too_small or self.max_requests_in_flight < 1:
+            raise ValueError(f"server limits too small: {self}")
+
+
+@dataclass(frozen=True)
+class Guard:
+    """Who may open a connection: the bearer token, and which browser origins (clients without Origin pass)."""
+
+    token: str
+    allowed_origins: frozenset[str] = field(default_factory=frozenset)
+
+    def refusal(self, request: Request) -> tuple[HTTPStatus, str] | None:
+        if request.path.split("?", 1)[0] != ACP_PATH:
+            return HTTPStatus.NOT_FOUND, f"ACP is served at {ACP_PATH}\n"
+        origin = request.headers.get("Origin")
+        if origin is not None and origin not in self.allowed_origins:
+            # A web page the user visits may open WebSockets to localhost: only listed origins get through.
+            return HTTPStatus.FORBIDDEN, f"origin {origin!r} is not allowed (start the server with --allow-origin)\n"
+        scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(presented.strip(), self.token):
+            return HTTPStatus.UNAUTHORIZED, "missing or wrong bearer token in the Authorization header\n"
+        return None
+
+
+class FrameTransport:
+    """The SDK's message Transport over one server-side WebSocket connection."""
+
+    def __init__(self, connection: ServerConnection, max_send_bytes: int = CLIENT_FRAME_BYTES) -> None:
+        self._connection, self._max_send_bytes = connection, max_send_bytes
+
+    async def send(self, message: dict[str, Any]) -> None:
+        frame = json.dumps(message, separators=(",", ":"))
+        if len(frame) > self._max_send_bytes:  # ASCII (json.dumps escapes the rest): characters are bytes
+            frame = self._fitted(message, len(frame))
+            if frame is None:
+                return
+        try:
+            await self._connection.send(frame)
+        except ConnectionClosed:
+            raise ConnectionError("the client closed the connection") from None
+
+    def _fitted(self, message: dict[str, Any], size: int) -> str | None:
+        """A frame the client accepts for an oversized message: a display-only one shrunk, an answer replaced by
+        an error saying why; None to send nothing (a notification that cannot shrink: logged)."""
+        method, limit = message.get("method"), self._max_send_bytes
+        over = f"{size / 2**20:.1f} MiB, over the client's {limit / 2**20:g} MiB frame limit"
+        if method in DISPLAY_ONLY_METHODS and (frame := shrink_to_fit(message, limit)) is not None:
+            log.warning("%s of %s: shrunk to fit", method, over)
+            return frame
+        if method is None:
+            error = {"code": -32603, "message": f"The answer is {over}."}
+            return json.dumps({"jsonrpc": "2.0", "id": message.get("id"), "error": error})
+        if "id" in message:  # our request (fs/write_text_file): it fails, and the tool says why
+            raise FrameTooLarge(f"{method} is {over}")
+        log.error("%s of %s: not sent", method, over)
+        return None
+
+    async def receive(self) -> dict[str, Any] | None:
+        while True:
+            try:
+                frame = await self._connection.recv()
+            except ConnectionClosed:
+                return None
+            try:
+                message = json.loads(frame)
+            except (json.JSONDecodeError, UnicodeDecodeError) as error:
+                await self._reply_error(-32700, f"Parse error: {error}")
+                continue
+            if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+                await self._reply_error(-32600, "Invalid Request: expected one JSON-RPC 2.0 object per frame")
+                continue
+            return message
+
+    async def close(self) -> None:
+        await self._connection.close()
+
+    async def _reply_error(self, code: int, message: str) -> None:
+        with contextlib.suppress(ConnectionError):  # gone: the next receive says so
+            await self.send({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
+
+
+class AcpWebSocketServer:
+    """`warpcode serve`: many connections at once, many sessions per connection."""
+
+    def __init__(self, service: AcpService, guard: Guard, limits: ServerLimits | None = None) -> None:
+        self.service, self.guard, self.limits = service, guard, limits or ServerLimits()
+        self._server: Server | None = None
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        self._server = await serve(
+            self._serve_connection,
+            host,
+            port,
+            process_request=self._check_upgrade,
+            max_size=self.limits.max_frame_bytes,
+            max_queue=self.limits.max_queue,
+            # Editors connect over loopback: per-message deflate would spend CPU and latency to save nothing.
+            compression=None,
+        )
+        bound_host, bound_port = next(iter(self._server.sockets)).getsockname()[:2]
+        return bound_host, bound_port
+
+    async def serve_until_stopped(self, stop: asyncio.Event) -> None:
+        assert self._server is not None, "start() first"
+        await stop.wait()
+        self._server.close()
+        await self._server.wait_closed()
+
+    def _check_upgrade(self, connection: ServerConnection, request: Request) -> Response | None:
+        refusal = self.guard.refusal(request)
+        if refusal is None:
+            return None
+        status, reason = refusal
+        log.warning("refused %s from %s: %s", request.path, connection.remote_address, reason.strip())
+        return connection.respond(status, reason)
+
+    async def _serve_connection(self, connection: ServerConnection) -> None:
+        agent = self.service.new_connection_agent()
+        frames = FrameTransport(connection, self.limits.max_send_bytes)
+        limited = RequestLimiter(frames, self.limits.max_requests_in_flight, f"client {connection.remote_address}")
+        try:
+            await acp.run_agent(agent, limited)
+        finally:
+            await agent.close()  # a dropped connection cancels its running turns

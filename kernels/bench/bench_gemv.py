@@ -1,0 +1,210 @@
+"""Small-batch dense projections on the GPU: cuBLAS vs gemv, and a sweep of gemv configs.
+
+    python -m warpcode.kernels.bench.bench_gemv --shapes 5120x2048,2048x4096,128x2048 --batch 1,2,4,8,16 [--json]
+    python -m warpcode.kernels.bench.bench_gemv --whole-row-only  # the default config and the whole-row ones only
+
+Every path is timed by CUDA-graph replay over enough rotated weight copies to exceed L2 several times. GB/s counts
+the unique bytes a call must move (weights, inputs, outputs once); % is of the device-to-device copy bandwidth
+measured in the same run. gemv is swept over a candidate grid (then other pipeline depths for the best when it uses
+tl.dot, the only loads Triton pipelines). The best config per (shape, batch) is printed as `TUNED_CONFIGS` entries
+for kernels/gemv.py. Configs that fail to compile or give wrong results are skipped with a note. PDL is on for gemv
+(as in the model), off for cuBLAS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+import triton
+
+from warpcode.kernels.bench.timing import L2_BYTES, measure_copy_bandwidth, time_per_call
+from warpcode.kernels.gemv import GemvConfig, default_gemv_config, gemv
+from warpcode.kernels.tuning import token_bucket
+
+MAX_COPIES = 512
+DEVICE = "cuda"
+
+
+def _fits(block_n: int, block_k: int, num_warps: int, rows_b: int) -> bool:
+    """8..64 weight elements per thread (16-byte loads, bounded registers), and a broadcast product that does not
+    spill (nor compile for tens of seconds) per sm_90 ptxas."""
+    threads = 32 * num_warps
+    return 8 <= block_n * block_k // threads <= 64 and rows_b * block_n <= 128 and rows_b * block_k // threads <= 128
+
+
+def candidate_configs(n: int, batch: int) -> list[GemvConfig]:
+    """block_n x block_k x num_warps that fit, plus tensor-core variants (block_n >= 16) from B = 4 on (their
+    elements per thread bounded alike, no spill bound): <= 39 configs."""
+    block_ns = (4, 8, 16, 32, 64)
+    if n <= 512:  # the router: 128 rows need one- or two-row programs (whole rows in flight) to fill the SMs
+        block_ns = (1, 2, 4, 8, 16)
+    rows_b = triton.next_power_of_2(batch)
+    configs = []
+    for block_n in block_ns:
+        for block_k in (128, 256, 512) if block_n > 2 else (1024, 2048):
+            for num_warps in (1, 2, 4):
+                if _fits(block_n, block_k, num_warps, rows_b):
+                    configs.append(GemvConfig(block_n, block_k, num_warps, 1))
+                if batch >= 4 and block_n >= 16 and 8 <= block_n * block_k // (32 * num_warps) <= 64:
+                    configs.append(GemvConfig(block_n, block_k, num_warps, 3, use_dot=True))
+    return configs
+
+
+def whole_row_configs(n: int, hidden: int, batch: int) -> list[GemvConfig]:
+    """Broadcast configs with a whole weight row in flight per program, since Triton does not pipeline the
+    non-dot loads: block_k = next_power_of_2(H) (one tile, block_n 1, 2, 4) and half of it (two tiles, block_n 2,
+    4, 8), num_warps 1..8, those that fit. One 16-byte load per thread (8 bf16 elements) only where N is too small
+    to fill the SMs with fewer warps per program (the router): <= 18 configs."""
+    rows_b = triton.next_power_of_2(batch)
+    full = max(16, triton.next_power_of_2(hidden))
+    shapes = [(block_n, full) for block_n in (1, 2, 4)]
+    if full >= 32:
+        shapes += [(block_n, full // 2) for block_n in (2, 4, 8)]
+    min_per_thread = 8 if n <= 512 else 16
+    return [
+        GemvConfig(block_n, block_k, num_warps, 1)
+        for block_n, block_k in shapes
+        for num_warps in (1, 2, 4, 8)
+        if _fits(block_n, block_k, num_warps, rows_b) and block_n * block_k >= min_per_thread * 32 * num_warps
+    ]
+
+
+def weight_copies(n: int, hidden: int, dtype: torch.dtype, multiple: float) -> list[torch.Tensor]:
+    nbytes = n * hidden * torch.finfo(dtype).bits // 8
+    count = max(1, min(MAX_COPIES, math.ceil(multiple * L2_BYTES / nbytes)))
+    return [(torch.randn(n, hidden, device=DEVICE) / hidden**0.5).to(dtype) for _ in range(count)]
+
+
+def measure(name: str, call: Callable, weights: list, check: Callable, replays: int) -> tuple[float, float] | None:
+    """(seconds per call, relative error vs cuBLAS) or None (with a note) when the path fails or is wrong."""
+    try:
+        error = check(call(weights[0]))
+        if not error <= 2e-2:
+            print(f"  note: {name} skipped: relative error {error:.3g}", file=sys.stderr)
+            return None
+        seconds, _ = time_per_call(call, [(w,) for w in weights], replays=replays)
+    except Exception as exc:  # a config that fails to compile or launch is skipped
+        torch.cuda.synchronize()
+        print(f"  note: {name} skipped: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}", file=sys.stderr)
+        return None
+    return seconds, error
+
+
+def relative_error(expected: torch.Tensor) -> Callable[[torch.Tensor], float]:
+    scale = expected.float().abs().max().item() or 1.0
+    return lambda got: ((got.float() - expected.float()).abs().max() / scale).item()
+
+
+def bench_shape(n, hidden, batches, dtype, args, copy_bw, emit) -> dict:
+    """{batch: {path: the fastest row or None}} for one weight shape."""
+    weights = weight_copies(n, hidden, dtype, args.l2_multiple)
+    return {batch: bench_batch(weights, batch, args, copy_bw, emit) for batch in batches}
+
+
+def sweep_configs(n: int, hidden: int, batch: int, args) -> list[GemvConfig]:
+    """The default first, then the candidates that --quick / --whole-row-only leave, without duplicates."""
+    default = default_gemv_config(n, hidden, batch)
+    if args.quick:
+        return [default]
+    candidates = whole_row_configs(n, hidden, batch)
+    if not args.whole_row_only:
+        candidates = candidate_configs(n, batch) + candidates
+    return list(dict.fromkeys([default, *candidates]))
+
+
+def bench_batch(weights, batch, args, copy_bw, emit) -> dict:
+    n, hidden = weights[0].shape
+    dtype = weights[0].dtype
+    element = torch.finfo(dtype).bits // 8
+    x = torch.randn(batch, hidden, device=DEVICE).to(dtype)
+    nbytes = (n * hidden + batch * hidden + batch * n) * element
+    error = relative_error(F.linear(x, weights[0]))
+
+    def run(path: str, config: GemvConfig | None, call: Callable) -> dict | None:
+        result = measure(f"{path} {config or ''}", call, weights, error, args.replays)
+        if result is None:
+            return None
+        seconds, rel_err = result
+        row = {
+            "shape": f"{n}x{hidden}", "n": n, "h": hidden, "batch": batch, "dtype": str(dtype), "path": path,
+            "config": None if config is None else dataclasses.asdict(config), "us": seconds * 1e6,
+            "gbps": nbytes / seconds / 1e9, "pct_copy": 100 * nbytes / seconds / copy_bw, "rel_err": rel_err,
+        }  # fmt: skip
+        emit(row)
+        return row
+
+    def fastest(rows: list) -> list[dict]:
+        return sorted((row for row in rows if row is not None), key=lambda row: row["us"])
+
+    cublas = run("cublas", None, lambda w: F.linear(x, w))
+    configs = sweep_configs(n, hidden, batch, args)
+    gemv_rows = fastest([run("gemv", c, lambda w, c=c: gemv(x, w, config=c)) for c in configs])
+    if gemv_rows and gemv_rows[0]["config"]["use_dot"] and not args.quick:  # only tl.dot operands get pipelined
+        top = GemvConfig(**gemv_rows[0]["config"])
+        stages = [dataclasses.replace(top, num_stages=s) for s in (1, 2, 4) if s != top.num_stages]
+        gemv_rows = fastest(gemv_rows + [run("gemv", c, lambda w, c=c: gemv(x, w, config=c)) for c in stages])
+    return {"cublas": cublas, "gemv": gemv_rows[0] if gemv_rows else None}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shapes", default="5120x2048,2048x4096,128x2048", help="comma-separated NxH")
+    parser.add_argument("--batch", default="1,2,4,8,16", help="comma-separated batch sizes (1..16)")
+    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    parser.add_argument("--json", action="store_true", help="one JSON line per measurement on stdout")
+    parser.add_argument("--quick", action="store_true", help="default configs only, no sweep")
+    parser.add_argument(
+        "--whole-row-only",
+        action="store_true",
+        help="sweep only the default config and the whole-row-in-flight ones (block_k = next_power_of_2(H) or half)",
+    )
+    parser.add_argument("--l2-multiple", type=float, default=4.0, help="rotated weight bytes per call set / L2")
+    parser.add_argument("--replays", type=int, default=50)
+    args = parser.parse_args(argv)
+    shapes = [tuple(int(v) for v in shape.lower().split("x")) for shape in args.shapes.split(",")]
+    batches = [int(b) for b in args.batch.split(",")]
+    dtype = getattr(torch, args.dtype)
+    torch.manual_seed(0)
+    copy_bw = measure_copy_bandwidth(torch.device(DEVICE))
+    print(f"# {torch.cuda.get_device_name()}  copy bandwidth {copy_bw / 1e9:.0f} GB/s  torch {torch.__version__}")
+
+    def emit(row: dict) -> None:
+        if args.json:
+            print(json.dumps(row), flush=True)
+        else:
+            config = row["config"]
+            label = "" if config is None else " ".join(f"{k}={v}" for k, v in config.items())
+            timing = f"{row['us']:7.2f} us {row['gbps']:7.0f} GB/s {row['pct_copy']:5.1f}%"
+            print(
+                f"{row['shape']:>11} B={row['batch']:<2} {row['path']:<6} {timing}  err {row['rel_err']:.1e}  {label}"
+            )
+
+    summary = {}
+    for n, hidden in shapes:
+        summary[(n, hidden)] = bench_shape(n, hidden, batches, dtype, args, copy_bw, emit)
+        torch.cuda.empty_cache()
+    print("\n# best per (shape, batch): us (% of copy bandwidth)", file=sys.stderr if args.json else sys.stdout)
+    tuned_lines = []
+    for (n, hidden), per_batch in summary.items():
+        for batch, best in per_batch.items():
+            cells = []
+            for path in ("cublas", "gemv"):
+                row = best[path]
+                cells.append(f"{path} " + ("failed" if row is None else f"{row['us']:.2f} ({row['pct_copy']:.0f}%)"))
+            print(f"# {n}x{hidden} B={batch}: " + ", ".join(cells), file=sys.stderr if args.json else sys.stdout)
+            if best["gemv"] is not None:
+                config = GemvConfig(**best["gemv"]["config"])
+                tuned_lines.append(f"    ({n}, {hidden}, {token_bucket(batch)}): {config!r},")
+    print("# TUNED_CONFIGS candidates (the fastest gemv config; pick one per batch bucket):", file=sys.stderr)
+    print("\n".join(tuned_lines), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

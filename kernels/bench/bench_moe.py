@@ -1,0 +1,192 @@
+"""One MoE layer per implementation: time (CUDA-graph replay, rotated weights), GB/s, % of copy bandwidth, error.
+
+GB/s counts the unique expert bytes a call must read (each routed expert's w13 and w2 once), the floor of any
+implementation; the roofline is the device-to-device copy bandwidth measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from warpcode.kernels.bench.timing import L2_BYTES, measure_copy_bandwidth, time_per_call
+from warpcode.kernels.expert_centric import moe_expert_centric
+from warpcode.kernels.moe_reference import moe_reference, route_reference
+from warpcode.kernels.warp_decode import moe_warp_decode
+
+MoeCall = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class MoeShape:
+    hidden: int
+    intermediate: int
+    experts: int
+    top_k: int
+
+    def expert_bytes(self, dtype: torch.dtype) -> int:
+        return 3 * self.hidden * self.intermediate * torch.finfo(dtype).bits // 8
+
+
+@dataclass
+class BenchRow:
+    path: str
+    batch: int
+    microseconds: float
+    gigabytes_per_second: float
+    percent_of_copy: float
+    relative_error: float
+    timing: str
+    speedup_vs_transformers: float | None = None
+
+
+def parse_tuner_args(
+    description: str, default_batches: str, argv: list[str] | None
+) -> tuple[argparse.Namespace, MoeShape, list[int]]:
+    """The MoE tuners' command line: --shape H,I,E,K, --batch (token counts, ascending) and --write FILE."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--shape", required=True, help="H,I,E,K")
+    parser.add_argument("--batch", default=default_batches)
+    parser.add_argument("--write", type=Path, help="merge the results into this JSON config file")
+    args = parser.parse_args(argv)
+    return args, MoeShape(*map(int, args.shape.split(","))), sorted(map(int, args.batch.split(",")))
+
+
+def gather_bmm(x, topk_weights, topk_ids, w13, w2) -> torch.Tensor:
+    """The plain-PyTorch baseline (gpt-fast style): gather each slot's expert weights, then batched GEMVs."""
+    intermediate = w2.shape[2]
+    gate_up = torch.einsum("th,tkrh->tkr", x, w13[topk_ids])  # [T, K, 2I]
+    hidden = torch.nn.functional.silu(gate_up[..., :intermediate]) * gate_up[..., intermediate:]
+    per_slot = torch.einsum("tki,tkhi->tkh", hidden, w2[topk_ids])  # [T, K, H]
+    return torch.einsum("tkh,tk->th", per_slot, topk_weights.to(x.dtype))
+
+
+def transformers_paths(shape: MoeShape) -> dict[str, MoeCall]:
+    """transformers' own experts implementations on the same weights, when transformers is installed."""
+    try:
+        from transformers import Qwen3MoeConfig
+        from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeExperts
+    except ImportError:
+        return {}
+    paths = {}
+    for implementation in ("eager", "grouped_mm", "batched_mm"):
+        config = Qwen3MoeConfig(
+            hidden_size=shape.hidden,
+            moe_intermediate_size=shape.intermediate,
+            num_experts=shape.experts,
+            num_experts_per_tok=shape.top_k,
+        )
+        config._experts_implementation = implementation
+        with torch.device("meta"):
+            module = Qwen3MoeExperts(config)
+        paths[f"transformers-{implementation}"] = _bind_weights_per_call(module)
+    return paths
+
+
+def _bind_weights_per_call(module: torch.nn.Module) -> MoeCall:
+    def call(x, topk_weights, topk_ids, w13, w2):
+        module.gate_up_proj = torch.nn.Parameter(w13, requires_grad=False)
+        module.down_proj = torch.nn.Parameter(w2, requires_grad=False)
+        return module(x, topk_ids, topk_weights.to(x.dtype))
+
+    return call
+
+
+def all_paths(shape: MoeShape) -> dict[str, MoeCall]:
+    return {
+        "warp-decode": moe_warp_decode,
+        "expert-centric": moe_expert_centric,
+        "torch-gather-bmm": gather_bmm,
+        **transformers_paths(shape),
+    }
+
+
+def make_layers(shape: MoeShape, batch: int, dtype: torch.dtype, device: torch.device, count: int) -> list[tuple]:
+    """`count` independent layers (weights + routed tokens) so rotated calls are not served from L2."""
+    generator = torch.Generator(device=device).manual_seed(batch)
+    layers = []
+    for _ in range(count):
+        x = torch.randn(batch, shape.hidden, device=device, dtype=dtype, generator=generator)
+        w13 = torch.randn(
+            shape.experts, 2 * shape.intermediate, shape.hidden, device=device, dtype=dtype, generator=generator
+        ) / math.sqrt(shape.hidden)
+        w2 = torch.randn(
+            shape.experts, shape.hidden, shape.intermediate, device=device, dtype=dtype, generator=generator
+        ) / math.sqrt(shape.intermediate)
+        logits = torch.randn(batch, shape.experts, device=device, generator=generator)
+        topk_weights, topk_ids = route_reference(logits, shape.top_k)
+        layers.append((x, topk_weights, topk_ids, w13, w2))
+    return layers
+
+
+def layer_count(shape: MoeShape, batch: int, dtype: torch.dtype, memory_budget: int) -> int:
+    touched = min(shape.experts, batch * shape.top_k) * shape.expert_bytes(dtype)
+    layer_bytes = shape.experts * shape.expert_bytes(dtype)
+    wanted = max(2, math.ceil(4 * L2_BYTES / touched))
+    return max(1, min(wanted, 16, memory_budget // layer_bytes))
+
+
+def run_moe_bench(
+    shape: MoeShape, batches: list[int], paths: list[str] | None = None, dtype=torch.bfloat16, device: str = "cuda"
+) -> Iterator[BenchRow | float]:
+    """Yields the measured copy bandwidth (bytes/s) first, then one BenchRow per (batch, path)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        raise RuntimeError(f"bench moe times CUDA kernels; device {device} is not a CUDA device")
+    if not torch.cuda.is_available():
+        raise RuntimeError("bench moe needs a CUDA GPU and none is visible (run it on the GPU machine)")
+    available = all_paths(shape)
+    unknown = set(paths or []) - set(available)
+    if unknown:
+        raise ValueError(f"unknown path(s) {sorted(unknown)}; choose from {sorted(available)}")
+    chosen = {name: available[name] for name in (paths or available)}
+    copy_bandwidth = measure_copy_bandwidth(device)
+    yield copy_bandwidth
+    budget = int(torch.cuda.mem_get_info(device)[0] * 0.6)
+    for batch in batches:
+        layers = make_layers(shape, batch, dtype, device, layer_count(shape, batch, dtype, budget))
+        unique_bytes = sum(torch.unique(ids).numel() for _, _, ids, _, _ in layers) / len(layers)
+        unique_bytes *= shape.expert_bytes(dtype)
+        reference = float64_reference(*layers[0])
+        rows = []
+        for name, call in chosen.items():
+            replays = 10 if name in SLOW_PATHS else 50
+            try:
+                error = _relative_error(call(*layers[0]), reference)
+                try:
+                    seconds, mode = time_per_call(call, layers, replays, capture=name not in HOST_SYNCING_PATHS)
+                except RuntimeError:  # synchronises with the host somewhere inside: no graph, eager timing
+                    seconds, mode = time_per_call(call, layers, replays, capture=False)
+            except torch.cuda.OutOfMemoryError:
+                torch.cuda.empty_cache()
+                continue  # the gather baselines copy every routed expert's weights, which stops fitting at large T
+            timings = [(name, seconds, mode)]
+            if name.startswith("transformers") and mode == "graph":  # also as transformers runs by default
+                timings.append((name, *time_per_call(call, layers, replays, capture=False)))
+            for label, seconds, mode in timings:
+                rate = unique_bytes / seconds
+                rows.append(BenchRow(label, batch, seconds * 1e6, rate / 1e9, 100 * rate / copy_bandwidth, error, mode))
+        fastest_hf = min((row.microseconds for row in rows if row.path.startswith("transformers")), default=None)
+        for row in rows:
+            if fastest_hf is not None:
+                row.speedup_vs_transformers = fastest_hf / row.microseconds
+            yield row
+        del layers
+
+
+SLOW_PATHS = {"transformers-eager", "torch-gather-bmm"}
+HOST_SYNCING_PATHS = {"transformers-eager"}  # loops over experts found with .nonzero(): cannot be graph-captured
+
+
+def float64_reference(x, topk_weights, topk_ids, w13, w2) -> torch.Tensor:
+    """The exact result in float64 (inputs upcast, output not rounded back to x.dtype)."""
+    return moe_reference(x.double(), topk_weights.double(), topk_ids, w13, w2, compute_dtype=torch.float64)
+
+
+def _relative_error(out: torch.Tensor, reference: torch.Tensor) -> float:
+    return ((out.double() - reference).norm() / reference.norm()).item()

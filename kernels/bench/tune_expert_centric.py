@@ -1,0 +1,80 @@
+"""Sweeps the expert-centric path's grouped-GEMM tiles on the GPU, per token count (the path serves the batches
+past warp decode's crossover, and prefill).
+
+    python -m warpcode.kernels.bench.tune_expert_centric --shape 2048,768,128,8 --batch 16,32,64,128 \
+        --write kernels/warp_decode_configs.json
+
+Each candidate times the whole path (align, both grouped GEMMs, activation, reduction: CUDA-graph replay over
+rotated layers, `timing.time_per_call`); the fastest per bucket is merged into the config file's "expert_centric"
+section, which `tuning.grouped_gemm_config` reads. Candidates that exceed shared memory are skipped.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import asdict
+
+import torch
+import triton
+
+from warpcode.kernels.bench.bench_moe import MoeShape, layer_count, make_layers, parse_tuner_args
+from warpcode.kernels.bench.timing import time_per_call
+from warpcode.kernels.expert_centric import moe_expert_centric
+from warpcode.kernels.tuning import (
+    GroupedGemmConfig,
+    grouped_gemm_config,
+    shape_key,
+    token_bucket,
+    update_config_file,
+)
+
+
+def candidates(shape: MoeShape, batch: int) -> list[GroupedGemmConfig]:
+    """Block heights up to the average slots per expert (rounded up, at least 16), then widths, depths, warps and
+    pipeline stages (54 per height); weight tiles beyond 256 x 128 exceed shared memory with several stages."""
+    slots_per_expert = batch * shape.top_k / shape.experts
+    heights = [m for m in (16, 32, 64, 128) if m <= max(16, triton.next_power_of_2(int(slots_per_expert + 0.5)))]
+    tiles = itertools.product(heights, (64, 128, 256), (64, 128, 256), (4, 8), (2, 3, 4))
+    return [
+        GroupedGemmConfig(block_m=m, block_n=n, block_k=k, num_warps=warps, num_stages=stages)
+        for m, n, k, warps, stages in tiles
+        if n * k <= 256 * 128
+    ]
+
+
+def tune(shape: MoeShape, batch: int) -> tuple[GroupedGemmConfig, float, float]:
+    """(fastest config, its seconds per layer, the current default's seconds per layer)."""
+    device = torch.device("cuda")
+    budget = int(torch.cuda.mem_get_info(device)[0] * 0.6)
+    layers = make_layers(shape, batch, torch.bfloat16, device, layer_count(shape, batch, torch.bfloat16, budget))
+
+    def seconds(config: GroupedGemmConfig) -> float:
+        return time_per_call(lambda *layer: moe_expert_centric(*layer, config=config), layers)[0]
+
+    timed = []
+    for config in candidates(shape, batch):
+        try:
+            timed.append((seconds(config), config))
+        except triton.runtime.errors.OutOfResources:
+            continue
+    best_seconds, best = min(timed, key=lambda pair: pair[0])
+    default = grouped_gemm_config(shape.hidden, shape.intermediate, shape.experts, shape.top_k, batch)
+    return best, best_seconds, seconds(default)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args, shape, batches = parse_tuner_args(__doc__.splitlines()[0], "16,32,64,128", argv)
+    configs = {}
+    for batch in batches:
+        best, best_seconds, default_seconds = tune(shape, batch)
+        configs[str(token_bucket(batch))] = asdict(best)
+        line = {"shape": args.shape, "batch": batch, "config": asdict(best), "us": best_seconds * 1e6}
+        print(json.dumps({**line, "default_us": default_seconds * 1e6}), flush=True)
+    if args.write:
+        key = shape_key(shape.hidden, shape.intermediate, shape.experts, shape.top_k)
+        update_config_file(args.write, "expert_centric", key, configs, replace=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""Sweeps the warp-decode launch parameters of each kernel on the GPU, per token count, and finds the crossover.
+
+    python -m warpcode.kernels.bench.tune_warp_decode --shape 2048,768,128,8 --write kernels/warp_decode_configs.json
+
+Each kernel is timed alone (CUDA-graph replay over rotated layers); the winners are timed together against the
+expert-centric path, and the largest token count where warp decode is faster becomes the dispatcher's crossover.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import asdict, replace
+
+import torch
+import triton
+
+from warpcode.kernels.bench.bench_moe import MoeShape, layer_count, make_layers, parse_tuner_args
+from warpcode.kernels.bench.timing import time_per_call
+from warpcode.kernels.expert_centric import moe_expert_centric
+from warpcode.kernels.tuning import WarpDecodeConfig, shape_key, token_bucket, update_config_file
+from warpcode.kernels.warp_decode import intermediate_dtype, launch_down, launch_gate_up, moe_warp_decode
+
+MAX_ELEMENTS_PER_THREAD = 256  # larger tiles spill registers
+
+
+def gate_up_candidates(shape: MoeShape) -> list[WarpDecodeConfig]:
+    found = []
+    for rows, cols, warps in itertools.product((1, 2, 4, 8, 16, 32), (256, 512, 1024, 2048), (1, 2, 4, 8)):
+        per_thread = 2 * rows * cols / (warps * 32)
+        if cols <= triton.next_power_of_2(shape.hidden) and 8 <= per_thread <= MAX_ELEMENTS_PER_THREAD:
+            found.append(WarpDecodeConfig(gate_up_rows=rows, gate_up_cols=cols, gate_up_warps=warps))
+    return found
+
+
+def down_candidates(shape: MoeShape) -> list[WarpDecodeConfig]:
+    found = []
+    block_k = triton.next_power_of_2(shape.top_k)
+    for rows, cols, warps in itertools.product((1, 2, 4, 8, 16, 32), (64, 128, 256, 512, 1024), (1, 2, 4, 8)):
+        per_thread = block_k * rows * cols / (warps * 32)
+        if cols <= triton.next_power_of_2(shape.intermediate) and 8 <= per_thread <= MAX_ELEMENTS_PER_THREAD:
+            found.append(WarpDecodeConfig(down_rows=rows, down_cols=cols, down_warps=warps))
+    return found
+
+
+def with_stages(config: WarpDecodeConfig, prefix: str) -> list[WarpDecodeConfig]:
+    """Software pipelining depth is tried only around the best tile, which keeps the compile count small."""
+    return [replace(config, **{f"{prefix}_stages": stages}) for stages in (1, 2, 3)]
+
+
+def tune(shape: MoeShape, batch: int) -> tuple[WarpDecodeConfig, dict]:
+    device = torch.device("cuda")
+    budget = int(torch.cuda.mem_get_info(device)[0] * 0.6)
+    layers = make_layers(shape, batch, torch.bfloat16, device, layer_count(shape, batch, torch.bfloat16, budget))
+    hidden_dtype = intermediate_dtype(torch.bfloat16)
+    hiddens = [torch.empty(batch * shape.top_k, shape.intermediate, device=device, dtype=hidden_dtype) for _ in layers]
+    outs = [torch.empty_like(layer[0]) for layer in layers]
+    gate_up_args = [(x, ids, w13, h) for (x, _, ids, w13, _), h in zip(layers, hiddens, strict=True)]
+    down_args = [(h, w, ids, w2, o) for (_, w, ids, _, w2), h, o in zip(layers, hiddens, outs, strict=True)]
+
+    def fastest(candidates, launch, arguments):
+        timed = []
+        for config in candidates:
+            try:
+                seconds, _ = time_per_call(lambda *a, c=config: launch(*a, c), arguments)
+            except triton.runtime.errors.OutOfResources:
+                continue  # deeper pipelining of a large tile can exceed shared memory
+            timed.append((seconds, config))
+        return min(timed, key=lambda pair: pair[0])
+
+    _, gate_up = fastest(gate_up_candidates(shape), launch_gate_up, gate_up_args)
+    gate_up_seconds, gate_up = fastest(with_stages(gate_up, "gate_up"), launch_gate_up, gate_up_args)
+    _, down = fastest(down_candidates(shape), launch_down, down_args)
+    down_seconds, down = fastest(with_stages(down, "down"), launch_down, down_args)
+    best = replace(down, **{k: v for k, v in asdict(gate_up).items() if k.startswith("gate_up")})
+    total_seconds, _ = time_per_call(lambda *layer: moe_warp_decode(*layer, config=best), layers)
+    centric_seconds, _ = time_per_call(moe_expert_centric, layers)
+    return best, {
+        "gate_up_us": gate_up_seconds * 1e6,
+        "down_us": down_seconds * 1e6,
+        "total_us": total_seconds * 1e6,
+        "expert_centric_us": centric_seconds * 1e6,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    args, shape, batches = parse_tuner_args(__doc__.splitlines()[0], "1,2,4,8,16,32,64,128", argv)
+    configs, crossover, still_faster = {}, 0, True
+    for batch in batches:
+        best, times = tune(shape, batch)
+        configs[str(token_bucket(batch))] = asdict(best)
+        still_faster = still_faster and times["total_us"] < times["expert_centric_us"]
+        if still_faster:
+            crossover = batch
+        print(json.dumps({"shape": args.shape, "batch": batch, "config": asdict(best), **times}), flush=True)
+    print(json.dumps({"shape": args.shape, "crossover": crossover}), flush=True)
+    if args.write:
+        key = shape_key(shape.hidden, shape.intermediate, shape.experts, shape.top_k)
+        update_config_file(args.write, "configs", key, configs, replace=True)
+        update_config_file(args.write, "crossover", key, crossover, replace=True)
+
+
+if __name__ == "__main__":
+    main()

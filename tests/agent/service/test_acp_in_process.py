@@ -1,0 +1,115 @@
+"""The ACP agent served in-process over the SDK's in-memory transports (the seam `warpcode serve` uses)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import acp
+import pytest
+from acp import schema
+from acp._transport import memory_transport_pair
+from acp.helpers import embedded_text_resource, resource_block, resource_link_block, text_block
+
+from tests.agent.conftest import AcpTestClient
+from warpcode.agent.backends import NO_MODEL_MESSAGE
+from warpcode.agent.service.agent import AcpService, ServiceConfig
+from warpcode.agent.service.session import MAX_QUEUED_UPDATES
+
+pytestmark = pytest.mark.asyncio
+
+
+class GatedTransport:
+    """The agent's end of a connection whose client stops reading while `gate` is clear: a slow client."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.gate = inner, asyncio.Event()
+        self.gate.set()
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.gate.wait()
+        await self.inner.send(message)
+
+    async def receive(self) -> dict[str, Any] | None:
+        return await self.inner.receive()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+@contextlib.asynccontextmanager
+async def served(config: ServiceConfig, client: AcpTestClient):
+    """(client connection, agent, agent-side transport) over in-memory transports, initialized."""
+    agent_end, client_end = memory_transport_pair()
+    transport = GatedTransport(agent_end)
+    agent = AcpService(config).new_connection_agent()
+    server = asyncio.create_task(acp.run_agent(agent, transport))
+    conn = acp.connect_to_agent(client, client_end)
+    try:
+        yield conn, agent, transport
+    finally:
+        await agent.close()
+        await conn.close()
+        server.cancel()
+        await asyncio.gather(server, return_exceptions=True)
+
+
+async def test_initialize_advertises_version_capabilities_and_accepts_authenticate(tmp_path: Path) -> None:
+    async with served(ServiceConfig(None, tmp_path), AcpTestClient()) as (conn, _, _):
+        answer = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        assert await conn.authenticate(method_id="none") is not None
+    assert answer.protocol_version == acp.PROTOCOL_VERSION
+    assert answer.agent_capabilities.load_session is True
+    assert answer.agent_capabilities.prompt_capabilities.embedded_context is True
+    assert answer.agent_info.name == "warpcode" and answer.auth_methods == []
+
+
+async def test_without_a_model_a_prompt_says_how_to_configure_one(tmp_path: Path) -> None:
+    client = AcpTestClient()
+    async with served(ServiceConfig(None, tmp_path / "state"), client) as (conn, _, _):
+        session = await conn.new_session(cwd=str(tmp_path))
+        response = await conn.prompt(session_id=session.session_id, prompt=[text_block("hello")])
+    assert response.stop_reason == "refusal"
+    assert NO_MODEL_MESSAGE in client.text()
+
+
+async def test_embedded_context_and_links_are_flattened_into_the_user_message(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    blocks = [
+        text_block("Explain this:"),
+        resource_block(embedded_text_resource("file:///w/a.py", "x = 1\n")),
+        resource_link_block("b.py", "file:///w/b.py"),
+    ]
+    async with served(ServiceConfig(None, state), AcpTestClient()) as (conn, agent, _):
+        session_id = (await conn.new_session(cwd=str(tmp_path))).session_id
+        await conn.prompt(session_id=session_id, prompt=blocks)
+        user = agent.sessions[session_id].agent.messages[1]
+    assert (
+        user.content
+        == 'Explain this:\n\n<context uri="file:///w/a.py">\nx = 1\n\n</context>\n\n[resource b.py: file:///w/b.py]'
+    )
+
+
+async def test_a_slow_client_slows_the_turn_instead_of_growing_the_queue(tmp_path: Path, scripted_model) -> None:
+    plan = {"entries": [{"content": "step", "status": "pending", "priority": "low"}]}
+    calls = 150  # four updates each: far more than the queue may hold
+    model = scripted_model([{"tool_calls": [{"name": "update_plan", "arguments": plan}] * calls}])
+    client = AcpTestClient()
+    async with served(ServiceConfig(model, tmp_path / "state", "auto"), client) as (conn, agent, transport):
+        session_id = (await conn.new_session(cwd=str(tmp_path))).session_id
+        transport.gate.clear()
+        turn = asyncio.create_task(conn.prompt(session_id=session_id, prompt=[text_block("plan")]))
+        session, largest = agent.sessions[session_id], 0
+        for _ in range(50):
+            await asyncio.sleep(0.01)
+            largest = max(largest, session.queued_updates)
+        assert MAX_QUEUED_UPDATES <= largest <= MAX_QUEUED_UPDATES + 8  # full, and the turn waits
+        assert not turn.done()
+        transport.gate.set()
+        response = await asyncio.wait_for(turn, 10)
+    assert response.stop_reason == "end_turn"
+    assert len(client.of("plan")) == calls
+    assert [u.tool_call_id for u in client.of("tool_call")] == [f"call_1_{i}" for i in range(calls)]
+    assert isinstance(client.updates[-1], schema.UsageUpdate)
