@@ -90,3 +90,12 @@ def test_the_command_line_loads_only_what_it_runs(tmp_path):
     result = run_python(code, tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_no_exported_tool_name_is_also_a_module_of_the_package():
+    """warpcode.tools loads its names lazily; a submodule of the same name as a function would replace it as the
+    package's attribute once imported (`tools.search` became a module, and every search call failed)."""
+    import warpcode.tools
+
+    modules = {path.stem for path in (REPO_ROOT / "tools").glob("*.py")}
+    assert set(warpcode.tools.__all__) & modules == set()

@@ -10,7 +10,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_HOME = {  # exported name -> the module of warpcode.tools defining it
+# Exported name -> the module of warpcode.tools defining it. No name may be a module's too: importing a submodule
+# sets the package's attribute of that name, which would then hide the lazily loaded function.
+_HOME = {
     "AmbiguousEdit": "errors",
     "BinaryFile": "errors",
     "Checkpoint": "checkpoints",
@@ -39,8 +41,8 @@ _HOME = {  # exported name -> the module of warpcode.tools defining it
     "ProtectedPath": "errors",
     "RepoMap": "repomap",
     "RestoreResult": "checkpoints",
-    "SearchMatch": "search",
-    "SearchResult": "search",
+    "SearchMatch": "text_search",
+    "SearchResult": "text_search",
     "SpecialFile": "errors",
     "StaleFile": "errors",
     "TestFailure": "tests_report",
@@ -60,7 +62,7 @@ _HOME = {  # exported name -> the module of warpcode.tools defining it
     "run_command": "commands",
     "run_command_async": "commands",
     "run_tests": "tests_runner",
-    "search": "search",
+    "search": "text_search",
     "write_file": "files",
 }
 __all__ = sorted(_HOME)

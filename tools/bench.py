@@ -25,7 +25,7 @@ from pathlib import Path
 from warpcode.tools.edit import edit_file
 from warpcode.tools.patch import apply_patch
 from warpcode.tools.repomap import repo_map
-from warpcode.tools.search import search
+from warpcode.tools.text_search import search
 from warpcode.tools.workspace import Workspace
 
 LINES = 10_000
