@@ -51,9 +51,17 @@ def write_temp_at(
     os.close(fd)
 
 
-def atomic_write_at(dir_fd: int, name: str, data: bytes, keep_mode: int | None = None, durable: bool = False) -> None:
+def atomic_write_at(
+    dir_fd: int,
+    name: str,
+    data: bytes,
+    keep_mode: int | None = None,
+    durable: bool = False,
+    new_mode: int = DEFAULT_FILE_MODE,
+) -> None:
+    """Replace `name` in `dir_fd` by a file holding `data`, its mode as `write_temp_at` sets it."""
     tmp = temp_name(name, secrets.token_hex(6))
-    write_temp_at(dir_fd, tmp, data, keep_mode, sync=durable)
+    write_temp_at(dir_fd, tmp, data, keep_mode, new_mode, sync=durable)
     try:
         os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:

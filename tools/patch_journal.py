@@ -33,7 +33,14 @@ from pathlib import Path
 from typing import TypeVar
 
 from warpcode.tools import errors, fdwalk
-from warpcode.tools.atomic import DEFAULT_FILE_MODE, TEMP_SUFFIX, atomic_write, temp_name, write_temp_at
+from warpcode.tools.atomic import (
+    DEFAULT_FILE_MODE,
+    TEMP_SUFFIX,
+    atomic_write,
+    atomic_write_at,
+    temp_name,
+    write_temp_at,
+)
 from warpcode.tools.workspace import Workspace
 
 JOURNAL_NAME = "patch-journal.json"
@@ -132,14 +139,7 @@ def write_one(ws: Workspace, write: FileWrite) -> None:
     parent, _, name = write.rel.rpartition("/")
     with as_patch_error(write.rel) as shown, _directory(ws, parent) as dir_fd:
         mode = write.exact_mode(fdwalk.existing_mode(dir_fd, name, shown))  # a directory or FIFO there: refused
-        tmp = temp_name(name, secrets.token_hex(6))
-        write_temp_at(dir_fd, tmp, write.data, mode, write.new_mode or DEFAULT_FILE_MODE)
-        try:
-            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=dir_fd)
-            raise
+        atomic_write_at(dir_fd, name, write.data, mode, new_mode=write.new_mode or DEFAULT_FILE_MODE)
 
 
 def _commit_locked(
