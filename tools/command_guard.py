@@ -15,15 +15,18 @@ The host is the child subreaper of all its commands: whatever a command leaves r
 that called setsid or forked twice) is reparented to the host, not to init. So when a leader exits, the host's
 children other than the running leaders are orphans; usually there are none (one read of
 /proc/self/task/PID/children says so) and the exit code is reported at once. Otherwise each orphan's
-COMMAND_MARKER (read once from /proc/PID/environ) names its command: those of the command that ended, and those
-no running command claims (a daemon that cleared its environment, say), get SIGTERM with all their descendants,
-then SIGKILL after the grace period, and are reaped; those of commands still running are left alone. `stop N` (a
-timeout, a cancel) does the same to command N's process group, its leader's descendants and its orphans; `kill N`
-skips the grace period. A command's exit code (or minus the signal that killed it) goes to its status pipe once
-nothing of it is left. Grace periods are timers of the event loop: a command being stopped delays no other.
+COMMAND_MARKER (read once from /proc/PID/environ) names its command: those of the command that ended get SIGTERM
+with all their descendants, then SIGKILL after the grace period, and are reaped; those of commands still running
+are left alone; those no running command claims (a daemon that cleared or hides its environment, say) go with
+the first command to end, so never outlive their own. `stop N` (a timeout, a cancel) does the same to command
+N's process group, its leader's descendants and its orphans; `kill N` skips the grace period. A command's exit
+code (or minus the signal that killed it) goes to its status pipe once nothing of it is left (but processes of
+another user, which the host may not signal). Grace periods are timers of the event loop: a command being stopped
+delays no other.
 
 When the server goes away (its end of the socket closes, or its death signals the host, the parent-death
-signal), the host stops everything below it the same way and exits. Should the host be killed itself, the server
+signal, and the host's parent is no longer the server: a thread of the server exiting signals it too), the host
+stops everything below it the same way and exits. Should the host be killed itself, the server
 stops what carries its commands' markers. Linux gives the host its parent-death signal, subreaper and /proc;
 elsewhere it only stops each command's process group.
 """
