@@ -166,10 +166,17 @@ class _Command:
             line = status.read().strip() if self.finished_within(0) else b""
         if line:
             return int(line)
-        for pid, marker in _marked_processes():
-            if marker == self.marker:
+        # Rounds until one finds nothing, two at least: a process forking or in the middle of an exec when the
+        # first looked (its environment unreadable for that moment) is found by the next.
+        deadline = time.monotonic() + 1.0
+        for round_number in itertools.count(1):
+            left = [pid for pid, marker in _marked_processes() if marker == self.marker]
+            for pid in left:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+            if (not left and round_number >= 2) or time.monotonic() > deadline:
+                return None
+            time.sleep(POLL_S)
         return None
 
     def stop(self, grace_s: float) -> None:
