@@ -1,13 +1,14 @@
 """Running commands so that nothing they start outlives them, not even when warpcode dies.
 
-Each command runs under a guard (command_guard.py), forked for it by the server's guard host, in a session of
-its own. When the command exits, whatever it left running (background jobs, daemons that called setsid or
-forked twice) is stopped and reaped by the guard; a timeout or cancel has the guard send the command and all it
-started SIGTERM, then SIGKILL after a grace period; the guard does that too when the server dies, kill -9
-included (the host dies with the server, the guards with the host). `execute` returns once nothing of the
-command is left. Every command's environment names its server (COMMAND_MARKER), so that what a crashed server
-left running anyway (its guards killed along with it) can be stopped on the next start-up
-(`reap_leftover_commands`). With a `Sandbox`, the command runs inside it (bubblewrap), under its guard.
+Every command is spawned by the server's guard host (command_guard.py, one process per server), in a session of
+its own; the host is the child subreaper of all of them. When a command exits, whatever it left running
+(background jobs, daemons that called setsid or forked twice: reparented to the host, and known as the
+command's by the COMMAND_MARKER in their environment) is stopped and reaped by the host; a timeout or cancel has
+the host send the command and all it started SIGTERM, then SIGKILL after a grace period; the host does that to
+every command when the server dies, kill -9 included (its parent-death signal). `execute` returns once nothing of
+the command is left. Every command's environment names its server (COMMAND_MARKER), so that what a crashed
+server left running anyway (its guard host killed along with it) can be stopped on the next start-up
+(`reap_leftover_commands`). With a `Sandbox`, the command runs inside it (bubblewrap), spawned by the host.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_OUTPUT_BYTES = 30_000
 KILL_GRACE_S = 2.0
 POLL_S = 0.02
-GUARD_SLACK_S = 10.0  # how long past the grace period a guard may take to stop its command before it is killed
+GUARD_SLACK_S = 10.0  # how long past the grace period the host may take to stop a command before it is told to kill it
 COMMAND_MARKER = "WARPCODE_COMMAND"  # "<server pid>:<server start time>:<number>" in every command's environment
 # -I: no PYTHONPATH, no user site; -S: no site-packages. The guard host needs nothing but the standard library.
 GUARD_HOST = [sys.executable, "-I", "-S", str(Path(__file__).with_name("command_guard.py"))]
@@ -70,7 +71,7 @@ class CommandResult:
         return f"$ {self.command}\n{self.output}\n[{status}, {self.duration_s:.1f} s]"
 
 
-# One command start at a time in this process (the guard host forks one guard at a time anyway). Measured when
+# One command start at a time in this process (the guard host spawns one command at a time anyway). Measured when
 # this process created the commands itself: from several threads at once they started slower for everyone (GIL
 # and fork-path contention, most likely); serialised, a burst of 200 commands started by 200 agent sessions at
 # once delivered their output to the clients with half the tail latency (BENCHMARKS.md, agent service). A
@@ -79,9 +80,9 @@ _SPAWN_LOCK = threading.Lock()
 
 
 class _GuardHost:
-    """The process that forks each command's guard (command_guard.serve), over a Unix socket. One per server
-    process: forking from a small single-threaded process is safe and fast, starting a Python per command is not
-    (12 ms each, measured)."""
+    """The process that spawns and guards every command (command_guard.serve), over a Unix socket. One per server
+    process: spawning from a small single-threaded process is safe and fast, starting a Python per command is not
+    (12 ms each, measured), and neither was forking a guard per command (2.3 ms of CPU each)."""
 
     def __init__(self) -> None:
         ours, its = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -106,8 +107,8 @@ class _GuardHost:
             socket.send_fds(self.channel, [b"run %d" % number], [file.fileno(), output, status])
 
     def send(self, verb: str, number: int) -> None:
-        """`stop` (SIGTERM) or `kill` (SIGKILL) that command's guard, unless it is gone."""
-        with contextlib.suppress(OSError):  # the host died: so did its guards, telling their commands
+        """`stop` (SIGTERM, SIGKILL after the grace period) or `kill` (SIGKILL) that command and all it started."""
+        with contextlib.suppress(OSError):  # the host died: exit_code() stops what is left of the command
             self.channel.send(b"%s %d" % (verb.encode(), number))
 
 
@@ -159,23 +160,30 @@ class _Command:
         return bool(ready)
 
     def exit_code(self) -> int | None:
-        """Its exit code (negative: killed by that signal). None if its guard was killed, and then whatever is
-        left of the command (the processes carrying its marker) is killed here."""
+        """Its exit code (negative: killed by that signal). None if the guard host was killed, and then whatever
+        is left of the command (the processes carrying its marker) is killed here."""
         with os.fdopen(self.status, "rb") as status:
             line = status.read().strip() if self.finished_within(0) else b""
         if line:
             return int(line)
-        for pid, marker in _marked_processes():
-            if marker == self.marker:
+        # Rounds until one finds nothing, two at least: a process forking or in the middle of an exec when the
+        # first looked (its environment unreadable for that moment) is found by the next.
+        deadline = time.monotonic() + 1.0
+        for round_number in itertools.count(1):
+            left = [pid for pid, marker in _marked_processes() if marker == self.marker]
+            for pid in left:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+            if (not left and round_number >= 2) or time.monotonic() > deadline:
+                return None
+            time.sleep(POLL_S)
         return None
 
     def stop(self, grace_s: float) -> None:
-        """SIGTERM, SIGKILL after `grace_s` (its guard does both); kill the guard itself should it hang."""
+        """SIGTERM, SIGKILL after `grace_s` (the host does both); SIGKILL at once should that not have done."""
         self.host.send("stop", self.number)
         if not self.finished_within(grace_s + GUARD_SLACK_S):
-            self.host.send("kill", self.number)  # then exit_code() stops what is left of the command
+            self.host.send("kill", self.number)  # past that, exit_code() stops what is left of the command
             self.finished_within(GUARD_SLACK_S)
 
 
@@ -216,7 +224,7 @@ def execute(
             running.stop(kill_grace_s)
             break
     exit_code = running.exit_code()
-    reader.join(5.0)  # at once, unless something escaped the guard still holds the pipe open
+    reader.join(5.0)  # at once, unless something that escaped the host still holds the pipe open
     os.close(running.output)
     return CommandResult(
         shown,
@@ -262,11 +270,11 @@ async def execute_async(command: str | list[str], cwd: str | os.PathLike[str], *
 def reap_leftover_commands(grace_s: float = KILL_GRACE_S) -> list[int]:
     """Stop the processes of commands that a crashed warpcode left running; return their pids, sorted.
 
-    A guard dies with its server and stops its command, so this finds something only when a guard was killed
-    too (by the OOM killer, say, or a kill -9 of all of them): processes of this user whose COMMAND_MARKER names a
-    server that is no longer running get SIGTERM, and SIGKILL after `grace_s`. Meant for the service's start-up,
-    before it accepts sessions, reporting what it found, e.g. "stopped 2 commands left running by a crashed
-    warpcode (pids 4242, 4243)". Linux only (it reads /proc); elsewhere it finds nothing.
+    The guard host stops its commands when its server dies, so this finds something only when the host was
+    killed too (by the OOM killer, say, or a kill -9 of every warpcode process): processes of this user whose
+    COMMAND_MARKER names a server that is no longer running get SIGTERM, and SIGKILL after `grace_s`. Meant for
+    the service's start-up, before it accepts sessions, reporting what it found, e.g. "stopped 2 commands left
+    running by a crashed warpcode (pids 4242, 4243)". Linux only (it reads /proc); elsewhere it finds nothing.
     """
     leftovers = sorted(pid for pid, marker in _marked_processes() if _server_gone(marker))
     for signum, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 1.0)):

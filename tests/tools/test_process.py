@@ -55,7 +55,7 @@ def _running(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] != "Z"
 
 
-def _children_with_guards(state: str | None = None) -> list[int]:
+def _children_with_host(state: str | None = None) -> list[int]:
     """The pids of this process's children (in that state, as /proc/PID/stat spells it)."""
     found = []
     for entry in Path("/proc").iterdir():
@@ -70,8 +70,8 @@ def _children_with_guards(state: str | None = None) -> list[int]:
 
 
 def _children(state: str | None = None) -> list[int]:
-    """This process's children but the guard host, which starts the commands' guards."""
-    return [pid for pid in _children_with_guards(state) if b"command_guard.py" not in _command_line(pid)]
+    """This process's children but the guard host, which spawns the commands."""
+    return [pid for pid in _children_with_host(state) if b"command_guard.py" not in _command_line(pid)]
 
 
 def _command_line(pid: int) -> bytes:
@@ -210,7 +210,7 @@ def test_a_command_gets_dev_null_and_its_output_pipe_and_nothing_else(root: Path
 
 
 def _guard_host() -> int:
-    (host,) = [pid for pid in _children_with_guards() if b"command_guard.py" in _command_line(pid)]
+    (host,) = [pid for pid in _children_with_host() if b"command_guard.py" in _command_line(pid)]
     return host
 
 
@@ -224,12 +224,100 @@ def test_a_guard_host_that_died_is_replaced(root: Path) -> None:
     assert _guard_host() != host
 
 
-def test_what_is_left_of_a_command_whose_guard_was_killed_is_stopped(root: Path) -> None:
-    def kill_the_guard(line: str) -> None:
+def test_what_is_left_of_a_command_whose_guard_host_was_killed_is_stopped(root: Path) -> None:
+    def kill_the_host(line: str) -> None:
         shell = int(line.split()[0])
         stat = Path(f"/proc/{shell}/stat").read_text()
         os.kill(int(stat[stat.rindex(")") + 2 :].split()[1]), signal.SIGKILL)
 
-    result = execute("sleep 60 & echo $$ $!; wait", root, timeout_s=20, on_output=kill_the_guard)
+    result = execute("sleep 60 & echo $$ $!; wait", root, timeout_s=20, on_output=kill_the_host)
     assert result.exit_code is None and result.duration_s < 10
     assert [pid for pid in map(int, result.output.split()) if _running(pid)] == []
+
+
+def _parent(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
+
+
+def _in_thread(function, *args, **kwargs) -> tuple[threading.Thread, dict]:
+    done: dict = {}
+    thread = threading.Thread(target=lambda: done.update(result=function(*args, **kwargs)), daemon=True)
+    thread.start()
+    return thread, done
+
+
+def _wait_until(condition, what: str, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_two_commands_at_once_each_get_only_their_own_daemons_stopped(root: Path) -> None:
+    release = root / "release"
+    daemon = f"{shlex.quote(sys.executable)} -c {shlex.quote(DOUBLE_FORK)}"
+    lines: list[str] = []
+    second, done = _in_thread(
+        execute, f"{daemon}; while [ ! -e {release} ]; do sleep 0.02; done", root, timeout_s=30, on_output=lines.append
+    )
+    _wait_until(lambda: "\n" in "".join(lines), "the second command's daemon")
+    second_daemon = int("".join(lines))
+    # Both daemons are the guard host's children (their parents exited): only their markers tell them apart.
+    _wait_until(lambda: _parent(second_daemon) == _guard_host(), "the second command's daemon to be orphaned")
+    for _ in range(2):
+        first = execute(daemon, root, timeout_s=20)
+        assert first.exit_code == 0 and not _running(int(first.output))
+        assert _running(second_daemon), "the daemon of a command still running was stopped"
+    release.touch()
+    second.join(30)
+    assert done["result"].exit_code == 0
+    assert not _running(second_daemon)
+
+
+def test_no_descriptor_of_the_guard_host_leaks_into_a_command(root: Path) -> None:
+    release = root / "release"
+    lines: list[str] = []
+    # Commands running meanwhile: the host holds their status pipes.
+    waiting = f"echo started; while [ ! -e {release} ]; do sleep 0.02; done"
+    others = [_in_thread(execute, waiting, root, on_output=lines.append) for _ in range(2)]
+    _wait_until(lambda: len(lines) == 2, "the other commands to start")
+    try:
+        links = execute("for fd in /proc/$$/fd/*; do readlink $fd; done", root).output.split()
+        assert links[0] == "/dev/null" and links[1] == links[2] and links[1].startswith("pipe:") and len(links) == 3
+    finally:
+        release.touch()
+        for thread, _ in others:
+            thread.join(10)
+    assert [done["result"].exit_code for _, done in others] == [0, 0]
+
+
+def test_a_command_whose_leftovers_are_being_stopped_delays_no_other(root: Path) -> None:
+    stubborn = "trap '' TERM; touch trapped; sleep 60"  # the shell and its sleep ignore SIGTERM: SIGKILL it takes
+    lines: list[str] = []
+    daemon = f"setsid sh -c {shlex.quote(stubborn)} >/dev/null 2>&1 &"
+    command = f"{daemon} while [ ! -e trapped ]; do sleep 0.01; done; echo $!"
+    first, done = _in_thread(execute, command, root, timeout_s=20, kill_grace_s=2.0, on_output=lines.append)
+    _wait_until(lambda: lines, "the first command to start its daemon")
+    time.sleep(0.3)  # it has exited: the host is waiting out the grace period of its daemon
+    started = time.monotonic()
+    assert execute("echo other", root).output == "other\n"
+    assert time.monotonic() - started < 1.0
+    first.join(20)
+    assert done["result"].exit_code == 0 and done["result"].duration_s >= 2.0
+    assert not _running(int(lines[0]))
+
+
+def test_the_guard_host_outlives_the_thread_that_started_it(root: Path) -> None:
+    execute("true", root)
+    old = _guard_host()
+    os.kill(old, signal.SIGKILL)
+    while _running(old):
+        time.sleep(0.01)
+    starter = threading.Thread(target=execute, args=("true", root))  # starts a new host, then exits
+    starter.start()
+    starter.join()
+    host = _guard_host()
+    time.sleep(0.2)  # the host got its parent-death signal: a thread, not the server, exited
+    assert execute("echo still here", root).output == "still here\n"
+    assert _guard_host() == host
