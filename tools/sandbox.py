@@ -2,8 +2,8 @@
 
 Inside it the whole file system is read-only but for the workspace (and what a tool adds, such as the folder
 run_tests reads its report from); /tmp is private and empty, /dev and /proc are the sandbox's own, the command
-runs in a new session and PID namespace, dies with its guard, and is offline if asked. Commands still run as the
-user: the sandbox confines what they can change, not what they can read.
+runs in a new session and PID namespace, dies with the guard host that started it, and is offline if asked.
+Commands still run as the user: the sandbox confines what they can change, not what they can read.
 """
 
 from __future__ import annotations
