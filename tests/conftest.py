@@ -42,3 +42,12 @@ def _private_state_home(tmp_path_factory: pytest.TempPathFactory) -> None:
     """warpcode keeps its own state (sessions, per-workspace checkpoints and caches) under $XDG_STATE_HOME: the
     tests, and the servers they start, keep theirs in a temporary folder instead of the user's home."""
     os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state-home"))
+
+
+def process_running(pid: int) -> bool:
+    """Alive and not a zombie (a zombie no init reaps still answers kill(pid, 0))."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from acp import schema
 
+from tests.conftest import process_running
 from warpcode.agent.backends import backend_from_spec
 from warpcode.agent.backends.scripted import ScriptedBackend
 from warpcode.agent.loop import Agent, Limits
@@ -158,7 +159,7 @@ async def test_cancel_kills_a_running_command_within_a_second(failing_repo: Path
     result = await turn
     assert time.monotonic() - started < 1.0
     assert result.stop_reason == "cancelled"
-    assert not _process_running(pid)
+    assert not process_running(pid)
     # both calls of the reply are answered, so the trajectory stays valid; only the announced one is reported
     stopped, not_run = agent.messages[-2:]
     assert (stopped.tool_call_id, not_run.tool_call_id) == ("call_1_0", "call_1_1")
@@ -168,14 +169,6 @@ async def test_cancel_kills_a_running_command_within_a_second(failing_repo: Path
     assert (events[-1].tool_call_id, events[-1].status) == ("call_1_0", "failed")
     # the session stays usable after a cancel
     assert (await agent.prompt("again")).stop_reason == "end_turn"
-
-
-def _process_running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
 
 
 async def test_without_a_model_the_prompt_says_how_to_configure_one(failing_repo: Path, events) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import process_running
 from warpcode.tools import CommandCancelled, CommandTimeout, InvalidArgument, Workspace, run_command
 from warpcode.tools.commands import run_command_async
 from warpcode.tools.process import COMMAND_MARKER, execute, reap_leftover_commands
@@ -44,15 +45,6 @@ if os.fork() == 0:
     os._exit(0)
 os.wait()
 """
-
-
-def _running(pid: int) -> bool:
-    """Alive and not a zombie (a zombie no init reaps still answers kill(pid, 0))."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
 
 
 def _children_with_host(state: str | None = None) -> list[int]:
@@ -176,7 +168,7 @@ def test_daemons_do_not_outlive_the_command(root: Path) -> None:
     assert result.exit_code == 0
     daemons = [int(pid) for pid in result.output.split()]
     assert len(daemons) == 2
-    assert [pid for pid in daemons if _running(pid)] == []
+    assert [pid for pid in daemons if process_running(pid)] == []
 
 
 def test_commands_leaving_daemons_pile_up_no_zombies_under_the_server(root: Path) -> None:
@@ -218,7 +210,7 @@ def test_a_guard_host_that_died_is_replaced(root: Path) -> None:
     execute("true", root)
     host = _guard_host()
     os.kill(host, signal.SIGKILL)
-    while _running(host):
+    while process_running(host):
         time.sleep(0.01)
     assert execute("echo again", root).output == "again\n"
     assert _guard_host() != host
@@ -232,7 +224,7 @@ def test_what_is_left_of_a_command_whose_guard_host_was_killed_is_stopped(root: 
 
     result = execute("sleep 60 & echo $$ $!; wait", root, timeout_s=20, on_output=kill_the_host)
     assert result.exit_code is None and result.duration_s < 10
-    assert [pid for pid in map(int, result.output.split()) if _running(pid)] == []
+    assert [pid for pid in map(int, result.output.split()) if process_running(pid)] == []
 
 
 def _parent(pid: int) -> int:
@@ -267,12 +259,12 @@ def test_two_commands_at_once_each_get_only_their_own_daemons_stopped(root: Path
     _wait_until(lambda: _parent(second_daemon) == _guard_host(), "the second command's daemon to be orphaned")
     for _ in range(2):
         first = execute(daemon, root, timeout_s=20)
-        assert first.exit_code == 0 and not _running(int(first.output))
-        assert _running(second_daemon), "the daemon of a command still running was stopped"
+        assert first.exit_code == 0 and not process_running(int(first.output))
+        assert process_running(second_daemon), "the daemon of a command still running was stopped"
     release.touch()
     second.join(30)
     assert done["result"].exit_code == 0
-    assert not _running(second_daemon)
+    assert not process_running(second_daemon)
 
 
 def test_no_descriptor_of_the_guard_host_leaks_into_a_command(root: Path) -> None:
@@ -305,14 +297,14 @@ def test_a_command_whose_leftovers_are_being_stopped_delays_no_other(root: Path)
     assert time.monotonic() - started < 1.0
     first.join(20)
     assert done["result"].exit_code == 0 and done["result"].duration_s >= 2.0
-    assert not _running(int(lines[0]))
+    assert not process_running(int(lines[0]))
 
 
 def test_the_guard_host_outlives_the_thread_that_started_it(root: Path) -> None:
     execute("true", root)
     old = _guard_host()
     os.kill(old, signal.SIGKILL)
-    while _running(old):
+    while process_running(old):
         time.sleep(0.01)
     starter = threading.Thread(target=execute, args=("true", root))  # starts a new host, then exits
     starter.start()

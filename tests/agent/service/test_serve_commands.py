@@ -14,6 +14,7 @@ from pathlib import Path
 import acp
 
 from tests.agent.conftest import TOKEN, RecordingClient, connect, start_server, write_script
+from tests.conftest import process_running
 
 FLOOD_BYTES = 300_000_000
 # Writes its pid, then a line a tenth of a second to grow.txt, forever.
@@ -85,15 +86,6 @@ async def test_a_flooding_command_stalls_neither_other_sessions_nor_shutdown(tmp
     assert stop_s < 3.0, f"the server took {stop_s:.1f} s to stop after SIGTERM during the flood"
 
 
-def _running(pid: int) -> bool:
-    """Alive and not a zombie (a zombie no init reaps still answers kill(pid, 0))."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
-
-
 async def test_a_server_killed_with_sigkill_leaves_no_command_running(tmp_path: Path) -> None:
     workspace = tmp_path / "repo"
     workspace.mkdir()
@@ -110,7 +102,7 @@ async def test_a_server_killed_with_sigkill_leaves_no_command_running(tmp_path: 
         command = int(pid_file.read_text())
         server.kill()
         server.wait()
-        await _wait_for(lambda: not _running(command), 2, "the command to stop after its server was killed")
+        await _wait_for(lambda: not process_running(command), 2, "the command to stop after its server was killed")
         size = grow.stat().st_size
         await asyncio.sleep(0.5)
         assert grow.stat().st_size == size, "something still writes into the workspace"
