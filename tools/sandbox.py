@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -43,8 +44,10 @@ class Sandbox:
     def wrap(self, argv: list[str], workspace: str | os.PathLike[str]) -> list[str]:
         """The command line running `argv` in this sandbox, in `workspace`."""
         root = str(Path(workspace).resolve())
-        # Later mounts go over earlier ones: a workspace under /tmp shows through the private /tmp.
-        binds = [arg for path in (root, *self.writable) for arg in ("--bind", path, path)]
+        # Later mounts go over earlier ones: a workspace under /tmp shows through the private /tmp, and so does
+        # (read-only) the Python warpcode runs on, which run_tests uses when the project has no virtualenv.
+        binds = [arg for path in _python_under_tmp() for arg in ("--ro-bind", path, path)]
+        binds += [arg for path in (root, *self.writable) for arg in ("--bind", path, path)]
         offline = [] if self.network else ["--unshare-net"]
         return [
             self.executable,
@@ -55,6 +58,12 @@ class Sandbox:
             "--",
             *argv,
         ]
+
+
+def _python_under_tmp() -> list[str]:
+    """The folders of this Python (its environment and installation) that the sandbox's private /tmp would hide."""
+    found = {str(Path(prefix).resolve()) for prefix in (sys.prefix, sys.base_prefix)}
+    return sorted(path for path in found if Path(path).is_relative_to("/tmp"))
 
 
 def sandbox_from_setting(name: str | None, network: bool = True) -> Sandbox | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import socket
+import sys
 import uuid
 from pathlib import Path
 
@@ -65,3 +66,17 @@ def test_asking_for_bwrap_without_it_says_how_to_get_it(monkeypatch: pytest.Monk
     assert sandbox_from_setting("none") is None
     with pytest.raises(SandboxUnavailable, match="use one of none, bwrap"):
         sandbox_from_setting("docker")
+
+
+def test_a_python_under_tmp_stays_visible_through_the_private_tmp(tmp_path: Path, monkeypatch) -> None:
+    """run_tests runs pytest with warpcode's own Python when the project has none: a virtualenv under /tmp (a CI
+    checkout there, say) must show through the sandbox's private /tmp, read-only."""
+    venv = tmp_path / "venv"  # pytest's tmp_path is under /tmp
+    venv.mkdir()
+    monkeypatch.setattr(sys, "prefix", str(venv))
+    argv = Sandbox("/usr/bin/bwrap").wrap(["true"], tmp_path)
+    tmpfs = argv.index("/tmp")
+    shown = [
+        i for i in range(len(argv) - 2) if argv[i : i + 3] == ["--ro-bind", str(venv.resolve()), str(venv.resolve())]
+    ]
+    assert shown and shown[0] > tmpfs
