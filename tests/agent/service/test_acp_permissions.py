@@ -33,13 +33,6 @@ TURNS = [
 ANSWERS = ["allow_always", "allow_always", "reject_once", "reject_always", "allow_always", "allow_once"]
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    return root
-
-
 class NamingClient(AcpTestClient):
     """Also keeps each permission question's option names."""
 

@@ -17,13 +17,6 @@ from warpcode.agent.service.session_store import SessionStore
 pytestmark = pytest.mark.asyncio
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    return root
-
-
 async def test_concurrent_loads_of_one_session_open_it_on_exactly_one_connection(tmp_path: Path, workspace: Path):
     async with serving(tmp_path, [{"text": "hi"}]) as server:
         creator = await connect(server.url, RecordingClient())

@@ -25,13 +25,6 @@ SECRET = "OUTSIDE secret\n"
 STALE = "changed on disk since you last read it"
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    return root
-
-
 def _script(tmp_path: Path, *prompts: list[dict]) -> Path:
     """A scripted model: for each prompt, one turn making all its tool calls, then a closing turn."""
     turns = []

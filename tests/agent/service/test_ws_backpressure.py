@@ -21,13 +21,6 @@ from warpcode.agent.service.request_limit import TOO_MANY_REQUESTS
 pytestmark = pytest.mark.asyncio
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    return root
-
-
 async def _send_request(ws, request_id: int, method: str, params: dict) -> None:
     await ws.send(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}))
 
