@@ -191,10 +191,14 @@ class Toolbox:
     ) -> None:
         self.workspace = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
         self.on_output, self.sandbox = on_output, sandbox
-        self._finish_interrupted_patch()
+        self._patch_recovered = False
 
-    def _finish_interrupted_patch(self) -> None:
-        """A patch whose process was killed midway is finished (or undone) before this toolbox's first tool."""
+    def finish_interrupted_patch(self) -> None:
+        """Finish (or undo) a patch whose process was killed midway, once; done before this toolbox's first tool at
+        the latest. Blocking file work, thousands of renames after a big patch: call it off the event loop."""
+        if self._patch_recovered:
+            return
+        self._patch_recovered = True
         try:
             done = tools.recover_interrupted_patch(self.workspace)
         except OSError as exc:  # the next apply_patch tries again, and reports it
@@ -204,6 +208,7 @@ class Toolbox:
             log.warning("%s: %s", self.workspace.root, done)
 
     def call(self, name: str, arguments: dict[str, Any], cancel: threading.Event | None = None) -> ToolResult:
+        self.finish_interrupted_patch()
         if name not in TOOLS:
             return ToolResult(
                 False, f"Unknown tool {name!r}. Available tools: {', '.join(TOOLS)}.", error="UnknownTool"

@@ -154,7 +154,8 @@ class WarpcodeAcpAgent:
         _check_cwd(cwd)
         session_id, mode = uuid.uuid4().hex, self.service.config.default_mode
         await asyncio.to_thread(self.service.store.create, session_id, cwd, mode)
-        self._open(session_id, cwd, mode)
+        session = self._open(session_id, cwd, mode)
+        await asyncio.to_thread(session.agent.toolbox.finish_interrupted_patch)  # the workspace whole before a tool
         return schema.NewSessionResponse(session_id=session_id, modes=_modes(mode))
 
     async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> schema.LoadSessionResponse:
@@ -167,7 +168,8 @@ class WarpcodeAcpAgent:
         except BaseException:
             del self.service.open_sessions[session_id]
             raise
-        self._open(session_id, saved.cwd, saved.mode, saved)
+        session = self._open(session_id, saved.cwd, saved.mode, saved)
+        await asyncio.to_thread(session.agent.toolbox.finish_interrupted_patch)
         return schema.LoadSessionResponse(modes=_modes(saved.mode))
 
     async def list_sessions(
