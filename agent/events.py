@@ -1,7 +1,7 @@
 """Session updates: the loop's events, built as the `acp` SDK's own schema models so the ACP service sends them
 unchanged (`session/update` params `update`) and `warpcode run --json` prints them with `to_json`. What they
-show stays small enough for any client (service/frame_limits.py): a call's `rawInput` has its long strings cut, and
-big files' diffs are excerpts of the changed regions (service/diff_excerpt.py)."""
+show stays small enough for any client (frame_limits.py): a call's `rawInput` has its long strings cut, and
+big files' diffs are excerpts of the changed regions (diff_excerpt.py)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from acp.helpers import (
     update_tool_call,
 )
 
-from warpcode.agent.service.diff_excerpt import diff_contents
-from warpcode.agent.service.frame_limits import capped_input
+from warpcode.agent.diff_excerpt import diff_contents
+from warpcode.agent.frame_limits import capped_input
 from warpcode.tools import EditResult, PatchResult, WriteResult
 
 SessionUpdate = (

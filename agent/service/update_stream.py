@@ -14,7 +14,7 @@ from acp.connection import Connection
 from acp.helpers import update_agent_message_text, update_agent_thought_text
 
 from warpcode.agent.events import SessionUpdate
-from warpcode.agent.service.frame_limits import TEXT_CHUNK_CHARS
+from warpcode.agent.frame_limits import TEXT_CHUNK_CHARS
 
 DUMP: dict[str, Any] = {"mode": "json", "by_alias": True, "exclude_none": True}
 

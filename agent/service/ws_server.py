@@ -30,8 +30,8 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
+from warpcode.agent.frame_limits import CLIENT_FRAME_BYTES, shrink_to_fit
 from warpcode.agent.service.agent import AcpService
-from warpcode.agent.service.frame_limits import CLIENT_FRAME_BYTES, shrink_to_fit
 from warpcode.agent.service.request_limit import MAX_IN_FLIGHT, RequestLimiter
 
 ACP_PATH = "/acp"
