@@ -103,9 +103,9 @@ async def _over_websocket(args: argparse.Namespace, client: Any) -> AsyncIterato
 
 def _saved_token(state_dir: Path | None) -> str:
     from warpcode.agent.cli.config import load_settings
-    from warpcode.agent.service.agent import default_state_dir
+    from warpcode.tools.workspace import default_state_home
 
-    path = default_token_file(load_settings().token_file, state_dir or default_state_dir())
+    path = default_token_file(load_settings().token_file, state_dir or default_state_home())
     try:
         return path.read_text().strip()
     except FileNotFoundError:

@@ -52,11 +52,6 @@ MODE_DESCRIPTIONS = {
 log = logging.getLogger(__name__)
 
 
-def default_state_dir(env: dict[str, str] | os._Environ[str] = os.environ) -> Path:
-    """The service's state home (sessions, the workspaces' state, serve's token): see `default_state_home`."""
-    return default_state_home(env)
-
-
 class CheckpointsParams(BaseModel):
     session_id: str = Field(alias="sessionId")
 
@@ -88,7 +83,7 @@ class ServiceConfig:
     ) -> ServiceConfig:
         """The service's configuration: command-line values first, then the user's settings."""
         limits = Limits(settings.max_turn_requests, settings.tool_output_tokens)
-        state = state_dir or default_state_dir()
+        state = state_dir or default_state_home()
         return cls(settings.model, state, mode or settings.mode, limits, sandbox or settings.sandbox)
 
 
