@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 CLIENT_FRAME_BYTES = 2**20
-# JSON escapes a character into at most 6 bytes (\uXXXX): 64,000 characters stay far under the frame limit.
+# JSON writes a character as at most 12 bytes (two \u escapes beyond the BMP): 64,000 stay under the frame limit.
 TEXT_CHUNK_CHARS = 64_000
 INPUT_STRING_CHARS = 16_000
 SHRINK_FLOOR_CHARS = 256  # the safety net does not cut strings shorter than this

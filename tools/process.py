@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import os
@@ -288,8 +289,17 @@ def reap_leftover_commands(grace_s: float = KILL_GRACE_S) -> list[int]:
 
 
 def _marker() -> str:
-    pid = os.getpid()
-    return f"{pid}:{_start_time(pid)}:{next(_command_numbers)}"
+    return f"{_this_process()}:{next(_command_numbers)}"
+
+
+@functools.cache
+def _identity(pid: int) -> str:
+    return f"{pid}:{_start_time(pid)}"
+
+
+def _this_process() -> str:
+    """ "<pid>:<start time>" of this process, read from /proc once (per pid: a forked child has its own)."""
+    return _identity(os.getpid())
 
 
 def _marked_processes() -> Iterator[tuple[int, str]]:

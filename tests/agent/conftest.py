@@ -201,3 +201,12 @@ async def connect(url: str, client: RecordingClient, headers: dict | None = None
     connection = acp.connect_to_agent(client, transport)
     await connection.initialize(protocol_version=acp.PROTOCOL_VERSION)
     return connection
+
+
+async def one_turn(url: str, cwd: Path, text: str = "go") -> str:
+    """Connect to a real server, open a session in `cwd`, run one prompt turn, disconnect: its stop reason."""
+    connection = await connect(url, RecordingClient())
+    session_id = (await connection.new_session(cwd=str(cwd))).session_id
+    result = await connection.prompt(session_id=session_id, prompt=[acp.text_block(text)])
+    await connection.close()
+    return result.stop_reason

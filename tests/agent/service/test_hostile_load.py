@@ -11,7 +11,7 @@ from pathlib import Path
 import acp
 import pytest
 
-from tests.agent.conftest import TOKEN, RecordingClient, connect, start_server, write_script
+from tests.agent.conftest import TOKEN, RecordingClient, connect, one_turn, start_server, write_script
 
 pytestmark = pytest.mark.asyncio
 
@@ -28,12 +28,7 @@ def _stop(process: subprocess.Popen) -> None:
 async def _quick_turn(url: str, workspace: Path) -> float:
     """Seconds a second client needs to open a session and run a whole (scripted) turn."""
     started = time.monotonic()
-    client = RecordingClient()
-    connection = await connect(url, client)
-    session_id = (await connection.new_session(cwd=str(workspace))).session_id
-    result = await connection.prompt(session_id=session_id, prompt=[acp.text_block("go")])
-    assert result.stop_reason == "end_turn"
-    await connection.close()
+    assert await one_turn(url, workspace) == "end_turn"
     return time.monotonic() - started
 
 

@@ -9,10 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import acp
 import pytest
 
-from tests.agent.conftest import TOKEN, RecordingClient, connect, start_server, write_script
+from tests.agent.conftest import TOKEN, one_turn, start_server, write_script
 from warpcode.tools.process import COMMAND_MARKER
 
 pytestmark = pytest.mark.asyncio
@@ -48,12 +47,7 @@ async def test_sandbox_bwrap_confines_the_sessions_commands_to_the_workspace(tmp
     ])  # fmt: skip
     server, url = start_server(tmp_path, script, "--token", TOKEN, "--sandbox", "bwrap")
     try:
-        client = RecordingClient()
-        connection = await connect(url, client)
-        session_id = (await connection.new_session(cwd=str(workspace))).session_id
-        result = await connection.prompt(session_id=session_id, prompt=[acp.text_block("go")])
-        assert result.stop_reason == "end_turn"
-        await connection.close()
+        assert await one_turn(url, workspace) == "end_turn"
     finally:
         _stop(server)
     assert (workspace / "inside.txt").exists()
