@@ -289,17 +289,13 @@ def reap_leftover_commands(grace_s: float = KILL_GRACE_S) -> list[int]:
 
 
 def _marker() -> str:
-    return f"{_this_process()}:{next(_command_numbers)}"
+    return f"{_identity(os.getpid())}:{next(_command_numbers)}"
 
 
-@functools.cache
+@functools.cache  # per pid: a forked child has an identity of its own
 def _identity(pid: int) -> str:
+    """'<pid>:<start time>' of a process, its start time read from /proc once."""
     return f"{pid}:{_start_time(pid)}"
-
-
-def _this_process() -> str:
-    """ "<pid>:<start time>" of this process, read from /proc once (per pid: a forked child has its own)."""
-    return _identity(os.getpid())
 
 
 def _marked_processes() -> Iterator[tuple[int, str]]:
