@@ -3,6 +3,12 @@
 For row b, KV head h and query head j = h*G + g (G = Hq / Hkv), with L = seq_lens[b] and c = scale * log2(e):
     s_n = c * <q[b, j], K[b, h, n]>                      n in [0, L)     (base-2 logits: exp2 replaces exp)
     out[b, j] = sum_n 2^(s_n - m) V[b, h, n] / sum_n 2^(s_n - m)         m = max_n s_n
+K[b, h, n] is k_cache[b, h, n] in the static layout [Bc, Hkv, S, D]. In the paged one, k_cache is a pool of blocks
+[num_blocks, Hkv, block_size, D] shared by the rows and block_tables [B, max_blocks] maps a row's slots to them:
+    K[b, h, n] = k_cache[block_tables[b, n // block_size], h, n % block_size]        S = max_blocks * block_size
+(V likewise). Each tile then reads the table entries of its BLOCK_N keys (only of keys < L: the entries past a
+row's blocks may hold anything; the block is clamped into the pool all the same) and gathers their rows; block_size
+is a compile-time constant, so the division is a shift for powers of two.
 The keys are cut into NUM_SPLITS chunks, read in parallel by one kernel (grid (B, Hkv, NUM_SPLITS); the tile, warps
 and split count come from attention_splits.py):
     chunk = cdiv(cdiv(L, NUM_SPLITS), BLOCK_N) * BLOCK_N      split i covers [i*chunk, min((i+1)*chunk, L))
@@ -63,6 +69,33 @@ def _attend_tile(q, k, v, valid, m_i, l_i, acc, qk_scale, DOT_DTYPE: tl.constexp
 
 
 @triton.jit
+def _pool_slots(slots, mask, table_row, stride_tn, num_blocks, CACHE_BLOCK: tl.constexpr):
+    """Each key slot's (block, offset in it) in the paged pool. Only slots under `mask` read the row's table (its
+    entries past the row's blocks may hold anything); the block is clamped into the pool all the same."""
+    block = tl.load(table_row + (slots // CACHE_BLOCK) * stride_tn, mask=mask, other=0)
+    return tl.minimum(tl.maximum(block, 0), num_blocks - 1).to(tl.int64), slots % CACHE_BLOCK
+
+
+@triton.jit
+def _load_tile(
+    k_ptrs, v_ptrs, k_head, v_head, n_start, valid, tile_mask, table_row, num_blocks, offs_n, offs_d,
+    stride_kb, stride_kn, stride_vb, stride_vn, stride_tn, PAGED: tl.constexpr, CACHE_BLOCK: tl.constexpr,
+):  # fmt: skip
+    """The K and V tiles of keys n_start + offs_n (`valid`: those < end; masked rows load as 0): rows of the static
+    cache, or each key's place in the pool, through the row's block table."""
+    if PAGED:
+        block, offset = _pool_slots(n_start + offs_n, valid, table_row, stride_tn, num_blocks, CACHE_BLOCK)
+        k = tl.load(k_head + (block * stride_kb + offset * stride_kn)[:, None] + offs_d[None, :], mask=tile_mask,
+                    other=0.0)  # fmt: skip
+        v = tl.load(v_head + (block * stride_vb + offset * stride_vn)[:, None] + offs_d[None, :], mask=tile_mask,
+                    other=0.0)  # fmt: skip
+    else:
+        k = tl.load(k_ptrs + n_start * stride_kn, mask=tile_mask, other=0.0)
+        v = tl.load(v_ptrs + n_start * stride_vn, mask=tile_mask, other=0.0)
+    return k, v
+
+
+@triton.jit
 def _decode_attention_kernel(
     q_ptr, k_ptr, v_ptr, seq_lens_ptr, out_ptr, m_ptr, l_ptr, acc_ptr, counter_ptr,
     S, D, qk_scale,
@@ -73,9 +106,11 @@ def _decode_attention_kernel(
     stride_ob, stride_oh,
     stride_mb, stride_mh,
     stride_ab, stride_ah, stride_as,
+    table_ptr, num_blocks, stride_tb, stride_tn,  # last: the static kernel's parameters keep their offsets
     G: tl.constexpr, NUM_SPLITS: tl.constexpr, DOT_DTYPE: tl.constexpr, DOT_PRECISION: tl.constexpr,
     BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-    MERGE_IN_KERNEL: tl.constexpr, MERGE_G: tl.constexpr, MERGE_S: tl.constexpr, USE_PDL: tl.constexpr,
+    MERGE_IN_KERNEL: tl.constexpr, MERGE_G: tl.constexpr, MERGE_S: tl.constexpr,
+    PAGED: tl.constexpr, CACHE_BLOCK: tl.constexpr, USE_PDL: tl.constexpr,
 ):  # fmt: skip
     b = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -93,16 +128,30 @@ def _decode_attention_kernel(
     d_mask = offs_d < D
     heads = kv_head * G + offs_g
     b64 = b.to(tl.int64)
-    k_head = k_ptr + b64 * stride_kb + kv_head.to(tl.int64) * stride_kh
-    v_head = v_ptr + b64 * stride_vb + kv_head.to(tl.int64) * stride_vh
+    table_row = table_ptr + b64 * stride_tb
+    if PAGED:  # the row's keys lie in the pool's blocks: each tile finds its keys' blocks in the row's table
+        k_head = k_ptr + kv_head.to(tl.int64) * stride_kh
+        v_head = v_ptr + kv_head.to(tl.int64) * stride_vh
+    else:
+        k_head = k_ptr + b64 * stride_kb + kv_head.to(tl.int64) * stride_kh
+        v_head = v_ptr + b64 * stride_vb + kv_head.to(tl.int64) * stride_vh
     k_ptrs = k_head + offs_n[:, None] * stride_kn + offs_d[None, :]
     v_ptrs = v_head + offs_n[:, None] * stride_vn + offs_d[None, :]
     # The first K/V tile is fetched before waiting on the kernel launched just before (under PDL, while it runs): of
-    # what this kernel reads, that kernel writes only q and the newest token's cache slot (L - 1; the lengths were
-    # set before it). Masked rows load as 0: slots past the length may hold anything (NaN * 0 would leak).
+    # what this kernel reads, that kernel writes only q and the newest token's cache slot (L - 1; the lengths and
+    # the block tables were set before it). Masked rows load as 0: slots past the length may hold anything (NaN * 0
+    # would leak).
     tile_mask = ((start + offs_n) < end)[:, None] & d_mask[None, :]
-    k = tl.load(k_ptrs + start * stride_kn, mask=tile_mask, other=0.0)
-    v = tl.load(v_ptrs + start * stride_vn, mask=tile_mask, other=0.0)
+    k, v = _load_tile(
+        k_ptrs, v_ptrs, k_head, v_head, start, start + offs_n < end, tile_mask, table_row, num_blocks, offs_n, offs_d,
+        stride_kb, stride_kn, stride_vb, stride_vn, stride_tn, PAGED, CACHE_BLOCK,
+    )  # fmt: skip
+    if PAGED:  # the newest key's place (below) is looked up before the wait too
+        newest = seq_len - 1
+        in_first_tile = (start <= newest) & (newest < tl.minimum(start + BLOCK_N, end))
+        block, offset = _pool_slots(newest, in_first_tile, table_row, stride_tn, num_blocks, CACHE_BLOCK)
+        newest_k = k_head + block * stride_kb + offset * stride_kn
+        newest_v = v_head + block * stride_vb + offset * stride_vn
     wait_for_inputs(USE_PDL)  # q, the newest slot, and the counters' last reset
     q_ptrs = q_ptr + b64 * stride_qb + heads[:, None] * stride_qh + offs_d[None, :]
     q = tl.load(q_ptrs, mask=g_mask[:, None] & d_mask[None, :], other=0.0).to(DOT_DTYPE)  # in flight during the next
@@ -110,8 +159,10 @@ def _decode_attention_kernel(
     if (start <= newest) & (newest < tl.minimum(start + BLOCK_N, end)):  # the first tile holds the newest key: its
         # row may have been fetched before the previous kernel wrote it, so that one row is read again (from L2)
         is_newest = (start + offs_n == newest)[:, None]
-        k = tl.where(is_newest, tl.load(k_head + newest * stride_kn + offs_d, mask=d_mask, other=0.0)[None, :], k)
-        v = tl.where(is_newest, tl.load(v_head + newest * stride_vn + offs_d, mask=d_mask, other=0.0)[None, :], v)
+        k_row = newest_k if PAGED else k_head + newest * stride_kn
+        k = tl.where(is_newest, tl.load(k_row + offs_d, mask=d_mask, other=0.0)[None, :], k)
+        v_row = newest_v if PAGED else v_head + newest * stride_vn
+        v = tl.where(is_newest, tl.load(v_row + offs_d, mask=d_mask, other=0.0)[None, :], v)
 
     m_i = tl.full([BLOCK_G], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_G], dtype=tl.float32)
@@ -122,8 +173,10 @@ def _decode_attention_kernel(
     for n_start in range(start + BLOCK_N, end, BLOCK_N):  # every tile holds at least one key < end
         valid = n_start + offs_n < end
         tile_mask = valid[:, None] & d_mask[None, :]
-        k = tl.load(k_ptrs + n_start * stride_kn, mask=tile_mask, other=0.0)
-        v = tl.load(v_ptrs + n_start * stride_vn, mask=tile_mask, other=0.0)
+        k, v = _load_tile(
+            k_ptrs, v_ptrs, k_head, v_head, n_start, valid, tile_mask, table_row, num_blocks, offs_n, offs_d,
+            stride_kb, stride_kn, stride_vb, stride_vn, stride_tn, PAGED, CACHE_BLOCK,
+        )  # fmt: skip
         m_i, l_i, acc = _attend_tile(q, k, v, valid, m_i, l_i, acc, qk_scale, DOT_DTYPE, DOT_PRECISION)
 
     if NUM_SPLITS == 1:  # the whole row: normalise and write out, no workspace, no counter
@@ -152,7 +205,7 @@ def _decode_attention_kernel(
             )  # fmt: skip
 
 
-def _check_args(q, k_cache, v_cache, seq_lens, dtypes) -> None:
+def _check_args(q, k_cache, v_cache, seq_lens, dtypes, block_tables) -> None:
     if q.dim() != 3 or k_cache.dim() != 4 or v_cache.dim() != 4:
         raise ValueError(
             f"expected q [B, Hq, D] and k_cache, v_cache [Bc, Hkv, S, D], got q {tuple(q.shape)}, "
@@ -162,11 +215,19 @@ def _check_args(q, k_cache, v_cache, seq_lens, dtypes) -> None:
     cache_batch, kv_heads, slots, cache_dim = k_cache.shape
     if v_cache.shape != k_cache.shape:
         raise ValueError(f"v_cache {tuple(v_cache.shape)} must have the shape of k_cache {tuple(k_cache.shape)}")
-    if cache_dim != head_dim or cache_batch < batch or slots < 1 or kv_heads < 1:
+    paged = block_tables is not None  # then the cache is a pool of blocks shared by the rows
+    if cache_dim != head_dim or cache_batch < (1 if paged else batch) or slots < 1 or kv_heads < 1:
+        layout = "num_blocks >= 1, Hkv, block_size >= 1" if paged else f"Bc >= {batch}, Hkv, S >= 1"
         raise ValueError(
-            f"k_cache {tuple(k_cache.shape)} does not fit q {tuple(q.shape)}: expected [Bc >= {batch}, Hkv, S >= 1, "
-            f"{head_dim}]"
+            f"k_cache {tuple(k_cache.shape)} does not fit q {tuple(q.shape)}: expected [{layout}, {head_dim}]"
         )
+    if paged:
+        table_rows, max_blocks = block_tables.shape if block_tables.dim() == 2 else (-1, -1)
+        if block_tables.dtype != torch.int32 or table_rows < batch or max_blocks < 1:
+            raise ValueError(
+                f"block_tables must be int32 [>= {batch}, max_blocks >= 1], got {block_tables.dtype} "
+                f"{tuple(block_tables.shape)}"
+            )
     if q_heads % kv_heads:
         raise ValueError(f"query heads ({q_heads}) must be a multiple of KV heads ({kv_heads})")
     if q.dtype not in dtypes or k_cache.dtype != q.dtype or v_cache.dtype != q.dtype:
@@ -175,7 +236,7 @@ def _check_args(q, k_cache, v_cache, seq_lens, dtypes) -> None:
         )
     if seq_lens.dim() != 1 or seq_lens.shape[0] != batch or seq_lens.dtype != torch.int32:
         raise ValueError(f"seq_lens must be int32 [B={batch}], got {seq_lens.dtype} {tuple(seq_lens.shape)}")
-    devices = {t.device for t in (q, k_cache, v_cache, seq_lens)}
+    devices = {t.device for t in (q, k_cache, v_cache, seq_lens, block_tables) if t is not None}
     if len(devices) != 1:
         raise ValueError(f"all tensors must be on one device, got {sorted(map(str, devices))}")
 
@@ -187,19 +248,24 @@ def _merge_step(num_splits: int, elements_per_split: int) -> int:
 
 def decode_attention_triton(
     q: torch.Tensor,  # [B, Hq, D]
-    k_cache: torch.Tensor,  # [Bc, Hkv, S, D]
-    v_cache: torch.Tensor,  # [Bc, Hkv, S, D]
+    k_cache: torch.Tensor,  # [Bc, Hkv, S, D], or with block_tables the pool [num_blocks, Hkv, block_size, D]
+    v_cache: torch.Tensor,  # the shape of k_cache
     seq_lens: torch.Tensor,  # int32 [B], read only on the device
     scale: float,
     num_splits: int | None = None,
     out: torch.Tensor | None = None,  # [B, Hq, D] q.dtype, e.g. a static buffer for CUDA graphs
+    *,
+    block_tables: torch.Tensor | None = None,  # int32 [>= B, max_blocks], any strides, read only on the device
 ) -> torch.Tensor:  # [B, Hq, D], q.dtype
-    _check_args(q, k_cache, v_cache, seq_lens, _FLOAT_DTYPES)
+    _check_args(q, k_cache, v_cache, seq_lens, _FLOAT_DTYPES, block_tables)
     for name, tensor in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
         if tensor.stride(-1) != 1:
             raise ValueError(f"{name} must be contiguous in its last dimension (strides {tensor.stride()})")
     batch, q_heads, head_dim = q.shape
-    _, kv_heads, slots, _ = k_cache.shape
+    cache_rows, kv_heads, cache_slots, _ = k_cache.shape  # paged: num_blocks and block_size
+    paged = block_tables is not None
+    slots = block_tables.shape[1] * cache_slots if paged else cache_slots  # a row's capacity S
+    table, stride_t = (block_tables, block_tables.stride()) if paged else (seq_lens, (0, 0))  # never dereferenced
     if out is None:
         out = torch.empty_like(q)
     elif out.shape != q.shape or out.dtype != q.dtype or out.device != q.device or out.stride(-1) != 1:
@@ -240,9 +306,11 @@ def decode_attention_triton(
         out.stride(0), out.stride(1),
         stride_m[0], stride_m[1],
         stride_a[0], stride_a[1], stride_a[2],
+        table, cache_rows, stride_t[0], stride_t[1],
         G=group, NUM_SPLITS=num_splits, DOT_DTYPE=dot_dtype, DOT_PRECISION=dot_precision,
         BLOCK_G=max(16, triton.next_power_of_2(group)), BLOCK_N=block_n, BLOCK_D=block_d,
         MERGE_IN_KERNEL=not separate_merge, MERGE_G=merge_g, MERGE_S=merge_s,
+        PAGED=paged, CACHE_BLOCK=cache_slots if paged else 1,
         num_warps=num_warps, num_stages=num_stages, **pdl_options(q.device),
     )  # fmt: skip
     if separate_merge:
@@ -260,10 +328,14 @@ def decode_attention_triton(
     return out
 
 
-def decode_attention_reference(q, k_cache, v_cache, seq_lens, scale: float) -> torch.Tensor:
-    """Plain PyTorch, fp32 math (fp64 for fp64 inputs); slots past seq_lens[b] never reach the result."""
-    _check_args(q, k_cache, v_cache, seq_lens, (*_FLOAT_DTYPES, torch.float64))
+def decode_attention_reference(q, k_cache, v_cache, seq_lens, scale: float, *, block_tables=None) -> torch.Tensor:
+    """Plain PyTorch, fp32 math (fp64 for fp64 inputs); slots past seq_lens[b] never reach the result. A paged pool
+    is first gathered into each row's static layout [B, Hkv, max_blocks * block_size, D]."""
+    _check_args(q, k_cache, v_cache, seq_lens, (*_FLOAT_DTYPES, torch.float64), block_tables)
     batch, q_heads, head_dim = q.shape
+    if block_tables is not None:  # table entries outside the pool are clamped in: they only serve slots past L
+        blocks = block_tables[:batch].long().clamp(0, k_cache.shape[0] - 1)  # [B, max_blocks]
+        k_cache, v_cache = (pool[blocks].transpose(1, 2).flatten(2, 3) for pool in (k_cache, v_cache))
     _, kv_heads, slots, _ = k_cache.shape
     compute = torch.float64 if q.dtype == torch.float64 else torch.float32
     valid = torch.arange(slots, device=q.device) < seq_lens.to(torch.int64)[:, None]  # [B, S]
@@ -275,8 +347,8 @@ def decode_attention_reference(q, k_cache, v_cache, seq_lens, scale: float) -> t
     return torch.einsum("bhgs,bhsd->bhgd", probs, v).reshape(batch, q_heads, head_dim).to(q.dtype)
 
 
-def decode_attention(q, k_cache, v_cache, seq_lens, scale: float) -> torch.Tensor:
+def decode_attention(q, k_cache, v_cache, seq_lens, scale: float, *, block_tables=None) -> torch.Tensor:
     """The Triton kernel on CUDA, the PyTorch reference elsewhere."""
     if q.is_cuda:
-        return decode_attention_triton(q, k_cache, v_cache, seq_lens, scale)
-    return decode_attention_reference(q, k_cache, v_cache, seq_lens, scale)
+        return decode_attention_triton(q, k_cache, v_cache, seq_lens, scale, block_tables=block_tables)
+    return decode_attention_reference(q, k_cache, v_cache, seq_lens, scale, block_tables=block_tables)

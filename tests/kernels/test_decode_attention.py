@@ -16,15 +16,18 @@ TOLERANCE = {torch.float32: dict(atol=1e-5, rtol=1e-5), torch.bfloat16: dict(ato
 DTYPES = pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 
 
-def make_case(batch, q_heads, kv_heads, head_dim, slots, dtype, extra_rows=1, garbage=float("nan"), seed=0):
+def make_case(
+    batch, q_heads, kv_heads, head_dim, slots, dtype, extra_rows=1, garbage=float("nan"), seed=0, lengths=None
+):
     """Caches with `extra_rows` rows past B and `garbage` in every slot past each row's length."""
     generator = torch.Generator().manual_seed(seed)
     q = torch.randn(batch, q_heads, head_dim, generator=generator).to(dtype)
     k_cache = torch.randn(batch + extra_rows, kv_heads, slots, head_dim, generator=generator).to(dtype)
     v_cache = torch.randn(batch + extra_rows, kv_heads, slots, head_dim, generator=generator).to(dtype)
-    # Lengths 1, S and values off the tile grid, in turn over the rows.
-    choices = [1, slots, max(1, slots - 3), max(1, (slots * 2) // 3 + 1)]
-    seq_lens = torch.tensor([choices[(b + seed) % len(choices)] for b in range(batch)], dtype=torch.int32)
+    if lengths is None:  # lengths 1, S and values off the tile grid, in turn over the rows
+        choices = [1, slots, max(1, slots - 3), max(1, (slots * 2) // 3 + 1)]
+        lengths = [choices[(b + seed) % len(choices)] for b in range(batch)]
+    seq_lens = torch.tensor(lengths, dtype=torch.int32)
     past_end = torch.arange(slots) >= seq_lens[:, None]
     for cache in (k_cache, v_cache):
         cache[:batch].masked_fill_(past_end[:, None, :, None], garbage)
@@ -283,3 +286,126 @@ def test_the_split_count_decides_where_the_merge_runs(small_tiles, fresh_counter
     case = make_case(1, 4, 1, 16, 16 * num_splits, torch.float32, seed=1)  # a full row: every split has keys
     assert_matches(decode_attention_triton(*case, num_splits=num_splits), float64_reference(*case), torch.float32)
     assert len(fresh_counters) == (0 if num_splits >= module.MERGE_KERNEL_MIN_SPLITS else 1)
+
+
+# ------------------------------------------------------------------------------------------------ paged KV cache
+
+# (B, Hq, Hkv, D, S): GQA groups of 4, 1 and 2.
+PAGED_SHAPES = [(3, 8, 2, 32, 70), (2, 3, 3, 16, 41), (4, 6, 3, 16, 129)]
+
+
+def paged_lengths(batch, slots, block_size):
+    """Lengths 1, S, one ending on a block boundary before S and one off the block grid, in turn over the rows."""
+    boundary = max(1, (slots - 1) // block_size * block_size)
+    return [[1, slots, boundary, max(1, boundary - 1 - block_size // 2)][b % 4] for b in range(batch)]
+
+
+def page(case, block_size, block_table, paged_pool, fill=float("nan"), seed=0):
+    """The case's caches scattered into a pool of randomly ordered blocks (`fill` in the blocks and slots no row
+    owns, garbage in the table past each row's blocks): ((q, k_pool, v_pool, seq_lens, scale), block_tables)."""
+    q, k_cache, v_cache, seq_lens, scale = case
+    lengths = seq_lens.tolist()
+    table, num_blocks = block_table(lengths, block_size, -(-k_cache.shape[2] // block_size), seed=seed)
+    k_pool, v_pool = (paged_pool(cache, table, lengths, block_size, num_blocks, fill) for cache in (k_cache, v_cache))
+    return (q, k_pool, v_pool, seq_lens, scale), table
+
+
+@DTYPES
+@pytest.mark.parametrize("block_size", [1, 3, 16, 64])
+@pytest.mark.parametrize("shape", PAGED_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_paged_cache_matches_the_static_float64(shape, block_size, dtype, block_table, paged_pool):
+    """Default tiles and splits; the capacity max_blocks * block_size passes S where block_size does not divide it."""
+    case = make_case(*shape, dtype, seed=block_size, lengths=paged_lengths(shape[0], shape[-1], block_size))
+    paged, table = page(case, block_size, block_table, paged_pool, seed=block_size)
+    assert_matches(decode_attention_triton(*paged, block_tables=table), float64_reference(*case), dtype)
+
+
+@pytest.mark.parametrize("block_size", [1, 5, 16])
+@pytest.mark.parametrize(
+    ("num_splits", "dtype"), [(1, torch.float32), (2, torch.bfloat16), (12, torch.float32)], ids=["1", "2", "12"]
+)
+def test_paged_cache_with_forced_splits(
+    small_tiles, separate_merge, fresh_counters, num_splits, dtype, block_size, block_table, paged_pool
+):
+    """16-key tiles over 129 slots in 1, 2 and 12 splits (the shorter rows leave some of them empty, and with 12 the
+    newest key opens a split's first tile, re-read through the table); blocks of 5 straddle the tiles."""
+    case = make_case(4, 4, 1, 16, 129, dtype, seed=num_splits, lengths=paged_lengths(4, 129, block_size))
+    paged, table = page(case, block_size, block_table, paged_pool, seed=num_splits)
+    out = decode_attention_triton(*paged, num_splits=num_splits, block_tables=table)
+    assert_matches(out, float64_reference(*case), dtype)
+    if num_splits > 1:
+        assert_counters_reset(fresh_counters, separate_merge)
+
+
+def test_paged_cache_through_the_merge_kernel(small_tiles, fresh_counters, block_table, paged_pool):
+    """MERGE_KERNEL_MIN_SPLITS splits: the merge kernel, which clamps the lengths to the same capacity (530 slots in
+    blocks of 5 for S = 528), recomputes the same chunks."""
+    num_splits = module.MERGE_KERNEL_MIN_SPLITS
+    case = make_case(2, 4, 1, 16, 16 * num_splits, torch.float32, lengths=[16 * num_splits, 16 * num_splits - 7])
+    paged, table = page(case, 5, block_table, paged_pool)
+    out = decode_attention_triton(*paged, num_splits=num_splits, block_tables=table)
+    assert_matches(out, float64_reference(*case), torch.float32)
+    assert not fresh_counters
+
+
+@pytest.mark.parametrize("block_size", [3, 16])
+def test_paged_one_tile_splits(one_tile_splits, separate_merge, block_size, block_table, paged_pool):
+    """3 rows x 2 KV heads in 32-key tiles, whose keys are all fetched before the wait; the newest key (re-read
+    after it, through the table) ends a tile, sits inside one and starts one."""
+    case = make_case(3, 8, 2, 32, 70, torch.bfloat16, lengths=[64, 47, 1])
+    paged, table = page(case, block_size, block_table, paged_pool)
+    capacity = table.shape[1] * block_size
+    assert splits_module.one_tile_block(3, 2, capacity, 24) == 32
+    assert_matches(decode_attention_triton(*paged, block_tables=table), float64_reference(*case), torch.bfloat16)
+
+
+def test_paged_cache_ignores_huge_values_and_reads_a_column_major_table(
+    small_tiles, separate_merge, block_table, paged_pool
+):
+    """1e30 in every slot past the lengths and in the blocks no row owns (it would win the softmax if one leaked
+    in), the table laid out column by column (strides (1, B))."""
+    case = make_case(3, 6, 3, 16, 50, torch.float32, garbage=1e30, lengths=[50, 15, 1])
+    paged, table = page(case, 5, block_table, paged_pool, fill=1e30)
+    table = table.t().contiguous().t()
+    assert table.stride() == (1, 3)
+    out = decode_attention_triton(*paged, num_splits=3, block_tables=table)
+    assert_matches(out, float64_reference(*case), torch.float32)
+
+
+def test_rows_may_share_pool_blocks(separate_merge):
+    """Three rows on one two-block prefix (fewer blocks than rows), the pool a strided view of row 0's cache."""
+    q, k_cache, v_cache, seq_lens, scale = make_case(3, 8, 2, 32, 32, torch.float32, lengths=[32, 20, 1])
+    k_cache[:], v_cache[:] = k_cache[0], v_cache[0]
+    k_pool, v_pool = (cache[0].view(2, 2, 16, 32).transpose(0, 1) for cache in (k_cache, v_cache))  # [2, Hkv, 16, D]
+    table = torch.tensor([[0, 1]] * 3, dtype=torch.int32)
+    out = decode_attention_triton(q, k_pool, v_pool, seq_lens, scale, num_splits=2, block_tables=table)
+    assert_matches(out, float64_reference(q, k_cache, v_cache, seq_lens, scale), torch.float32)
+
+
+def test_paged_reference_and_dispatcher(block_table, paged_pool):
+    """The reference gathers the rows out of the pool and is the static reference; the dispatcher passes the table."""
+    case = make_case(3, 8, 2, 32, 70, torch.float64, lengths=[70, 1, 33])
+    paged, table = page(case, 16, block_table, paged_pool)
+    expected = decode_attention_reference(*case)
+    torch.testing.assert_close(decode_attention_reference(*paged, block_tables=table), expected, atol=1e-12, rtol=0)
+    torch.testing.assert_close(decode_attention(*paged, block_tables=table), expected, atol=1e-12, rtol=0)
+
+
+def test_bad_block_tables_raise():
+    q, k_cache, v_cache, seq_lens, scale = good_args()  # B = 2, pools of 3 blocks of 9 slots
+    table = torch.zeros(2, 4, dtype=torch.int32)
+    bad = {
+        "block_tables must be int32": (k_cache, table.long()),
+        r"block_tables must be int32 \[>= 2": (k_cache, table[:1]),
+        r"max_blocks >= 1\], got torch.int32 \(2, 0\)": (k_cache, table[:, :0]),
+        r"got torch.int32 \(4,\)": (k_cache, table[0]),
+        "one device": (k_cache, table.to("meta")),
+        r"expected \[num_blocks >= 1, Hkv, block_size >= 1": (k_cache[:, :, :0], table),
+    }
+    for message, (pool, tables) in bad.items():
+        with pytest.raises(ValueError, match=message):
+            decode_attention_triton(q, pool, pool, seq_lens, scale, block_tables=tables)
+        with pytest.raises(ValueError, match=message):
+            decode_attention_reference(q, pool, pool, seq_lens, scale, block_tables=tables)
+    # A pool of fewer blocks than rows is no error (rows may share blocks).
+    decode_attention_triton(q, k_cache[:1], v_cache[:1], seq_lens, scale, block_tables=table)

@@ -12,6 +12,7 @@ pytestmark = pytest.mark.gpu
 
 Q_HEADS, KV_HEADS, HEAD_DIM = 32, 4, 128  # Qwen3-30B-A3B: GQA groups of 8
 SCALE = HEAD_DIM**-0.5
+BLOCK_SIZE = 64  # slots per block of the paged cache
 
 
 @pytest.fixture(autouse=True, params=[True, False], ids=["two-kernel", "one-launch"])
@@ -57,6 +58,25 @@ def test_matches_float64_at_qwen3_shapes(batch, slots):
     assert out.dtype == torch.bfloat16
     assert_matches(out, float64_reference(q, k_cache, v_cache, seq_lens))
     torch.testing.assert_close(decode_attention(q, k_cache, v_cache, seq_lens, SCALE), out, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("slots", [512, 8192])
+@pytest.mark.parametrize("batch", [1, 8, 32])
+def test_paged_cache_matches_the_static_one_at_qwen3_shapes(batch, slots, block_table, paged_pool):
+    """The same keys in 64-slot blocks of a pool, in random order, NaN in the blocks no row owns and garbage in the
+    table past each row's blocks (-1, the pool size, the int32 extremes: an unmasked read would fault). The
+    capacity is S, so the launch is the static one's."""
+    q, k_cache, v_cache, seq_lens = make_case(batch, slots, seed=batch + slots + 1)
+    lengths = seq_lens.tolist()
+    table, num_blocks = block_table(lengths, BLOCK_SIZE, slots // BLOCK_SIZE, seed=batch, device="cuda")
+    k_pool, v_pool = (paged_pool(c, table, lengths, BLOCK_SIZE, num_blocks, float("nan")) for c in (k_cache, v_cache))
+    out = torch.full_like(q, float("nan"))
+    paged = decode_attention_triton(q, k_pool, v_pool, seq_lens, SCALE, out=out, block_tables=table)
+    assert_matches(paged, float64_reference(q, k_cache, v_cache, seq_lens))
+    static = decode_attention_triton(q, k_cache, v_cache, seq_lens, SCALE)
+    torch.testing.assert_close(paged, static, atol=1e-2, rtol=1e-2)
+    dispatched = decode_attention(q, k_pool, v_pool, seq_lens, SCALE, block_tables=table)
+    torch.testing.assert_close(dispatched, paged, atol=0, rtol=0)
 
 
 @pytest.mark.parametrize("num_splits", [1, 7, 200])
@@ -143,16 +163,29 @@ def test_back_to_back_calls_with_other_batches_and_splits():
 
 
 @pytest.mark.slow
-def test_long_context_reads_the_cache_at_high_bandwidth(separate_merge):
-    """B = 1, S = 8192: 16.8 MB of K and V per layer, rotated over 8 layers so that HBM, not L2, serves it.
-    The target is > 2 TB/s; the assertion only catches a collapse (too few programs, serialised splits)."""
+@pytest.mark.parametrize("paged", [False, True], ids=["static", "paged"])
+def test_long_context_reads_the_cache_at_high_bandwidth(separate_merge, paged, block_table, paged_pool):
+    """B = 1, S = 8192: 16.8 MB of K and V per layer, rotated over 8 layers so that HBM, not L2, serves it; static,
+    or paged in 64-slot blocks in random order. The target is > 2 TB/s; the assertion only catches a collapse (too
+    few programs, serialised splits)."""
     batch, slots = 1, 8192
-    # make_case fills row 0 to S, so every slot is read and none holds NaN.
-    argument_sets = [(*make_case(batch, slots, extra_rows=0, seed=layer), SCALE) for layer in range(8)]
-    seconds, mode = time_per_call(decode_attention_triton, argument_sets)
+    argument_sets = []
+    for layer in range(8):
+        # make_case fills row 0 to S, so every slot is read and none holds NaN.
+        q, k_cache, v_cache, seq_lens = make_case(batch, slots, extra_rows=0, seed=layer)
+        table = None
+        if paged:
+            table, blocks = block_table([slots], BLOCK_SIZE, slots // BLOCK_SIZE, layer, spare_blocks=0, device="cuda")
+            k_cache, v_cache = (paged_pool(c, table, [slots], BLOCK_SIZE, blocks, 0.0) for c in (k_cache, v_cache))
+        argument_sets.append((q, k_cache, v_cache, seq_lens, SCALE, table))
+
+    def call(q, k_cache, v_cache, seq_lens, scale, table):
+        return decode_attention_triton(q, k_cache, v_cache, seq_lens, scale, block_tables=table)
+
+    seconds, mode = time_per_call(call, argument_sets)
     cache_bytes = 2 * batch * KV_HEADS * slots * HEAD_DIM * 2
     bandwidth = cache_bytes / seconds
-    path = "two-kernel" if separate_merge else "one-launch"
+    path = ("two-kernel" if separate_merge else "one-launch") + (", paged" if paged else "")
     print(
         f"decode attention ({path}) B=1 S=8192: {seconds * 1e6:.1f} us per layer ({mode}), {bandwidth / 1e12:.2f} TB/s"
     )

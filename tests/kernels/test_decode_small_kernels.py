@@ -248,3 +248,87 @@ def test_qk_norm_rope_cache_dispatches_to_the_reference_on_cpu():
     q = qk_norm_rope_cache(*args)
     assert torch.equal(q, qk_norm_rope_cache_reference(*reference_args))
     assert torch.equal(args[10], reference_args[10]) and torch.equal(args[11], reference_args[11])
+
+
+# ---------------------------------------------------------------------------- qk_norm_rope_cache, paged KV cache
+
+
+def paged_rope_inputs(args, block_size, block_table, lengths=None, seed=0):
+    """rope_inputs' arguments with SENTINEL pools for caches and a block table (garbage past each row's blocks) whose
+    row b owns the blocks through slots[b], or through `lengths[b]` slots: (args, table, lengths, num_blocks)."""
+    lengths = [int(slot) + 1 for slot in args[12]] if lengths is None else lengths
+    table, num_blocks = block_table(lengths, block_size, -(-args[10].shape[2] // block_size), seed=seed)
+    args = list(args)
+    _, kv_heads, _, head_dim = args[10].shape
+    pool_shape = (num_blocks, kv_heads, block_size, head_dim)
+    args[10], args[11] = (torch.full(pool_shape, SENTINEL, dtype=args[0].dtype) for _ in "kv")
+    return args, table, lengths, num_blocks
+
+
+@pytest.mark.parametrize("block_size", [1, 3, 4, 16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(("num_heads", "num_kv_heads"), [(4, 2), (6, 1)])
+def test_paged_writes_land_in_their_block_and_nowhere_else(
+    num_heads, num_kv_heads, dtype, block_size, block_table, paged_pool
+):
+    """The whole pool against the static float64 result scattered into it: slots 6, 0 and 3 of 9 (blocks of 4: the
+    third slot of a row's second block, the first of its first, the last of its first)."""
+    index_dtype = torch.int32 if block_size == 3 else torch.int64
+    static = rope_inputs(num_heads, num_kv_heads, 16, dtype, True, index_dtype=index_dtype)
+    args, table, lengths, num_blocks = paged_rope_inputs(static, block_size, block_table, seed=block_size)
+    q = qk_norm_rope_cache_triton(*args, block_tables=table)
+    expected_q, expected_k, expected_v = float64_reference(static)
+    torch.testing.assert_close(q.double(), expected_q, **TOLERANCE[dtype])
+    written = written_slots(static)[:, None, :, None].expand(static[10].shape)
+    written = paged_pool(written, table, lengths, block_size, num_blocks, False)
+    assert written.sum() == 3 * num_kv_heads * 16
+    k_pool, v_pool = (paged_pool(c, table, lengths, block_size, num_blocks, SENTINEL) for c in (expected_k, expected_v))
+    for pool in args[10:12]:
+        assert (pool[~written] == SENTINEL).all(), "a slot other than slots[b] was written"
+    torch.testing.assert_close(args[10][written].double(), k_pool[written], **TOLERANCE[dtype])
+    assert torch.equal(args[11][written].double(), v_pool[written])  # values copied bit for bit
+
+
+@pytest.mark.parametrize("entry", ["owned", "-1", "pool size"])
+def test_paged_slots_outside_the_table_or_the_pool_are_not_written(entry):
+    """Blocks of 4 in 3 columns (capacity 12, past the 9 slots of the static caches), the table a view whose next
+    column holds valid blocks too: slots -1 and 12 write nothing, slot 11 writes its row's third block, unless that
+    entry lies outside the pool; the reference (on CPU, the dispatcher's path) writes exactly where the kernel does."""
+    static = rope_inputs(4, 2, 16, torch.float32, False)
+    static[12] = torch.tensor([-1, 12, 11])
+    args, num_blocks = list(static), 9
+    args[10], args[11] = (torch.full((num_blocks, 2, 4, 16), SENTINEL) for _ in "kv")
+    table = (torch.arange(12, dtype=torch.int32).view(3, 4) % num_blocks)[:, :3]
+    table[2, 2] = {"owned": table[2, 2], "-1": -1, "pool size": num_blocks}[entry]
+    reference_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    q = qk_norm_rope_cache_triton(*args, block_tables=table)
+    expected_q = float64_reference([*static[:12], torch.tensor([0, 0, 2])])[0]  # q does not depend on slots
+    torch.testing.assert_close(q.double(), expected_q, **TOLERANCE[torch.float32])
+    dispatched = qk_norm_rope_cache(*reference_args, block_tables=table)  # the reference, off the GPU
+    torch.testing.assert_close(dispatched.double(), expected_q, **TOLERANCE[torch.float32])
+    written = torch.zeros(args[10].shape, dtype=torch.bool)
+    if entry == "owned":
+        written[table[2, 2], :, 3] = True
+    for pool in (*args[10:12], *reference_args[10:12]):
+        assert torch.equal(pool != SENTINEL, written)
+    for pool, reference_pool in zip(args[10:12], reference_args[10:12], strict=True):
+        torch.testing.assert_close(pool, reference_pool, **TOLERANCE[torch.float32])
+
+
+def test_paged_rejects_bad_block_tables_and_pools(block_table):
+    args, table, _, _ = paged_rope_inputs(rope_inputs(4, 2, 16, torch.bfloat16, True), 4, block_table)
+    bad = {
+        "block_tables must be int32": (table.long(), args[10], args[11]),
+        r"block_tables must be int32 \[>= 3": (table[:2], args[10], args[11]),
+        r"got torch.int32 \(3, 0\)": (table[:, :0], args[10], args[11]),
+        r"got torch.int32 \(3,\)": (table[0], args[10], args[11]),
+        "block_tables is on meta": (table.to("meta"), args[10], args[11]),
+        "pools of one shape": (table, args[10], args[11][:-1]),
+        "block_size >= 1": (table, args[10][:, :, :0], args[11][:, :, :0]),
+        r"k_cache must be \[num_blocks >= 1, Hkv = 2, block_size": (table, args[10][:0], args[11][:0]),
+    }
+    for message, (tables, k_pool, v_pool) in bad.items():
+        with pytest.raises(ValueError, match=message):
+            qk_norm_rope_cache_triton(*args[:10], k_pool, v_pool, args[12], block_tables=tables)
+    # A pool of fewer blocks than rows is no error (rows may share blocks).
+    qk_norm_rope_cache_triton(*args[:10], args[10][:1], args[11][:1], args[12], block_tables=table.clamp(max=0))

@@ -106,6 +106,22 @@ def test_qk_norm_rope_cache_at_model_shapes(batch, dtype, tolerance, with_norm):
     assert torch.equal(again[10], args[10]) and torch.equal(again[11], args[11])
 
 
+@pytest.mark.parametrize("batch", [1, 8, 32])
+def test_qk_norm_rope_cache_paged_at_model_shapes(batch, block_table, paged_pool):
+    """64-slot blocks of a pool in random order, garbage in the table past each row's blocks: the paged writes are
+    the static ones scattered through the table, bit for bit, and every other element of the pool keeps SENTINEL."""
+    args = rope_inputs(batch, torch.bfloat16, True)
+    q = qk_norm_rope_cache_triton(*args)
+    lengths = (args[12] + 1).tolist()  # each row owns the blocks through its slot
+    table, num_blocks = block_table(lengths, 64, SLOTS // 64, seed=batch, device=CUDA)
+    paged = list(args)
+    pool_shape = (num_blocks, KV_HEADS, 64, HEAD_DIM)
+    paged[10], paged[11] = (torch.full(pool_shape, SENTINEL, dtype=torch.bfloat16, device=CUDA) for _ in "kv")
+    assert torch.equal(qk_norm_rope_cache_triton(*paged, block_tables=table), q)
+    for pool, cache in zip(paged[10:12], args[10:12], strict=True):
+        assert torch.equal(pool, paged_pool(cache, table, lengths, 64, num_blocks, SENTINEL))
+
+
 def capture(call):
     """A CUDA graph of call(), warmed up (compiled) on a side stream first."""
     graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
