@@ -7,7 +7,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from warpcode.model_runtime.config import ModelConfig
-from warpcode.model_runtime.kv_cache import KVCache
 from warpcode.model_runtime.layers import RMSNorm, apply_rotary
 
 
@@ -58,8 +57,7 @@ class Attention(nn.Module):
         x: torch.Tensor,  # [B, T, H]
         cos: torch.Tensor,  # [B, T, head_dim]
         sin: torch.Tensor,  # [B, T, head_dim]
-        mask: torch.Tensor,  # [B, 1, T, S]: 0 where a query may attend to a key, -inf elsewhere
-        cache: KVCache | None,
+        mask: torch.Tensor,  # [B, 1, T, T]: 0 where a query may attend to a key, -inf elsewhere
     ) -> torch.Tensor:  # [B, T, H]
         batch, tokens, _ = x.shape
         q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
@@ -75,25 +73,21 @@ class Attention(nn.Module):
         q = apply_rotary(q.transpose(1, 2), cos, sin)  # [B, heads, T, head_dim]
         k = apply_rotary(k.transpose(1, 2), cos, sin)  # [B, kv_heads, T, head_dim]
         v = v.transpose(1, 2)
-        if cache is not None:
-            k, v = cache.update(self.layer, k, v)  # [B, kv_heads, S, head_dim]
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, scale=self.head_dim**-0.5, enable_gqa=self.num_heads != self.num_kv_heads
         )
         return self.o_proj(out.transpose(1, 2).reshape(batch, tokens, self.num_heads * self.head_dim))
 
 
-def attention_bias(key_valid: torch.Tensor, query_start: int, query_len: int, dtype: torch.dtype) -> torch.Tensor:
-    """Additive mask [B, 1, T, S] (0 where a query may attend, -inf elsewhere) from key validity [B, S]: causal
-    over cache slots, padding keys hidden. Built once per forward; SDPA takes a float mask about twice as fast as
-    a boolean one.
+def attention_bias(token_valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Additive mask [B, 1, T, T] (0 where a query may attend, -inf elsewhere) from token validity [B, T]: causal,
+    padding keys hidden. SDPA takes a float mask about twice as fast as a boolean one.
 
-    Each query also sees its own slot, so a padding query (whose every key is hidden) still gets a finite softmax:
-    a NaN there would reach real tokens through 0 * NaN in later layers' attention.
+    Each query also sees itself, so a padding query (whose every key is hidden) still gets a finite softmax: a NaN
+    there would reach real tokens through 0 * NaN in later layers' attention.
     """
-    slots = torch.arange(key_valid.shape[1], device=key_valid.device)  # [S]
-    query_slots = query_start + torch.arange(query_len, device=key_valid.device)  # [T]
-    causal = slots[None, :] <= query_slots[:, None]  # [T, S]
-    allowed = (causal[None] & key_valid[:, None, :]) | (slots[None, :] == query_slots[:, None])[None]  # [B, T, S]
-    bias = torch.zeros(allowed.shape, dtype=dtype, device=key_valid.device).masked_fill_(~allowed, float("-inf"))
+    slots = torch.arange(token_valid.shape[1], device=token_valid.device)  # [T]
+    causal = slots[None, :] <= slots[:, None]  # [T, T]
+    allowed = (causal[None] & token_valid[:, None, :]) | torch.eye(len(slots), dtype=torch.bool, device=slots.device)
+    bias = torch.zeros(allowed.shape, dtype=dtype, device=token_valid.device).masked_fill_(~allowed, float("-inf"))
     return bias[:, None]

@@ -1,8 +1,9 @@
-"""Runs generation on a static decode state: batched prefill, then decode steps replayed from CUDA graphs.
+"""Runs decode steps over a `DecodeState`: replayed from CUDA graphs on the GPU, eagerly elsewhere.
 
-One `DecodeState` (KV cache + per-row buffers) is kept and grown when a request needs more rows or context; graphs
-are captured lazily per (batch bucket, sampling variant) and dropped when the state is reallocated. On the GPU the
-host only replays graphs and reads the sampled tokens back one step behind, so the device never waits on Python.
+Graphs are captured lazily per (batch bucket, sampling variant, block-table columns) and dropped when the state is
+reallocated. The serving engine (serving/engine_core.py) gives the runner its paged state and drives the steps;
+the static-batch path here (`reserve`, `prefill`, `decode`) is the reference the benchmarks compare with: rows own
+consecutive blocks, and the host only replays graphs and reads the sampled tokens back one step behind.
 Off the GPU (or with graphs disabled) the same step function runs eagerly, on the same bucket of rows.
 """
 
@@ -20,12 +21,13 @@ from warpcode.model_runtime.decode_step import (
     sample_next_tokens,
     sampling_variant,
 )
-from warpcode.model_runtime.kv_cache import KVCache
 from warpcode.model_runtime.model import MoeForCausalLM
+from warpcode.model_runtime.prefill import PrefillChunk, prefill_forward
 from warpcode.model_runtime.sampling import SamplingParams
 
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32)
 CAPACITY_STEP = 256  # context is reserved in multiples of this, so nearby request sizes share one state and graphs
+BLOCK_SIZE = 64  # KV-cache block (tokens); the static path uses the serving engine's size, so both run one kernel
 # The first decode graph a process captures replays 1-5% slower (H200, torch 2.11 + CUDA 13.0, driver 580.159) until
 # a later capture: from then on every graph, that first one included, runs at the faster rate (batch 1, 512 keys:
 # 2.300 -> 2.200 ms per step, the same graph exec before and after). The kernels and their buffers do not change, so
@@ -50,7 +52,7 @@ class DecodeRunner:
         self.device, self.dtype = parameter.device, parameter.dtype
         self.use_graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
         self.state: DecodeState | None = None
-        self._graphs: dict[tuple[int, str], torch.cuda.CUDAGraph] = {}
+        self._graphs: dict[tuple[int, str, int], torch.cuda.CUDAGraph] = {}
         self._pool = None
         self._longest = 0  # tokens in the longest row's cache, tracked on the host to refuse overflowing it
 
@@ -66,8 +68,15 @@ class DecodeRunner:
             self.state = state = None  # free the old cache before allocating the new one
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()
-            self.state = state = DecodeState.allocate(self.model.config, rows, capacity, self.device, self.dtype)
+            self.state = state = DecodeState.allocate_static(
+                self.model.config, rows, capacity, BLOCK_SIZE, self.device, self.dtype
+            )
         return state
+
+    def use_state(self, state: DecodeState) -> None:
+        """Runs steps over `state` from now on (the serving engine's paged cache)."""
+        self.drop_graphs()
+        self.state = state
 
     def drop_graphs(self) -> None:
         """Forget the captured steps (and their memory pool, which cannot be captured into once its graphs are
@@ -77,26 +86,15 @@ class DecodeRunner:
 
     @torch.inference_mode()
     def prefill(self, prompts: list[list[int]], sampling: SamplingParams, seed: int) -> list[int]:
-        """Writes every prompt into its row's cache in one right-padded forward pass and samples each row's first
-        token. Call `reserve` first."""
+        """Writes every prompt into its row's blocks in one forward pass and samples each row's first token.
+        Call `reserve` first."""
         state = self.state
         batch, longest = len(prompts), max(len(p) for p in prompts)
-        input_ids = torch.zeros(batch, longest, dtype=torch.long)
-        token_valid = torch.zeros(batch, longest, dtype=torch.bool)
-        for row, prompt in enumerate(prompts):
-            input_ids[row, : len(prompt)] = torch.as_tensor(prompt, dtype=torch.long)
-            token_valid[row, : len(prompt)] = True
-        lengths = token_valid.sum(dim=1).to(self.device)
-        input_ids, token_valid = input_ids.to(self.device), token_valid.to(self.device)
-        positions = (token_valid.long().cumsum(dim=1) - 1).clamp(min=0)
-        cache = KVCache(
-            keys=[k[:batch] for k in state.keys],
-            values=[v[:batch] for v in state.values],
-            key_valid=torch.zeros(batch, state.capacity, dtype=torch.bool, device=self.device),
-        )
-        logits = self.model(input_ids, positions, token_valid, cache, logits_at=lengths - 1)[:, 0]  # [B, V]
+        tables = state.block_tables[:batch].tolist()
+        chunks = [PrefillChunk(prompt, 0, table) for prompt, table in zip(prompts, tables, strict=True)]
+        logits = prefill_forward(self.model, state, chunks)  # [B, V]
         # Rows beyond the batch (graph padding) decode harmlessly from an empty cache, greedily.
-        state.seq_lens.zero_()[:batch] = lengths.to(torch.int32)
+        state.seq_lens.zero_()[:batch] = torch.tensor([len(p) for p in prompts], dtype=torch.int32)
         state.tokens.zero_()
         state.steps.zero_()
         state.seeds.copy_(torch.arange(state.slots, device=self.device) + seed * state.slots)
@@ -123,7 +121,7 @@ class DecodeRunner:
     def decode(self, batch: int, sampling: SamplingParams) -> Iterator[list[int]]:
         """Yields the next token of rows [0, batch) after each step, for as long as the caller iterates and the
         reserved context lasts. With graphs, the step after the yielded one is already running on the device."""
-        step = self._step_function(batch, sampling_variant(sampling))
+        step = self.step_function(batch, sampling_variant(sampling))
         if not self.use_graphs:
             while self._advance():
                 step()
@@ -155,27 +153,31 @@ class DecodeRunner:
         self._longest += 1
         return True
 
-    def _step_function(self, batch: int, variant: str):
+    def step_function(self, batch: int, variant: str, table_columns: int | None = None):
+        """A callable that advances rows [0, batch) by one step: a graph replay, or the eager step."""
         # Eager or captured, the step runs the whole bucket: matrix products then have the same shapes, so the
         # two paths give the same numbers.
         bucket = batch_bucket(batch)
+        columns = table_columns or self.state.block_tables.shape[1]
         if not self.use_graphs:
-            return lambda: decode_step(self.model, self.state, bucket, variant)
-        key = (bucket, variant)
+            return lambda: decode_step(self.model, self.state, bucket, variant, columns)
+        key = (bucket, variant, columns)
         if key not in self._graphs:
-            self._graphs[key] = self._capture(bucket, variant)
+            self._graphs[key] = self._capture(*key)
         return self._graphs[key].replay
 
-    def _capture(self, bucket: int, variant: str) -> torch.cuda.CUDAGraph:
+    def _capture(self, bucket: int, variant: str, columns: int) -> torch.cuda.CUDAGraph:
         global _first_capture_pending
         if _first_capture_pending:  # a throwaway graph in a pool of its own, freed with it
             _first_capture_pending = False
-            self._capture_once(bucket, variant, pool=None)
-        graph = self._capture_once(bucket, variant, self._pool)
+            self._capture_once(bucket, variant, columns, pool=None)
+        graph = self._capture_once(bucket, variant, columns, self._pool)
         self._pool = graph.pool()
         return graph
 
-    def _capture_once(self, bucket: int, variant: str, pool: tuple[int, int] | None) -> torch.cuda.CUDAGraph:
+    def _capture_once(
+        self, bucket: int, variant: str, columns: int, pool: tuple[int, int] | None
+    ) -> torch.cuda.CUDAGraph:
         state = self.state
         saved = [t.clone() for t in (state.tokens, state.seq_lens, state.steps)]
         # A warm-up run outside the graph compiles the Triton kernels and creates cuBLAS workspaces; it writes the
@@ -183,11 +185,11 @@ class DecodeRunner:
         stream = torch.cuda.Stream(self.device)
         stream.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(stream):
-            decode_step(self.model, state, bucket, variant)
+            decode_step(self.model, state, bucket, variant, columns)
         torch.cuda.current_stream(self.device).wait_stream(stream)
         for buffer, value in zip((state.tokens, state.seq_lens, state.steps), saved, strict=True):
             buffer.copy_(value)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=pool):
-            decode_step(self.model, state, bucket, variant)
+            decode_step(self.model, state, bucket, variant, columns)
         return graph

@@ -3,7 +3,8 @@
 Everything the step reads or changes lives in `DecodeState` device tensors and the step has static shapes and no
 host synchronisation, so CUDA graphs capture it once per batch size and replay it (see decode_runner.py).
 Row b holds `seq_lens[b]` tokens in its cache: the step embeds `tokens[b]` at position seq_lens[b], writes its key
-and value to that slot, attends to slots [0, seq_lens[b]], samples the next token into `tokens[b]` and adds 1.
+and value to that slot (through the row's block table), attends to slots [0, seq_lens[b]], samples the next token
+into `tokens[b]` and adds 1.
 
 Per layer (fused kernels from warpcode.kernels; their PyTorch references off the GPU). The residual stream is one
 buffer h [B, H], and each add + RMSNorm is folded into the kernels around it (kernels/gemv.py, warp_decode.py):
@@ -57,10 +58,12 @@ from warpcode.model_runtime.sampling import SamplingParams, SamplingTensors, sam
 
 @dataclass
 class DecodeState:
-    """Device buffers of a batch of `slots` rows decoding with a static KV cache of `capacity` tokens per row."""
+    """Device buffers of up to `slots` decoding rows over a paged KV cache: one pool of blocks per layer, and a
+    block table per row (slot s of row b lives at block block_tables[b, s // block_size], offset s % block_size)."""
 
-    keys: list[torch.Tensor]  # per layer [slots, kv_heads, capacity, head_dim]
-    values: list[torch.Tensor]  # per layer [slots, kv_heads, capacity, head_dim]
+    keys: list[torch.Tensor]  # per layer [num_blocks, kv_heads, block_size, head_dim]
+    values: list[torch.Tensor]  # per layer [num_blocks, kv_heads, block_size, head_dim]
+    block_tables: torch.Tensor  # int32 [slots, max_blocks]
     tokens: torch.Tensor  # int64 [slots]: each row's next input token; the step overwrites it with the sampled one
     seq_lens: torch.Tensor  # int32 [slots]: tokens already cached per row (= the new token's position and slot)
     sampling: SamplingTensors  # per-row sampling parameters [slots]
@@ -69,14 +72,22 @@ class DecodeState:
 
     @classmethod
     def allocate(
-        cls, config: ModelConfig, slots: int, capacity: int, device: torch.device, dtype: torch.dtype
+        cls,
+        config: ModelConfig,
+        slots: int,
+        num_blocks: int,
+        block_size: int,
+        max_blocks: int,
+        device: torch.device,
+        dtype: torch.dtype,
     ) -> DecodeState:
-        shape = (slots, config.num_key_value_heads, capacity, config.head_dim)
-        # Zeroed so that rows never written (batch padding) hold finite values.
+        shape = (num_blocks, config.num_key_value_heads, block_size, config.head_dim)
+        # Zeroed so that slots never written (batch padding) hold finite values.
         layers = range(config.num_hidden_layers)
         return cls(
             keys=[torch.zeros(shape, device=device, dtype=dtype) for _ in layers],
             values=[torch.zeros(shape, device=device, dtype=dtype) for _ in layers],
+            block_tables=torch.zeros((slots, max_blocks), device=device, dtype=torch.int32),
             tokens=torch.zeros(slots, device=device, dtype=torch.long),
             seq_lens=torch.zeros(slots, device=device, dtype=torch.int32),
             sampling=SamplingTensors.allocate(slots, device),
@@ -84,13 +95,28 @@ class DecodeState:
             steps=torch.zeros(slots, device=device, dtype=torch.long),
         )
 
+    @classmethod
+    def allocate_static(
+        cls, config: ModelConfig, slots: int, capacity: int, block_size: int, device: torch.device, dtype: torch.dtype
+    ) -> DecodeState:
+        """`slots` rows of `capacity` tokens each (a multiple of block_size), row b owning consecutive blocks."""
+        per_row = -(-capacity // block_size)
+        state = cls.allocate(config, slots, slots * per_row, block_size, per_row, device, dtype)
+        state.block_tables.copy_(torch.arange(slots * per_row, dtype=torch.int32).view(slots, per_row))
+        return state
+
     @property
     def slots(self) -> int:
         return self.tokens.shape[0]
 
     @property
-    def capacity(self) -> int:
+    def block_size(self) -> int:
         return self.keys[0].shape[2]
+
+    @property
+    def capacity(self) -> int:
+        """Tokens one row can hold: its table's width in slots."""
+        return self.block_tables.shape[1] * self.block_size
 
 
 def prepare_for_decode(model: MoeForCausalLM, fold_routers: bool | None = None) -> None:
@@ -109,17 +135,23 @@ def prepare_for_decode(model: MoeForCausalLM, fold_routers: bool | None = None) 
                                                 attn.o_proj.weight)  # fmt: skip
 
 
-def decode_step(model: MoeForCausalLM, state: DecodeState, batch: int, sampling: str) -> torch.Tensor:
+def decode_step(
+    model: MoeForCausalLM, state: DecodeState, batch: int, sampling: str, table_columns: int | None = None
+) -> torch.Tensor:
     """Advances rows [0, batch) of `state` by one token (see the module docstring). `sampling` is the static
     variant ("greedy", "sample", or "filtered" when some row uses top-k or top-p), so each captured graph does only
-    the work its rows need. Returns the logits [batch, V] the tokens were taken from."""
+    the work its rows need. `table_columns`: the block-table columns attention reads (default all): a step for
+    shorter rows launches attention over that many blocks only. Returns the logits [batch, V] the tokens were
+    taken from."""
     config = model.config
     seq_lens = state.seq_lens[:batch]
+    tables = state.block_tables[:batch, :table_columns]
     attend_lens = seq_lens + 1
     h = model.model.embed_tokens(state.tokens[:batch])  # [B, H]: the residual stream
     pending, eps = None, config.rms_norm_eps  # pending: a layer output [B, H] not yet added to h
     # Attention's one-tile splits fetch the cache before their wait: the RoPE kernel then lets them launch early.
-    attention_fetches_early = fetches_before_wait(batch, config.num_key_value_heads, state.capacity, h.device)
+    capacity = tables.shape[1] * state.block_size
+    attention_fetches_early = fetches_before_wait(batch, config.num_key_value_heads, capacity, h.device)
     for index, layer in enumerate(model.model.layers):
         attn, norm_weight = layer.self_attn, layer.input_layernorm.weight
         if pending is None and uses_gemv(h, attn.qkv_weight):
@@ -128,7 +160,7 @@ def decode_step(model: MoeForCausalLM, state: DecodeState, batch: int, sampling:
             normed, h = _add_rmsnorm(h, pending, norm_weight, eps)
             qkv, pending = linear(normed, attn.qkv_weight, attn.qkv_bias), None
         out = _attention(
-            attn, model.model.rotary, eps, qkv, seq_lens, attend_lens, state, index, attention_fetches_early
+            attn, model.model.rotary, eps, qkv, seq_lens, attend_lens, state, tables, index, attention_fetches_early
         )
         fold = layer.router_fold
         if fold is not None and out.shape[0] == 1 and layer.mlp.adds_residual(out):
@@ -177,6 +209,7 @@ def _attention(
     seq_lens: torch.Tensor,  # int32 [B]
     attend_lens: torch.Tensor,  # int32 [B]: seq_lens + 1
     state: DecodeState,
+    tables: torch.Tensor,  # int32 [B, columns]: the rows' block tables
     layer: int,
     fetches_early: bool,  # attention fetches the cache before its wait (attention_splits.fetches_before_wait)
 ) -> torch.Tensor:  # [B, Hq * D], before o_proj
@@ -192,9 +225,11 @@ def _attention(
         qkv, attn.num_heads, attn.num_kv_heads, attn.head_dim,
         attn.q_norm.weight if per_head else None, attn.k_norm.weight if per_head else None, eps,
         inv_freq, rope_scaling, seq_lens, state.keys[layer], state.values[layer], seq_lens,
-        early_dependents=fetches_early,
+        early_dependents=fetches_early, block_tables=tables,
     )  # fmt: skip
-    out = decode_attention(q, state.keys[layer], state.values[layer], attend_lens, attn.head_dim**-0.5)
+    out = decode_attention(
+        q, state.keys[layer], state.values[layer], attend_lens, attn.head_dim**-0.5, block_tables=tables
+    )
     return out.reshape(qkv.shape[0], q_size)
 
 

@@ -1,27 +1,28 @@
-"""The inference engine: load a checkpoint (or random weights), full-sequence logits, batched generation, streaming.
+"""The inference engine: load a checkpoint (or random weights), full-sequence logits, generation, streaming.
 
-Generation prefills a batch of prompts in one forward pass into a static KV cache, then decodes one token per step
-for the whole batch (decode_runner.py: CUDA graphs on the GPU, the same step eagerly elsewhere). Sequences that
-finish keep their row until the batch is done.
+Generation goes through one serving engine per Engine (serving/engine_core.py: continuous batching over a paged
+KV cache with prefix caching), started at the first request: `submit` from any thread, and `generate`,
+`generate_batch` and `stream` on top of it, so every caller in the process shares the model and its cache.
+`runner` is the static-batch decode path the benchmarks compare with.
 """
 
 from __future__ import annotations
 
-import itertools
-import random
-import time
+import threading
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 
 from warpcode.model_runtime.config import ModelConfig
 from warpcode.model_runtime.decode_runner import DecodeRunner
-from warpcode.model_runtime.detokenize import IncrementalDetokenizer, StopStringFilter
 from warpcode.model_runtime.model import MoeForCausalLM, build_model, init_random_weights
 from warpcode.model_runtime.presets import get_preset
 from warpcode.model_runtime.sampling import SamplingParams
+from warpcode.model_runtime.serving.config import EngineConfig
+from warpcode.model_runtime.serving.engine_core import EngineCore
+from warpcode.model_runtime.serving.request import RequestHandle
 from warpcode.model_runtime.tokenizer import Tokenizer, eos_token_ids
 from warpcode.model_runtime.weights import load_weights
 
@@ -34,9 +35,10 @@ class WeightFormatNotSupported(NotImplementedError):
 
 @dataclass
 class GenerationStats:
-    prompt_tokens: int = 0  # real (unpadded) prompt tokens over the batch
-    prompt_seconds: float = 0.0  # prefill, including the first sampled token
-    new_tokens: int = 0  # decoded tokens over the batch, after the first
+    prompt_tokens: int = 0  # real prompt tokens over the batch
+    cached_tokens: int = 0  # of those, served from the prefix cache
+    prompt_seconds: float = 0.0  # until the last first token
+    new_tokens: int = 0  # generated tokens over the batch, after each request's first
     decode_seconds: float = 0.0
 
     @property
@@ -47,24 +49,86 @@ class GenerationStats:
     def decode_tokens_per_second(self) -> float:
         return self.new_tokens / self.decode_seconds if self.decode_seconds else 0.0
 
+    @classmethod
+    def of(cls, handles: list[RequestHandle]) -> GenerationStats:
+        stats = [h.stats for h in handles]
+        start = min(s.submitted_at for s in stats)
+        firsts = [s.first_token_at for s in stats if s.first_token_at is not None]
+        ends = [s.finished_at for s in stats if s.finished_at is not None]
+        return cls(
+            prompt_tokens=sum(s.prompt_tokens for s in stats),
+            cached_tokens=sum(s.cached_tokens for s in stats),
+            prompt_seconds=max(firsts) - start if firsts else 0.0,
+            new_tokens=sum(max(s.completion_tokens - 1, 0) for s in stats),
+            decode_seconds=max(ends) - max(firsts) if firsts and ends else 0.0,
+        )
+
 
 class Engine:
-    def __init__(self, model: MoeForCausalLM, tokenizer: Tokenizer | None = None, eos_ids: Iterable[int] = ()):
+    def __init__(
+        self,
+        model: MoeForCausalLM,
+        tokenizer: Tokenizer | None = None,
+        eos_ids: Iterable[int] = (),
+        serving: EngineConfig | None = None,
+    ):
         self.model = model
         self.config: ModelConfig = model.config
         self.tokenizer = tokenizer
         self.eos_token_ids = list(eos_ids)
+        self.serving = serving or EngineConfig()
         parameter = next(model.parameters())
         self.device, self.dtype = parameter.device, parameter.dtype
-        self.last_stats = GenerationStats()
-        self._runner: DecodeRunner | None = None  # created at the first generation
+        self.last_stats = GenerationStats()  # of this thread's last generate / generate_batch / stream
+        self._runner: DecodeRunner | None = None  # created at the first static-batch use
+        self._core: EngineCore | None = None  # started at the first request
+        self._core_lock = threading.Lock()
+
+    @property
+    def context_length(self) -> int:
+        """The most tokens (prompt and generated) one sequence may hold."""
+        return self.serving.max_model_len or self.config.max_position_embeddings
+
+    @property
+    def core(self) -> EngineCore:
+        """The serving engine (its thread, scheduler and paged cache), started at first use."""
+        with self._core_lock:
+            if self._core is None:
+                self._runner = None  # the static path's cache gives its memory to the serving pool
+                decode = None
+                if self.tokenizer is not None:
+                    tokenizer = self.tokenizer
+                    decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)
+                self._core = EngineCore(self.model, self.serving, decode, self.eos_token_ids)
+            return self._core
 
     @property
     def runner(self) -> DecodeRunner:
-        """The decode path (static KV cache, CUDA graphs on the GPU), created at first use."""
+        """The static-batch decode path (benchmarks' reference), created at first use."""
         if self._runner is None:
             self._runner = DecodeRunner(self.model)
         return self._runner
+
+    def submit(
+        self,
+        prompt_ids: list[int],
+        max_new_tokens: int,
+        sampling: SamplingParams | None = None,
+        seed: int | None = None,
+        stop_token_ids: Iterable[int] | None = None,
+        stop_strings: Iterable[str] = (),
+    ) -> RequestHandle:
+        """Queues one request on the serving engine; its handle yields outputs as they come (any thread, or
+        `async for`). Raises RequestRefused when it can never fit. stop_token_ids None: the checkpoint's EOS ids."""
+        return self.core.submit(prompt_ids, max_new_tokens, sampling or SamplingParams(), seed, stop_token_ids,
+                                stop_strings)  # fmt: skip
+
+    def shutdown(self) -> None:
+        """Stops the serving engine's thread; requests still running end with finish_reason "abort"."""
+        with self._core_lock:
+            core, self._core = self._core, None
+        if core is not None:
+            core.shutdown()
 
     @torch.inference_mode()
     def logits(self, input_ids, attention_mask=None) -> torch.Tensor:
@@ -111,21 +175,22 @@ class Engine:
         stop_token_ids: Iterable[int] | None = None,
         stop_strings: Iterable[str] = (),
     ) -> list[list[int]]:
-        """`generate` for several prompts of any lengths at once; the results equal one-at-a-time generation."""
-        stop_ids = set(self.eos_token_ids if stop_token_ids is None else stop_token_ids)
-        watchers = [self._stop_string_watcher(stop_strings) for _ in prompts] if stop_strings else None
-        outputs: list[list[int]] = [[] for _ in prompts]
-        done = [False] * len(prompts)
-        steps = self._decode(prompts, max_new_tokens, SamplingParams(temperature, top_k, top_p, min_p), seed)
-        for tokens in steps:
-            for i, token in enumerate(tokens):
-                if done[i]:
-                    continue
-                outputs[i].append(token)
-                done[i] = token in stop_ids or (watchers is not None and watchers[i](token))
-            if all(done):
-                break
-        steps.close()
+        """`generate` for several prompts at once (prompt i seeded seed + i); the results equal one-at-a-time
+        generation."""
+        if max_new_tokens <= 0:
+            return [[] for _ in prompts]
+        sampling = SamplingParams(temperature, top_k, top_p, min_p)
+        handles = []
+        try:
+            for i, prompt in enumerate(prompts):
+                request_seed = None if seed is None else seed + i
+                handles.append(self.submit(prompt, max_new_tokens, sampling, request_seed, stop_token_ids,
+                                           stop_strings))  # fmt: skip
+            outputs = [handle.result() for handle in handles]
+        finally:
+            for handle in handles:
+                handle.cancel()
+        self.last_stats = GenerationStats.of(handles)
         return outputs
 
     def stream(
@@ -140,34 +205,21 @@ class Engine:
         stop_token_ids: Iterable[int] | None = None,
         stop_strings: Iterable[str] = (),
     ) -> Iterator[str]:
-        """Like `generate`, yielding text deltas as they become final; stop tokens and stop strings not included."""
-        tokenizer = self._require_tokenizer("streaming text")
-        stop_ids = set(self.eos_token_ids if stop_token_ids is None else stop_token_ids)
-        detokenizer = IncrementalDetokenizer(lambda ids: tokenizer.decode(ids, skip_special_tokens=True))
-        stops = StopStringFilter(stop_strings)
-        steps = self._decode([prompt_ids], max_new_tokens, SamplingParams(temperature, top_k, top_p, min_p), seed)
-        for (token,) in steps:
-            if token in stop_ids:
-                break
-            if text := stops.feed(detokenizer.push(token)):
-                yield text
-            if stops.stopped:
-                break
-        steps.close()
-        if text := stops.feed(detokenizer.flush()) + stops.flush():
-            yield text
-
-    def _stop_string_watcher(self, stop_strings: Iterable[str]):
-        """A per-sequence callable: token id -> True once the decoded text contains a stop string."""
-        tokenizer = self._require_tokenizer("stop strings")
-        detokenizer = IncrementalDetokenizer(lambda ids: tokenizer.decode(ids, skip_special_tokens=True))
-        stops = StopStringFilter(stop_strings)
-
-        def watch(token: int) -> bool:
-            stops.feed(detokenizer.push(token))
-            return stops.stopped
-
-        return watch
+        """Like `generate`, yielding text deltas as they become final; stop tokens and stop strings not included.
+        Closing the iterator cancels the request."""
+        if self.tokenizer is None:
+            raise ValueError("streaming text needs a tokenizer, and this model was loaded without tokenizer.json")
+        if max_new_tokens <= 0:
+            return
+        sampling = SamplingParams(temperature, top_k, top_p, min_p)
+        handle = self.submit(prompt_ids, max_new_tokens, sampling, seed, stop_token_ids, stop_strings)
+        try:
+            for output in handle:
+                if output.text:
+                    yield output.text
+        finally:
+            handle.cancel()
+            self.last_stats = GenerationStats.of([handle])
 
     def _check_token_ids(self, ids: torch.Tensor) -> None:
         # An out-of-range id would fail deep inside the embedding (a device-side assert on GPUs).
@@ -176,37 +228,6 @@ class Engine:
                 f"token ids must be in [0, {self.config.vocab_size}), got {int(ids.min())}..{int(ids.max())}"
             )
 
-    def _require_tokenizer(self, purpose: str) -> Tokenizer:
-        if self.tokenizer is None:
-            raise ValueError(f"{purpose} needs a tokenizer, and this model was loaded without tokenizer.json")
-        return self.tokenizer
-
-    def _decode(
-        self, prompts: list[list[int]], max_new_tokens: int, sampling: SamplingParams, seed: int | None
-    ) -> Iterator[list[int]]:
-        """Yields the next token of every sequence, step by step; the caller stops iterating when it is done."""
-        if not prompts or any(len(p) == 0 for p in prompts):
-            raise ValueError("every prompt needs at least one token")
-        if max_new_tokens <= 0:
-            return
-        for prompt in prompts:
-            self._check_token_ids(torch.as_tensor(prompt))
-        batch, longest = len(prompts), max(len(p) for p in prompts)
-        self.runner.reserve(batch, longest + max_new_tokens)
-        stats = self.last_stats = GenerationStats(prompt_tokens=sum(len(p) for p in prompts))
-        seed = random.getrandbits(31) if seed is None else seed
-        start = time.perf_counter()
-        tokens = self.runner.prefill(prompts, sampling, seed)
-        stats.prompt_seconds = time.perf_counter() - start
-        yield tokens
-        start = time.perf_counter()  # wall time from here: the device keeps decoding while the caller works
-        steps = self.runner.decode(batch, sampling)
-        for tokens in itertools.islice(steps, max_new_tokens - 1):
-            stats.new_tokens += batch
-            stats.decode_seconds = time.perf_counter() - start
-            yield tokens
-        steps.close()
-
 
 def load(
     path: str | Path,
@@ -214,11 +235,14 @@ def load(
     dtype: torch.dtype | None = None,
     weights: str = "bf16",
     show_progress: bool = True,
+    serving: EngineConfig | None = None,
+    **serving_options,
 ) -> Engine:
     """An Engine for the Hugging Face checkpoint directory `path` (config.json + safetensors [+ tokenizer]).
 
     dtype: compute and storage dtype of the unquantised weights (default bfloat16 on GPUs, float32 on the CPU).
     weights: "bf16" loads the checkpoint's weights as they are, converted to `dtype`; "mxfp8" is not built yet.
+    serving / serving_options: the serving engine's settings (EngineConfig, or its fields: kv_cache_gb=...).
     """
     _check_weight_format(weights)
     device = torch.device(device)
@@ -227,18 +251,31 @@ def load(
     model = build_model(config, device, dtype)
     load_weights(model, path, show_progress=show_progress)
     tokenizer = Tokenizer.from_dir(path)
-    return Engine(model, tokenizer, eos_token_ids(path, config.eos_token_ids, tokenizer))
+    eos = eos_token_ids(path, config.eos_token_ids, tokenizer)
+    return Engine(model, tokenizer, eos, _serving_config(serving, serving_options))
 
 
 def load_random(
-    preset: str | ModelConfig, device: str | torch.device = "cpu", dtype: torch.dtype | None = None, seed: int = 0
+    preset: str | ModelConfig,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype | None = None,
+    seed: int = 0,
+    serving: EngineConfig | None = None,
+    **serving_options,
 ) -> Engine:
     """An Engine with random weights at a preset's (or a config's) shape, built directly on `device`."""
     config = get_preset(preset) if isinstance(preset, str) else preset
     device = torch.device(device)
     model = build_model(config, device, dtype or (torch.float32 if device.type == "cpu" else torch.bfloat16))
     init_random_weights(model, seed)
-    return Engine(model, None, config.eos_token_ids)
+    return Engine(model, None, config.eos_token_ids, _serving_config(serving, serving_options))
+
+
+def _serving_config(serving: EngineConfig | None, options: dict) -> EngineConfig:
+    try:
+        return replace(serving or EngineConfig(), **options)
+    except TypeError as exc:
+        raise ValueError(f"unknown serving engine setting: {exc}") from None
 
 
 def _check_weight_format(weights: str) -> None:

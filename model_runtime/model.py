@@ -8,7 +8,6 @@ from torch import nn
 
 from warpcode.model_runtime.attention import Attention, attention_bias
 from warpcode.model_runtime.config import ModelConfig
-from warpcode.model_runtime.kv_cache import KVCache
 from warpcode.model_runtime.layers import DenseMLP, RMSNorm, RotaryEmbedding
 from warpcode.model_runtime.moe_block import SparseMoeBlock
 
@@ -25,8 +24,8 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
-    def forward(self, x, cos, sin, mask, cache: KVCache | None) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, cache)
+    def forward(self, x, cos, sin, mask) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -61,25 +60,13 @@ class MoeForCausalLM(nn.Module):
         input_ids: torch.Tensor,  # int64 [B, T]
         positions: torch.Tensor,  # int64 [B, T]: rotary positions, counted from each sequence's first real token
         token_valid: torch.Tensor,  # bool [B, T]: False for padding
-        cache: KVCache | None = None,
-        logits_at: torch.Tensor | None = None,  # int [B]: logits of that position only (prefill), else all
-    ) -> torch.Tensor:  # fp [B, T or 1, V]
-        start = 0
-        if cache is None:
-            key_valid = token_valid
-        else:
-            start = cache.length
-            cache.append_validity(token_valid)
-            key_valid = cache.key_valid[:, : start + input_ids.shape[1]]
+    ) -> torch.Tensor:  # fp [B, T, V]
+        """The full forward without a cache (Engine.logits); generation prefills through prefill.py."""
         x = self.model.embed_tokens(input_ids)
-        mask = attention_bias(key_valid, start, input_ids.shape[1], x.dtype)
+        mask = attention_bias(token_valid, x.dtype)
         cos, sin = self.model.rotary(positions, x.dtype)
         for layer in self.model.layers:
-            x = layer(x, cos, sin, mask, cache)
-        if cache is not None:
-            cache.advance(input_ids.shape[1])
-        if logits_at is not None:  # saves the vocabulary matmul for every other position
-            x = x[torch.arange(x.shape[0], device=x.device), logits_at][:, None]
+            x = layer(x, cos, sin, mask)
         return F.linear(self.model.norm(x), self.output_weight)
 
 

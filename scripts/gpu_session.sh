@@ -2,7 +2,7 @@
 # One device call: install, GPU tests, warp-decode tuning and the MoE benchmarks, logs under $OUT.
 # Usage (on the GPU machine, from the repository root):
 #   bash scripts/gpu_session.sh [tests] [tune] [tune-centric] [bench] [pdl] [decode-tests] [profile] [decode] [decode-hf] [gemv]
-#       [attention] [small] [variants] [moe-small] [boundaries] [pytest] [ab]
+#       [attention] [small] [variants] [moe-small] [boundaries] [pytest] [ab] [serve] [prefill]
 # ab: decode of this tree against a base tree made here with `git archive REF -o ab_base.tar` (an untracked file in
 # the repository root travels with the working tree), alternating AB_ROUNDS times in one call.
 set -uo pipefail
@@ -72,6 +72,12 @@ for step in $steps; do
         python3 -m warpcode.agent bench decode --preset qwen3-30b-a3b --random-weights --batch ${DECODE_BATCH:-1,8,32} \
             --context ${DECODE_CONTEXT:-512,8192} --json 2>"$OUT/decode_err.log" | tee -a "$OUT/bench_decode.jsonl"
         tail -5 "$OUT/decode_err.log" ;;
+    serve)  # the serving engine: concurrency, multi-turn trace, long prompt under load, cold prefill (+ static reference)
+        python3 -m warpcode.agent bench serve --preset qwen3-30b-a3b --random-weights ${SERVE_FLAGS:-} --json \
+            2>"$OUT/serve_err.log" | tee -a "$OUT/bench_serve.jsonl"
+        tail -5 "$OUT/serve_err.log" ;;
+    prefill)  # cold prefill per chunk budget, and a profile of the longest
+        python3 scripts/sweep_prefill.py ${PREFILL_FLAGS:-} 2>&1 | tee -a "$OUT/prefill.log" | tail -45 ;;
     decode-hf)
         python3 -m warpcode.agent bench decode --preset qwen3-30b-a3b --random-weights --batch 1 --context 512 \
             --steps 16 --prefill 0 --compare-hf --json 2>"$OUT/decode_hf_err.log" | tee -a "$OUT/bench_decode_hf.jsonl"

@@ -1,8 +1,9 @@
 """`local:DIR`: a Hugging Face checkpoint run in-process by warpcode.model_runtime.
 
 The checkpoint's chat template renders the conversation with the tools; generated text is parsed for tool calls
-as it streams (Hermes or Qwen3-Coder format, picked from the template). Generation blocks, so it runs in a worker
-thread and hands text to the event loop piece by piece; closing the stream stops it after the current token.
+as it streams (Hermes or Qwen3-Coder format, picked from the template). Every session of the process shares one
+engine per checkpoint (its serving engine batches their requests and keeps their prefixes cached), and text
+arrives on the event loop as the engine produces it; closing the stream cancels the request.
 torch is imported only when the model is first used.
 """
 
@@ -20,7 +21,8 @@ from warpcode.agent.backends.toolcall_parsers import parser_for_template
 from warpcode.agent.messages import Message, ToolCall
 
 DEFAULT_CONTEXT_WINDOW = 32_768
-_DONE = object()
+_ENGINES: dict[Path, Any] = {}
+_ENGINES_LOCK = threading.Lock()
 
 
 class LocalBackend:
@@ -45,37 +47,31 @@ class LocalBackend:
         prompt = render_prompt(engine.tokenizer, messages, tools)
         prompt_ids = engine.tokenizer.encode(prompt, add_special_tokens=False)
         parser = parser_for_template(str(engine.tokenizer.chat_template), tools)
-        loop, queue, stop = asyncio.get_running_loop(), asyncio.Queue(), threading.Event()
-
-        def generate() -> None:
-            try:
-                for delta in engine.stream(prompt_ids, self.max_new_tokens):
-                    loop.call_soon_threadsafe(queue.put_nowait, delta)
-                    if stop.is_set():
-                        break
-                loop.call_soon_threadsafe(queue.put_nowait, _DONE)
-            except Exception as exc:  # reaches the loop as a BackendError instead of dying with the thread
-                loop.call_soon_threadsafe(queue.put_nowait, exc)
-
-        worker = loop.run_in_executor(None, generate)
+        room = engine.context_length - len(prompt_ids)
+        if room < 1:
+            raise BackendError(
+                f"the conversation ({len(prompt_ids)} tokens) fills the model's context of {engine.context_length} "
+                "tokens; start a new session or compact this one"
+            )
+        try:
+            handle = engine.submit(prompt_ids, min(self.max_new_tokens, room))
+        except ValueError as exc:
+            raise BackendError(str(exc)) from exc
         called = False
         try:
-            while (item := await queue.get()) is not _DONE:
-                if isinstance(item, Exception):
-                    raise BackendError(f"generation failed: {type(item).__name__}: {item}") from item
-                for parsed in parser.feed(item):
+            async for output in handle:
+                for parsed in parser.feed(output.text):
                     called |= isinstance(parsed, ToolCall)
                     yield ToolCallReady(parsed) if isinstance(parsed, ToolCall) else parsed
             for parsed in parser.finish():
                 called |= isinstance(parsed, ToolCall)
                 yield ToolCallReady(parsed) if isinstance(parsed, ToolCall) else parsed
+        except RuntimeError as exc:  # the engine failed under this request
+            raise BackendError(str(exc)) from exc
         finally:
-            stop.set()
-            await asyncio.wait([worker])
-        stats = engine.last_stats
-        generated = stats.new_tokens + 1
-        reason = "length" if generated >= self.max_new_tokens else "tool_calls" if called else "stop"
-        yield Finish(reason, stats.prompt_tokens, generated)
+            handle.cancel()  # a closed stream (a cancelled turn) frees the sequence at once
+        reason = "length" if handle.finish_reason == "length" else "tool_calls" if called else "stop"
+        yield Finish(reason, handle.stats.prompt_tokens, handle.stats.completion_tokens)
 
     async def _load(self) -> Any:
         async with self._lock:
@@ -85,6 +81,15 @@ class LocalBackend:
 
 
 def _load_engine(path: Path) -> Any:
+    """The process's one engine for the checkpoint in `path`: every session's backend shares it (and its cache)."""
+    key = path.resolve()
+    with _ENGINES_LOCK:
+        if key not in _ENGINES:
+            _ENGINES[key] = _load_new_engine(path)
+        return _ENGINES[key]
+
+
+def _load_new_engine(path: Path) -> Any:
     import torch
 
     from warpcode.model_runtime import CheckpointError, UnsupportedConfigError, load

@@ -38,6 +38,25 @@ def register(commands: argparse._SubParsersAction) -> None:
     decode.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
     decode.set_defaults(handler=_run_decode)
 
+    serve = kinds.add_parser("serve", help="the serving engine: concurrent streams, a multi-turn trace, long prompts")
+    serve.add_argument("--preset", default="qwen3-30b-a3b", help="model shape (default: %(default)s)")
+    serve.add_argument("--random-weights", action="store_true", help="build the model with random weights (required)")
+    serve.add_argument("--concurrency", default="1,8,32", help="concurrent streams per run (default: %(default)s)")
+    serve.add_argument("--prompt", type=int, default=512, help="prompt tokens per stream (default: %(default)s)")
+    serve.add_argument("--new-tokens", type=int, default=256, help="tokens per stream (default: %(default)s)")
+    serve.add_argument(
+        "--trace-max", type=int, default=16384, help="the multi-turn trace grows its prompt up to this (0: skip)"
+    )
+    serve.add_argument(
+        "--long-prompt", type=int, default=32768, help="a prompt this long arrives while 8 streams decode (0: skip)"
+    )
+    serve.add_argument("--cold-prefill", default="2048,16384", help="cold prefill lengths to time ('': skip)")
+    serve.add_argument("--kv-cache-gb", type=float, help="KV cache size (default: half the free GPU memory)")
+    serve.add_argument("--no-static", action="store_true", help="skip the static-batch decode reference")
+    serve.add_argument("--device", default="auto", help="cuda, cuda:N or cpu (default: as bench decode)")
+    serve.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
+    serve.set_defaults(handler=_run_serve)
+
 
 def _parse_ints(text: str, what: str) -> list[int]:
     try:
@@ -167,6 +186,57 @@ def _run_decode(args: argparse.Namespace) -> int:
                     config, batch, context, device, read[batch, context], copy_bandwidth
                 )
                 report(row)
+    if not args.json:
+        Console().print(table)
+    return 0
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    import torch
+    from rich.console import Console
+    from rich.table import Table
+
+    from warpcode.model_runtime import bench_decode, bench_serve, load_random
+
+    if not args.random_weights:
+        raise ValueError("bench serve needs --random-weights (to time a checkpoint, serve it with serve-model)")
+    concurrency = _parse_ints(args.concurrency, "--concurrency")
+    cold = _parse_ints(args.cold_prefill, "--cold-prefill") if args.cold_prefill.strip() else []
+    args.device = _decode_device(args.device, args.preset, torch.cuda.is_available())
+    console = Console(stderr=True)
+    with console.status(f"building {args.preset} with random weights on {args.device}..."):
+        engine = load_random(args.preset, device=args.device, kv_cache_gb=args.kv_cache_gb)
+    if not args.no_static:
+        copy_bandwidth = bench_decode.copy_bandwidth(args.device)
+        with console.status("static-batch decode (the reference)..."):
+            for row in bench_decode.run_decode_bench(engine, concurrency, [args.prompt], copy_bandwidth):
+                line = {"scenario": "static", "streams": row.batch, "context": row.context}
+                if args.json:
+                    print(json.dumps({**line, "tokens_per_second": row.tokens_per_second}), flush=True)
+                console.print(f"  static batch {row.batch}, context {row.context}: {row.tokens_per_second:.1f} tok/s")
+    table = Table(title=f"serving engine, {args.preset}, random weights, {engine.dtype}".replace("torch.", ""))
+    columns = ("scenario", "streams", "prompt", "new", "tok/s", "TTFT p50", "p99", "ITL p50", "p99", "max", "cached")
+    for column in (*columns, "note"):
+        table.add_column(column, justify="left" if column in ("scenario", "note") else "right")
+    rows = bench_serve.run_serve_bench(
+        engine, concurrency, args.prompt, args.new_tokens, args.trace_max, args.long_prompt, cold
+    )
+    with console.status("serving (times in ms)..."):
+        for row in rows:
+            if args.json:
+                print(json.dumps({"preset": args.preset, **vars(row)}), flush=True)
+            console.print(
+                f"  {row.scenario} x{row.streams} prompt {row.prompt_tokens}: {row.tokens_per_second:.1f} tok/s, "
+                f"TTFT p50 {row.ttft_ms_p50:.1f} ms, ITL p99 {row.itl_ms_p99:.2f} max {row.itl_ms_max:.1f} ms",
+                highlight=False,
+            )
+            table.add_row(
+                row.scenario, str(row.streams), str(row.prompt_tokens), str(row.new_tokens),
+                f"{row.tokens_per_second:.1f}", f"{row.ttft_ms_p50:.1f}", f"{row.ttft_ms_p99:.1f}",
+                f"{row.itl_ms_p50:.2f}", f"{row.itl_ms_p99:.2f}", f"{row.itl_ms_max:.1f}",
+                f"{100 * row.cache_hit_rate:.0f}%", row.note,
+            )  # fmt: skip
+    engine.shutdown()
     if not args.json:
         Console().print(table)
     return 0

@@ -31,20 +31,6 @@ def test_decode_step_logits_match_a_full_forward_for_every_architecture(arch, hf
     assert runner.state.seq_lens[: len(PROMPTS)].tolist() == [len(s) - 1 for s in sequences]
 
 
-def test_generation_grows_the_reserved_context_and_rows():
-    engine = load_random("tiny", seed=1)
-    short = engine.generate([1, 2, 3], 4, stop_token_ids=[])
-    state = engine.runner.state
-    assert (state.slots, state.capacity) == (1, 256)
-    long_prompt = list(range(1, 300))
-    continuation = engine.generate(long_prompt, 5, stop_token_ids=[])
-    assert engine.runner.state.capacity == 512
-    batch = engine.generate_batch([[1, 2, 3], long_prompt], 5, stop_token_ids=[])
-    assert engine.runner.state.slots == 2
-    assert batch == [engine.generate([1, 2, 3], 5, stop_token_ids=[]), continuation]
-    assert batch[0][:4] == short
-
-
 def test_decoding_stops_at_the_reserved_context():
     engine = load_random("tiny", seed=1)
     runner = engine.runner

@@ -1,0 +1,162 @@
+"""Serving benchmark: the engine under concurrent streams, an agent-like multi-turn trace, a long prompt arriving
+while streams decode, and cold prefill; the static-batch decode of bench_decode in the same run as the reference.
+
+    warpcode bench serve --preset qwen3-30b-a3b --random-weights [--concurrency 1,8,32] [--json]
+
+Every request ignores EOS (random weights) and each stream is read on its own thread, which stamps every output as
+it arrives: time to first token is from submission, inter-token latency is between a stream's outputs, and the
+steady-state tok/s counts the tokens of the window in which every stream of a run was decoding.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from warpcode.model_runtime.engine import Engine
+from warpcode.model_runtime.serving.request import RequestHandle
+
+
+@dataclass
+class ServeBenchRow:
+    scenario: str  # "concurrency", "trace", "long-prompt", "cold-prefill"
+    streams: int
+    prompt_tokens: int  # per request (the last turn's, for the trace)
+    new_tokens: int
+    tokens_per_second: float  # steady state over every stream; 0 where not meaningful
+    ttft_ms_p50: float
+    ttft_ms_p99: float
+    itl_ms_p50: float
+    itl_ms_p99: float
+    itl_ms_max: float
+    cache_hit_rate: float  # prompt tokens served from the prefix cache / prompt tokens
+    note: str = ""
+
+
+@dataclass
+class _Stream:
+    handle: RequestHandle
+    stamps: list[tuple[float, int]]  # (arrival, tokens) per output
+
+
+def _consume(handles: list[RequestHandle]) -> list[_Stream]:
+    streams = [_Stream(h, []) for h in handles]
+
+    def read(stream: _Stream) -> None:
+        for output in stream.handle:
+            if output.token_ids:
+                stream.stamps.append((time.perf_counter(), len(output.token_ids)))
+
+    threads = [threading.Thread(target=read, args=(s,)) for s in streams]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return streams
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _row(scenario: str, streams: list[_Stream], prompt_tokens: int, new_tokens: int, note: str = "") -> ServeBenchRow:
+    ttft = [(s.stamps[0][0] - s.handle.stats.submitted_at) * 1e3 for s in streams if s.stamps]
+    gaps = [(b[0] - a[0]) * 1e3 for s in streams for a, b in zip(s.stamps, s.stamps[1:], strict=False)]
+    start = max(s.stamps[0][0] for s in streams)  # every stream decoding from here
+    end = min(s.stamps[-1][0] for s in streams)  # until the first one ends
+    in_window = sum(n for s in streams for t, n in s.stamps if start < t <= end)
+    prompt = sum(s.handle.stats.prompt_tokens for s in streams)
+    cached = sum(s.handle.stats.cached_tokens for s in streams)
+    return ServeBenchRow(
+        scenario, len(streams), prompt_tokens, new_tokens, in_window / (end - start) if end > start else 0.0,
+        _percentile(ttft, 0.5), _percentile(ttft, 0.99), _percentile(gaps, 0.5), _percentile(gaps, 0.99),
+        max(gaps, default=0.0), cached / prompt if prompt else 0.0, note,
+    )  # fmt: skip
+
+
+class _Prompts:
+    """Random prompts that share no prefix with each other (each starts with its own token)."""
+
+    def __init__(self, vocab: int, seed: int = 0) -> None:
+        self.vocab, self.generator, self.count = vocab, torch.Generator().manual_seed(seed), 0
+
+    def __call__(self, tokens: int) -> list[int]:
+        self.count += 1
+        head = [self.count % self.vocab]
+        return head + torch.randint(self.vocab, (tokens - 1,), generator=self.generator).tolist()
+
+
+def run_concurrency(engine: Engine, streams: int, prompt_tokens: int, new_tokens: int, prompts: _Prompts):
+    handles = [engine.submit(prompts(prompt_tokens), new_tokens, stop_token_ids=[]) for _ in range(streams)]
+    return _row("concurrency", _consume(handles), prompt_tokens, new_tokens)
+
+
+def run_trace(engine: Engine, start_tokens: int, added_tokens: int, answer_tokens: int, max_tokens: int, prompts):
+    """One agent session: each turn's prompt is the last prompt, its answer and `added_tokens` new ones, until the
+    prompt would pass `max_tokens`. Yields a row per turn; the last turn is then run cold (same length, no prefix
+    in the cache) beside it."""
+    prompt = prompts(start_tokens)
+    while len(prompt) + answer_tokens <= max_tokens:
+        handle = engine.submit(prompt, answer_tokens, stop_token_ids=[])
+        yield _row("trace", _consume([handle]), len(prompt), answer_tokens)
+        last = prompt
+        prompt = prompt + handle.token_ids + prompts(added_tokens + 1)[1:]
+    cold = [prompts.count % engine.config.vocab_size + 1, *last[1:]]  # another first token: nothing cached matches
+    handle = engine.submit(cold, answer_tokens, stop_token_ids=[])
+    yield _row("trace", _consume([handle]), len(cold), answer_tokens, note="cold: the last turn without the cache")
+
+
+def run_long_prompt(engine: Engine, streams: int, long_tokens: int, new_tokens: int, prompts) -> ServeBenchRow:
+    """`streams` decode; once they all have produced a few tokens a `long_tokens` prompt arrives. The row holds the
+    streams' inter-token latencies (max: the worst gap the long prefill caused) and the long prompt's TTFT."""
+    handles = [engine.submit(prompts(512), new_tokens, stop_token_ids=[]) for _ in range(streams)]
+    result: list[_Stream] = []
+    reader = threading.Thread(target=lambda: result.extend(_consume(handles)))
+    reader.start()
+    while min(h.stats.completion_tokens for h in handles) < 8:
+        time.sleep(0.005)
+    long = engine.submit(prompts(long_tokens), 1, stop_token_ids=[])
+    long.result()
+    reader.join()
+    row = _row("long-prompt", result, 512, new_tokens)
+    row.note = f"a {long_tokens}-token prompt arrived; its TTFT {long.stats.time_to_first_token * 1e3:.0f} ms"
+    return row
+
+
+def run_cold_prefill(engine: Engine, prompt_tokens: int, prompts, repeats: int = 3) -> ServeBenchRow:
+    """Time to the first token of a prompt with nothing cached (best of `repeats` after a warm-up)."""
+    best: _Stream | None = None
+    for _ in range(repeats + 1):
+        (stream,) = _consume([engine.submit(prompts(prompt_tokens), 1, stop_token_ids=[])])
+        ttft = stream.stamps[0][0] - stream.handle.stats.submitted_at
+        if best is None or ttft < best.stamps[0][0] - best.handle.stats.submitted_at:
+            best = stream
+    return _row("cold-prefill", [best], prompt_tokens, 1)
+
+
+def run_serve_bench(
+    engine: Engine,
+    concurrency: list[int],
+    prompt_tokens: int,
+    new_tokens: int,
+    trace_max: int,
+    long_prompt: int,
+    cold_prefill: list[int],
+) -> Iterator[ServeBenchRow]:
+    prompts = _Prompts(engine.config.vocab_size)
+    run_concurrency(engine, 1, 16, 4, prompts)  # warm-up: kernels compiled, the first graphs captured
+    for streams in concurrency:
+        yield run_concurrency(engine, streams, prompt_tokens, new_tokens, prompts)
+    if trace_max:
+        yield from run_trace(engine, min(1024, trace_max // 2), 300, 64, trace_max, prompts)
+    if long_prompt:
+        yield run_long_prompt(engine, 8, long_prompt, new_tokens, prompts)
+    for tokens in cold_prefill:
+        yield run_cold_prefill(engine, tokens, prompts)

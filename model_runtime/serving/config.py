@@ -1,0 +1,37 @@
+"""The serving engine's settings, checked when built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class EngineConfig:
+    block_size: int = 64  # tokens per KV-cache block: the prefix cache's granularity
+    kv_cache_gb: float | None = None  # the pool's size; None: kv_cache_fraction of free GPU memory (1 GB on a CPU)
+    kv_cache_fraction: float = 0.5
+    num_blocks: int | None = None  # the pool's size in blocks, overriding the two above (tests)
+    max_num_seqs: int = 64  # sequences holding cache blocks at once (prefilling or decoding)
+    max_model_len: int | None = None  # tokens per sequence; None: the model's max_position_embeddings
+    max_prefill_tokens: int = 8192  # prompt tokens per forward pass while nothing decodes
+    interleaved_prefill_tokens: int = 512  # per forward pass while streams decode: bounds their inter-token gap
+    use_graphs: bool | None = None  # CUDA graphs for decode steps; None: on the GPU
+
+    def __post_init__(self) -> None:
+        positive = {
+            "block_size": self.block_size,
+            "max_num_seqs": self.max_num_seqs,
+            "max_prefill_tokens": self.max_prefill_tokens,
+            "interleaved_prefill_tokens": self.interleaved_prefill_tokens,
+        }
+        for name, value in positive.items():
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.kv_cache_gb is not None and not self.kv_cache_gb > 0:
+            raise ValueError(f"kv_cache_gb must be positive, got {self.kv_cache_gb}")
+        if not 0 < self.kv_cache_fraction < 1:
+            raise ValueError(f"kv_cache_fraction must be in (0, 1), got {self.kv_cache_fraction}")
+        if self.num_blocks is not None and self.num_blocks < 1:
+            raise ValueError(f"num_blocks must be positive, got {self.num_blocks}")
+        if self.max_model_len is not None and self.max_model_len < 2:
+            raise ValueError(f"max_model_len must be at least 2, got {self.max_model_len}")

@@ -1,0 +1,397 @@
+"""The serving engine's loop: one thread owns the model, the paged KV cache and every request's sequence.
+
+Each iteration takes new requests and cancellations, admits what fits, runs at most one prefill forward pass (a
+token budget of prompt chunks, smaller while streams decode) and keeps decode steps in flight for every sequence
+past its prefill. On the GPU two steps are in flight at once: the host reads step n's tokens while step n + 1 runs,
+so a sequence that finishes at step n has one more token computed and dropped. The decode rows change only between
+steps: the steps in flight are read first, then the rows' buffers are written again (tokens, lengths, block tables,
+sampling). Rows beyond the batch point at block 0, which no sequence owns, so what they write harms nobody.
+"""
+
+from __future__ import annotations
+
+import queue
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import torch
+
+from warpcode.model_runtime.decode_runner import DecodeRunner, batch_bucket
+from warpcode.model_runtime.decode_step import DecodeState
+from warpcode.model_runtime.detokenize import IncrementalDetokenizer, StopStringFilter
+from warpcode.model_runtime.model import MoeForCausalLM
+from warpcode.model_runtime.prefill import PrefillChunk, prefill_forward
+from warpcode.model_runtime.sampling import SamplingParams, SamplingTensors, sample_on_device
+from warpcode.model_runtime.serving.block_manager import BlockManager
+from warpcode.model_runtime.serving.config import EngineConfig
+from warpcode.model_runtime.serving.request import RequestHandle, RequestRefused
+from warpcode.model_runtime.serving.scheduler import Scheduler
+from warpcode.model_runtime.serving.sequence import Sequence
+
+STEPS_IN_FLIGHT = 2  # on the GPU; eager steps are read as soon as they ran
+SCRATCH_BLOCK = 0  # the block padding rows point at
+
+
+class EngineError(RuntimeError):
+    """The engine's loop failed; every request it held ended with this error."""
+
+
+@dataclass
+class _Step:
+    rows: list[Sequence]
+    tokens: torch.Tensor  # the sampled tokens, on the host once `ready` completed
+    ready: torch.cuda.Event | None
+
+
+@dataclass
+class EngineCounters:
+    prompt_tokens: int = 0  # over every prefill, preempted ones again
+    cached_tokens: int = 0  # of those, served from the prefix cache
+    generated_tokens: int = 0
+    decode_steps: int = 0
+    preemptions: int = 0
+
+
+class EngineCore:
+    def __init__(
+        self,
+        model: MoeForCausalLM,
+        config: EngineConfig,
+        decode: Callable[[list[int]], str] | None,
+        eos_token_ids: Iterable[int],
+    ) -> None:
+        self.model, self.config, self._decode = model, config, decode
+        self.eos_token_ids = frozenset(eos_token_ids)
+        model_config = model.config
+        self.context_length = config.max_model_len or model_config.max_position_embeddings
+        self.runner = DecodeRunner(model, config.use_graphs)
+        self.device, self.dtype = self.runner.device, self.runner.dtype
+        num_blocks = config.num_blocks or _blocks_in_budget(model, config)
+        max_blocks = -(-self.context_length // config.block_size)
+        self.rows_capacity = batch_bucket(config.max_num_seqs)
+        self.state = DecodeState.allocate(
+            model_config, self.rows_capacity, num_blocks + 1, config.block_size, max_blocks, self.device, self.dtype
+        )
+        self.runner.use_state(self.state)
+        self.blocks = BlockManager(num_blocks + 1, config.block_size, reserved=1)
+        self.scheduler = Scheduler(self.blocks, config.max_num_seqs)
+        self.counters = EngineCounters()
+        self._rows: list[Sequence] = []
+        self._rows_stale = False
+        self._in_flight: deque[_Step] = deque()
+        self._host_tokens = [self._host_buffer() for _ in range(STEPS_IN_FLIGHT)]
+        self._launched = 0
+        self._inbox: queue.SimpleQueue[tuple[str, object]] = queue.SimpleQueue()
+        self._wake = threading.Event()
+        self._sequences: dict[int, Sequence] = {}
+        self._next_id = 0
+        self._lock = threading.Lock()
+        self._failure: str | None = None
+        self._stopping = False
+        self._thread = threading.Thread(target=self._loop, name="warpcode-engine", daemon=True)
+        self._thread.start()
+
+    # Any thread.
+    def submit(
+        self,
+        prompt_ids: list[int],
+        max_new_tokens: int,
+        sampling: SamplingParams,
+        seed: int | None,
+        stop_token_ids: Iterable[int] | None,
+        stop_strings: Iterable[str],
+    ) -> RequestHandle:
+        prompt_ids = [int(t) for t in prompt_ids]
+        self._check(prompt_ids, max_new_tokens)
+        stop_ids = self.eos_token_ids if stop_token_ids is None else frozenset(stop_token_ids)
+        stop_strings = tuple(s for s in stop_strings if s)
+        if stop_strings and self._decode is None:
+            raise ValueError("matching stop strings needs a tokenizer, and this model was loaded without one")
+        with self._lock:
+            request_id, self._next_id = self._next_id, self._next_id + 1
+        handle = RequestHandle(request_id, len(prompt_ids), self._decode, stop_strings, stop_ids, self._cancel)
+        seq = Sequence(
+            handle, prompt_ids, max_new_tokens, sampling, random.getrandbits(31) if seed is None else seed,
+            stop_ids, self._stop_string_watcher(stop_strings) if stop_strings else None,
+        )  # fmt: skip
+        self._inbox.put(("add", seq))
+        self._wake.set()
+        return handle
+
+    def shutdown(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        self._thread.join()
+
+    @property
+    def active_requests(self) -> int:
+        """Requests submitted and not finished (waiting, prefilling or decoding)."""
+        return len(self._sequences) + self._inbox.qsize()
+
+    @property
+    def held_blocks(self) -> int:
+        """Cache blocks some sequence holds (a finished one's are released within a step)."""
+        return self.blocks.usable - self.blocks.available
+
+    def _check(self, prompt_ids: list[int], max_new_tokens: int) -> None:
+        if self._failure is not None:
+            raise RequestRefused(f"the engine stopped after an error ({self._failure}); load the model again")
+        if self._stopping:
+            raise RequestRefused("the engine is shut down")
+        if not prompt_ids:
+            raise RequestRefused("the prompt needs at least one token")
+        vocab = self.model.config.vocab_size
+        if min(prompt_ids) < 0 or max(prompt_ids) >= vocab:
+            raise RequestRefused(f"token ids must be in [0, {vocab}), got {min(prompt_ids)}..{max(prompt_ids)}")
+        if max_new_tokens < 1:
+            raise RequestRefused(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+        total = len(prompt_ids) + max_new_tokens
+        if total > self.context_length:
+            raise RequestRefused(
+                f"the prompt ({len(prompt_ids)} tokens) plus max_new_tokens ({max_new_tokens}) exceed the context of "
+                f"{self.context_length} tokens; shorten the prompt or ask for fewer tokens"
+            )
+        if self.blocks.blocks_for(total + STEPS_IN_FLIGHT) > self.blocks.usable:
+            raise RequestRefused(
+                f"the prompt plus max_new_tokens ({total} tokens) exceed the whole KV cache "
+                f"({self.blocks.usable * self.blocks.block_size} tokens); give the cache more memory (--kv-cache-gb)"
+            )
+
+    def _cancel(self, handle: RequestHandle) -> None:
+        self._inbox.put(("cancel", handle))
+        self._wake.set()
+
+    def _stop_string_watcher(self, stop_strings: tuple[str, ...]) -> Callable[[int], bool]:
+        detokenizer, stops = IncrementalDetokenizer(self._decode), StopStringFilter(stop_strings)
+
+        def seen(token: int) -> bool:
+            stops.feed(detokenizer.push(token))
+            return stops.stopped
+
+        return seen
+
+    # The engine thread.
+    def _loop(self) -> None:
+        try:
+            with torch.inference_mode():
+                while not self._stopping:
+                    self._take_inbox()
+                    if self.scheduler.idle and not self._in_flight:
+                        self._wake.wait()
+                        self._wake.clear()
+                        continue
+                    self._iterate()
+        except Exception as exc:  # every request ends with the error instead of waiting forever
+            self._failure = f"{type(exc).__name__}: {exc}"
+            for seq in list(self._sequences.values()):
+                seq.handle.fail(f"generation failed: {self._failure}")
+            self._sequences.clear()
+            return
+        for seq in list(self._sequences.values()):
+            seq.handle.deliver([], "abort")
+        self._sequences.clear()
+
+    def _take_inbox(self) -> None:
+        while True:
+            try:
+                kind, item = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            if kind == "add":
+                self._sequences[item.handle.request_id] = item
+                self.scheduler.waiting.append(item)
+            elif (seq := self._sequences.get(item.request_id)) is not None and seq.finish_reason is None:
+                seq.finish_reason = "abort"
+                self._finish(seq)
+
+    def _iterate(self) -> None:
+        for seq in self.scheduler.admit():
+            self.counters.prompt_tokens += seq.length
+            self.counters.cached_tokens += seq.computed
+            self._rows_stale |= seq.pending == 1  # all but its last token cached: straight to decoding
+        if self._rows_stale:
+            self._rebuild_rows()
+        while self._rows and len(self._in_flight) < (STEPS_IN_FLIGHT if self.runner.use_graphs else 1):
+            if not self._launch():
+                break
+        budget = self.config.interleaved_prefill_tokens if self._rows else self.config.max_prefill_tokens
+        if plan := self.scheduler.prefill_plan(budget):
+            self._prefill(plan)
+        if self._in_flight:
+            self._read(self._in_flight.popleft())
+
+    def _rebuild_rows(self) -> None:
+        """Reads the steps in flight, drops finished sequences, and writes the rows' buffers for the sequences
+        now past their prefill."""
+        while self._in_flight:
+            self._read(self._in_flight.popleft())
+        for seq in self._rows:
+            if seq.finish_reason is not None:
+                self.scheduler.retire(seq)
+        rows = [s for s in self.scheduler.admitted if s.pending == 1 and s.finish_reason is None]
+        self._rows = rows[: self.rows_capacity]
+        self._rows_stale = False
+        bucket = batch_bucket(len(self._rows)) if self._rows else 0
+        state, count = self.state, len(self._rows)
+        if not count:
+            return
+        padding = bucket - count
+        tables = torch.full((bucket, state.block_tables.shape[1]), SCRATCH_BLOCK, dtype=torch.int32)
+        for row, seq in enumerate(self._rows):
+            tables[row, : len(seq.block_table)] = torch.tensor(seq.block_table, dtype=torch.int32)
+        state.block_tables[:bucket].copy_(tables)
+        state.tokens[:bucket].copy_(torch.tensor([s.token_ids[-1] for s in self._rows] + [0] * padding))
+        state.seq_lens[:bucket].copy_(torch.tensor([s.computed for s in self._rows] + [0] * padding))
+        state.seeds[:bucket].copy_(torch.tensor([s.seed for s in self._rows] + [0] * padding))
+        state.steps[:bucket].copy_(torch.tensor([len(s.output_ids) for s in self._rows] + [0] * padding))
+        state.sampling.set_rows([s.sampling for s in self._rows] + [SamplingParams()] * padding)
+
+    def _launch(self) -> bool:
+        """Starts one decode step of every row; False (rows to rebuild) when one had to be preempted."""
+        for row, seq in enumerate(self._rows):
+            slot = seq.computed + seq.in_flight
+            had = len(seq.block_table)
+            while not self.scheduler.grow(seq, slot + 1):
+                self._preempt_for_room()
+                return False
+            if len(seq.block_table) > had:
+                new = torch.tensor(seq.block_table[had:], dtype=torch.int32)
+                self.state.block_tables[row, had : len(seq.block_table)].copy_(new)
+        longest = max(s.computed + s.in_flight + 1 for s in self._rows)
+        step = self.runner.step_function(len(self._rows), _variant(self._rows), self._table_columns(longest))
+        step()
+        count = len(self._rows)
+        if self.runner.use_graphs:
+            host = self._host_tokens[self._launched % STEPS_IN_FLIGHT]
+            host[:count].copy_(self.state.tokens[:count], non_blocking=True)
+            ready = torch.cuda.Event()
+            ready.record()
+            self._in_flight.append(_Step(list(self._rows), host, ready))
+        else:
+            self._in_flight.append(_Step(list(self._rows), self.state.tokens[:count].clone(), None))
+        self._launched += 1
+        for seq in self._rows:
+            seq.in_flight += 1
+        self.counters.decode_steps += 1
+        return True
+
+    def _preempt_for_room(self) -> None:
+        while self._in_flight:
+            self._read(self._in_flight.popleft())
+        victim = self.scheduler.preempt_newest()
+        victim.in_flight = 0
+        self.counters.preemptions += 1
+        self._rows_stale = True
+        self._rows = []
+
+    def _read(self, step: _Step) -> None:
+        if step.ready is not None:
+            step.ready.synchronize()
+        tokens = step.tokens[: len(step.rows)].tolist()
+        for seq, token in zip(step.rows, tokens, strict=True):
+            seq.in_flight -= 1
+            if seq.finish_reason is not None:
+                continue  # finished after this step was launched: the token is dropped
+            seq.computed += 1
+            self._append(seq, token)
+            self.scheduler.register_computed(seq)
+
+    def _prefill(self, plan: list[tuple[Sequence, int]]) -> None:
+        chunks = [PrefillChunk(s.token_ids[s.computed : s.computed + n], s.computed, s.block_table) for s, n in plan]
+        logits = prefill_forward(self.model, self.state, chunks)
+        done = []
+        for row, (seq, count) in enumerate(plan):
+            seq.computed += count
+            self.scheduler.register_computed(seq)
+            if seq.pending == 0:
+                done.append((row, seq))
+        if done:
+            rows = torch.tensor([row for row, _ in done], device=logits.device)
+            for (_, seq), token in zip(done, _sample([s for _, s in done], logits[rows]), strict=True):
+                self._append(seq, token)
+            self._rows_stale = True  # they decode from the next step on
+
+    def _append(self, seq: Sequence, token: int) -> None:
+        seq.append(token)
+        self.counters.generated_tokens += 1
+        stats = seq.handle.stats
+        if stats.first_token_at is None:
+            stats.first_token_at = time.perf_counter()
+        stats.completion_tokens = len(seq.output_ids)
+        if seq.finish_reason is not None:
+            self._finish(seq)
+        else:
+            seq.delivered = len(seq.output_ids)
+            seq.handle.deliver([token], None)
+
+    def _finish(self, seq: Sequence) -> None:
+        """Hands the last tokens and the reason to the caller; the blocks are released once no step in flight
+        writes them any more."""
+        new = seq.output_ids[seq.delivered :] if seq.finish_reason != "abort" else []
+        seq.delivered = len(seq.output_ids)
+        seq.handle.stats.finished_at = time.perf_counter()
+        seq.handle.deliver(new, seq.finish_reason)
+        self._sequences.pop(seq.handle.request_id, None)
+        if seq in self._rows:
+            self._rows_stale = True
+        else:
+            self.scheduler.retire(seq)
+
+    def _table_columns(self, longest: int) -> int:
+        """Block-table columns a step launches attention over: rounded up in steps that grow with the length,
+        so that a long generation captures few graphs and short rows do not launch programs for empty splits."""
+        step = 256 if longest <= 2048 else 1024 if longest <= 16384 else 4096
+        tokens = min(-(-longest // step) * step, self.state.capacity)
+        return -(-tokens // self.config.block_size)
+
+    def _host_buffer(self) -> torch.Tensor:
+        pinned = self.device.type == "cuda"
+        return torch.empty(self.rows_capacity, dtype=torch.long, pin_memory=pinned)
+
+
+def _variant(rows: list[Sequence]) -> str:
+    if all(s.sampling.greedy for s in rows):
+        return "greedy"
+    filtered = any(s.sampling.top_k > 0 or s.sampling.top_p < 1 for s in rows if not s.sampling.greedy)
+    return "filtered" if filtered else "sample"
+
+
+def _sample(seqs: list[Sequence], logits: torch.Tensor) -> list[int]:
+    """The next token of each sequence from its logits [n, V], as the decode step would sample it."""
+    variant = _variant(seqs)
+    if variant == "greedy":
+        return logits.argmax(dim=-1).tolist()
+    device = logits.device
+    params = SamplingTensors.allocate(len(seqs), device)
+    params.set_rows([s.sampling for s in seqs])
+    seeds = torch.tensor([s.seed for s in seqs], device=device)
+    steps = torch.tensor([len(s.output_ids) for s in seqs], device=device)
+    return sample_on_device(logits, params, seeds, steps, variant == "filtered").tolist()
+
+
+def _blocks_in_budget(model: MoeForCausalLM, config: EngineConfig) -> int:
+    model_config = model.config
+    parameter = next(model.parameters())
+    per_block = (
+        2 * model_config.num_hidden_layers * model_config.num_key_value_heads * config.block_size
+        * model_config.head_dim * parameter.element_size()
+    )  # fmt: skip
+    if config.kv_cache_gb is not None:
+        budget = config.kv_cache_gb * 2**30
+    elif parameter.is_cuda:
+        torch.cuda.empty_cache()  # memory the allocator caches (a static runner's cache, freed) counts as free
+        free, _ = torch.cuda.mem_get_info(parameter.device)
+        budget = config.kv_cache_fraction * free
+    else:
+        budget = 2**30
+    context = config.max_model_len or model_config.max_position_embeddings
+    # More than every sequence could hold is waste; on a CPU, four full contexts are plenty.
+    sequences = config.max_num_seqs if parameter.is_cuda or config.kv_cache_gb is not None else 4
+    blocks = min(int(budget // per_block), sequences * -(-context // config.block_size))
+    if blocks < 1:
+        raise ValueError(f"the KV-cache budget of {budget / 2**30:.2f} GB holds no block of {per_block} bytes")
+    return blocks

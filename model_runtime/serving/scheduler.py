@@ -1,0 +1,103 @@
+"""Which sequences hold cache blocks, which prefill next and with how many tokens, and who is preempted.
+
+First come, first served: a waiting sequence is admitted when its blocks fit (after reusing every cached block of
+its longest cached prefix) with one block to spare for each decoding sequence, so that admissions do not starve
+running streams of room to grow. When a decoding sequence still finds no block, the newest admitted sequence is
+preempted: its blocks are released (full ones stay in the prefix cache) and it waits at the front of the queue,
+to be prefilled again from its prompt and the tokens it had generated.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from warpcode.model_runtime.serving.block_manager import BlockManager
+from warpcode.model_runtime.serving.sequence import Sequence
+
+
+class Scheduler:
+    def __init__(self, blocks: BlockManager, max_num_seqs: int) -> None:
+        self.blocks, self.max_num_seqs = blocks, max_num_seqs
+        self.waiting: deque[Sequence] = deque()
+        self.admitted: list[Sequence] = []  # holding blocks, in admission order
+
+    @property
+    def idle(self) -> bool:
+        return not self.waiting and not self.admitted
+
+    def admit(self) -> list[Sequence]:
+        """Admits waiting sequences in order while they fit; returns them."""
+        decoding = sum(1 for s in self.admitted if s.pending == 1)
+        admitted = []
+        while self.waiting and len(self.admitted) < self.max_num_seqs and self._allocate(self.waiting[0], decoding):
+            admitted.append(self.waiting.popleft())
+            self.admitted.append(admitted[-1])
+        return admitted
+
+    def prefill_plan(self, budget: int) -> list[tuple[Sequence, int]]:
+        """(sequence, tokens) to prefill in the next forward pass, at most `budget` tokens in all; a sequence's last
+        chunk stops at its last token, whose logits give its next token."""
+        plan = []
+        for seq in self.admitted:
+            if budget == 0:
+                break
+            if seq.pending > 1 and seq.finish_reason is None:
+                count = min(seq.pending, budget)
+                plan.append((seq, count))
+                budget -= count
+        return plan
+
+    def grow(self, seq: Sequence, slots: int) -> bool:
+        """Gives `seq` blocks for its first `slots` slots; False when the pool has none left."""
+        needed = self.blocks.blocks_for(slots) - len(seq.block_table)
+        if needed <= 0:
+            return True
+        if needed > self.blocks.available:
+            return False
+        seq.block_table += self.blocks.allocate(needed)
+        return True
+
+    def register_computed(self, seq: Sequence) -> None:
+        """Makes the sequence's newly completed full blocks findable by later requests."""
+        size, ids = self.blocks.block_size, None
+        while seq.registered < seq.computed // size:
+            ids = ids or seq.token_ids
+            number = seq.registered
+            parent = seq.block_keys[-1] if seq.block_keys else 0
+            block_ids = tuple(ids[number * size : (number + 1) * size])
+            seq.block_keys.append(self.blocks.register(seq.block_table[number], parent, block_ids))
+            seq.registered += 1
+
+    def preempt_newest(self) -> Sequence:
+        victim = self.admitted.pop()
+        self._release(victim)
+        victim.handle.stats.preemptions += 1
+        self.waiting.appendleft(victim)
+        return victim
+
+    def retire(self, seq: Sequence) -> None:
+        """Drops a finished (or cancelled) sequence, wherever it is."""
+        if seq in self.admitted:
+            self.admitted.remove(seq)
+            self._release(seq)
+        elif seq in self.waiting:
+            self.waiting.remove(seq)
+
+    def _allocate(self, seq: Sequence, decoding: int) -> bool:
+        tokens = seq.token_ids
+        # The last token is always computed again: its logits give the next token.
+        matched, keys = self.blocks.match_prefix(tokens, (len(tokens) - 1) // self.blocks.block_size)
+        needed = self.blocks.blocks_for(len(tokens)) - len(matched)
+        if needed + decoding > self.blocks.available:
+            self.blocks.release(matched)
+            return False
+        seq.block_table = matched + self.blocks.allocate(needed)
+        seq.block_keys = keys
+        seq.computed, seq.registered = len(matched) * self.blocks.block_size, len(matched)
+        seq.handle.stats.cached_tokens = seq.computed
+        return True
+
+    def _release(self, seq: Sequence) -> None:
+        self.blocks.release(seq.block_table)
+        seq.block_table, seq.block_keys = [], []
+        seq.computed = seq.registered = 0

@@ -1,0 +1,50 @@
+"""One request inside the engine: its tokens, what of them the KV cache holds, its blocks and its stop rules."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from warpcode.model_runtime.sampling import SamplingParams
+from warpcode.model_runtime.serving.request import FinishReason, RequestHandle
+
+
+@dataclass
+class Sequence:
+    handle: RequestHandle
+    prompt_ids: list[int]
+    max_new_tokens: int
+    sampling: SamplingParams
+    seed: int
+    stop_token_ids: frozenset[int]
+    stop_string_seen: Callable[[int], bool] | None  # token id -> True once the text holds a stop string
+    output_ids: list[int] = field(default_factory=list)
+    computed: int = 0  # leading tokens whose keys and values are in the cache
+    block_table: list[int] = field(default_factory=list)
+    block_keys: list[int] = field(default_factory=list)  # prefix keys of the leading registered blocks
+    registered: int = 0  # leading blocks registered for prefix caching
+    in_flight: int = 0  # decode steps launched for it whose tokens are not read yet
+    finish_reason: FinishReason | None = None
+    delivered: int = 0  # output ids already handed to the handle
+
+    @property
+    def token_ids(self) -> list[int]:
+        return self.prompt_ids + self.output_ids
+
+    @property
+    def length(self) -> int:
+        return len(self.prompt_ids) + len(self.output_ids)
+
+    @property
+    def pending(self) -> int:
+        """Tokens whose keys and values are not in the cache yet. One: the decode step's input (the last token);
+        more: a prompt, or a preempted sequence, to prefill first."""
+        return self.length - self.computed
+
+    def append(self, token: int) -> None:
+        """Records a sampled token and decides whether the sequence is done."""
+        self.output_ids.append(token)
+        if token in self.stop_token_ids or (self.stop_string_seen is not None and self.stop_string_seen(token)):
+            self.finish_reason = "stop"
+        elif len(self.output_ids) >= self.max_new_tokens:
+            self.finish_reason = "length"

@@ -1,0 +1,55 @@
+"""Cold prefill through the serving engine at several chunk budgets, and where a long prefill's time goes.
+
+python3 scripts/sweep_prefill.py [--lengths 2048,16384] [--budgets 2048,4096,8192,16384] [--profile 16384]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import replace
+
+import torch
+
+from warpcode.model_runtime import load_random
+
+
+def ttft(engine, tokens: int, seed: int) -> float:
+    prompt = torch.randint(engine.config.vocab_size, (tokens,), generator=torch.Generator().manual_seed(seed))
+    handle = engine.submit(prompt.tolist(), 1, stop_token_ids=[])
+    start = time.perf_counter()
+    handle.result()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--preset", default="qwen3-30b-a3b")
+    parser.add_argument("--lengths", default="2048,16384")
+    parser.add_argument("--budgets", default="2048,4096,8192,16384")
+    parser.add_argument("--profile", type=int, default=16384, help="prompt length to profile (0: none)")
+    args = parser.parse_args()
+    engine = load_random(args.preset, device="cuda", kv_cache_gb=8)
+    lengths = [int(x) for x in args.lengths.split(",")]
+    seed = 0
+    for budget in (int(x) for x in args.budgets.split(",")):
+        engine.shutdown()
+        engine.serving = replace(engine.serving, max_prefill_tokens=budget)
+        ttft(engine, 64, seed := seed + 1)  # warm-up
+        for length in lengths:
+            best = min(ttft(engine, length, seed := seed + 1) for _ in range(3))
+            print(
+                f"budget {budget:6d} prompt {length:6d}: {best * 1e3:8.1f} ms  ({length / best:,.0f} tok/s)", flush=True
+            )
+    if args.profile:
+        from torch.profiler import ProfilerActivity, profile
+
+        ttft(engine, args.profile, seed := seed + 1)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            ttft(engine, args.profile, seed := seed + 1)
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=25, max_name_column_width=70))
+    engine.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,195 @@
+"""The serving engine on the CPU: continuous batching from real threads, the paged cache with prefix caching,
+chunked prefill, cancellation, cache exhaustion and admission control, against full forwards without a cache."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from warpcode.model_runtime import EngineConfig, RequestRefused, SamplingParams, load_random
+
+# Prompts of several lengths; two share a long prefix so the prefix cache has something to find.
+SHARED = [(7 * i + 3) % 500 + 1 for i in range(37)]
+PROMPTS = [[1, 2, 3], [*SHARED, 9, 9], list(range(40, 90)), [*SHARED, 4], [11] * 13, [300, 200, 100, 5, 6]]
+NEW_TOKENS = 10
+
+
+def greedy_reference(engine, prompt: list[int], new_tokens: int) -> list[int]:
+    """Greedy tokens from full forwards without any cache: shares no code with the engine's generation."""
+    ids = list(prompt)
+    for _ in range(new_tokens):
+        ids.append(int(engine.logits([ids])[0, -1].argmax()))
+    return ids[len(prompt) :]
+
+
+@pytest.fixture(scope="module")
+def reference():
+    engine = load_random("tiny", seed=4)
+    return {tuple(p): greedy_reference(engine, p, NEW_TOKENS) for p in PROMPTS}
+
+
+def wait_for(condition, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def small_engine(**settings):
+    settings.setdefault("block_size", 4)
+    return load_random("tiny", seed=4, serving=EngineConfig(**settings))
+
+
+def test_concurrent_requests_from_threads_match_one_at_a_time(reference):
+    engine = small_engine()
+    results: dict[int, list[int]] = {}
+
+    def client(i: int) -> None:
+        results[i] = engine.generate(PROMPTS[i], NEW_TOKENS, stop_token_ids=[])
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(len(PROMPTS))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [results[i] for i in range(len(PROMPTS))] == [reference[tuple(p)] for p in PROMPTS]
+    assert engine.core.active_requests == 0
+    engine.shutdown()
+
+
+def test_a_prefix_cache_hit_gives_the_tokens_of_a_cold_run(reference):
+    engine = small_engine()
+    first = engine.submit([*SHARED, 9, 9], NEW_TOKENS, stop_token_ids=[])
+    assert first.result() == reference[tuple([*SHARED, 9, 9])]
+    assert first.stats.cached_tokens == 0
+    second = engine.submit([*SHARED, 4], NEW_TOKENS, stop_token_ids=[])
+    assert second.result() == reference[tuple([*SHARED, 4])]
+    assert second.stats.cached_tokens == 36  # the shared prompt's full 4-token blocks
+    # An agent's next turn: the previous prompt and answer, then more tokens: only the new tail is prefilled.
+    turn = [*SHARED, 9, 9, *first.token_ids, 17, 18, 19]
+    third = engine.submit(turn, NEW_TOKENS, stop_token_ids=[])
+    assert third.result() == greedy_reference(engine, turn, NEW_TOKENS)
+    assert third.stats.cached_tokens == (len(SHARED) + 2 + NEW_TOKENS - 1) // 4 * 4
+    engine.shutdown()
+
+
+def test_chunked_prefill_and_interleaving_give_the_same_tokens(reference):
+    engine = small_engine(max_prefill_tokens=7, interleaved_prefill_tokens=3)
+    handles = [engine.submit(p, NEW_TOKENS, stop_token_ids=[]) for p in PROMPTS]
+    assert [h.result() for h in handles] == [reference[tuple(p)] for p in PROMPTS]
+    engine.shutdown()
+
+
+def test_cancelling_one_request_leaves_the_others_unchanged(reference):
+    engine = small_engine()
+    long = engine.submit(PROMPTS[2], 200, stop_token_ids=[])
+    others = [engine.submit(p, NEW_TOKENS, stop_token_ids=[]) for p in PROMPTS[:2]]
+    outputs = iter(long)
+    got = next(outputs).token_ids
+    long.cancel()
+    rest = list(outputs)
+    assert rest[-1].finish_reason == "abort"
+    assert len(got) + sum(len(o.token_ids) for o in rest) < 200
+    assert [h.result() for h in others] == [reference[tuple(p)] for p in PROMPTS[:2]]
+    assert engine.core.active_requests == 0
+    assert wait_for(lambda: engine.core.held_blocks == 0)  # every block is free or cached again
+    engine.shutdown()
+
+
+def test_a_full_cache_queues_or_preempts_and_every_request_completes(reference):
+    # 24 blocks of 4 tokens: far less than six sequences of up to 60 tokens need at once.
+    engine = small_engine(num_blocks=24)
+    handles = [engine.submit(p, NEW_TOKENS, stop_token_ids=[]) for p in PROMPTS]
+    assert [h.result() for h in handles] == [reference[tuple(p)] for p in PROMPTS]
+    long = engine.submit(PROMPTS[2], 40, stop_token_ids=[])
+    racing = [engine.submit(p, 40, stop_token_ids=[]) for p in (PROMPTS[1], PROMPTS[3])]
+    assert long.result() == greedy_reference(engine, PROMPTS[2], 40)
+    assert [h.result() for h in racing] == [greedy_reference(engine, p, 40) for p in (PROMPTS[1], PROMPTS[3])]
+    assert engine.core.counters.preemptions > 0
+    engine.shutdown()
+
+
+def test_requests_that_can_never_fit_are_refused():
+    engine = small_engine(num_blocks=8, max_model_len=64)
+    with pytest.raises(RequestRefused, match="exceed the context of 64 tokens"):
+        engine.submit([1] * 60, 10)
+    with pytest.raises(RequestRefused, match="whole KV cache"):
+        engine.submit([1] * 30, 10)
+    with pytest.raises(RequestRefused, match="at least one token"):
+        engine.submit([], 4)
+    with pytest.raises(RequestRefused, match=r"token ids must be in \[0, 512\)"):
+        engine.submit([1, 512], 4)
+    assert len(engine.generate([1, 2, 3], 4, stop_token_ids=[])) == 4  # and it keeps serving
+    engine.shutdown()
+
+
+def test_seeded_sampling_does_not_depend_on_the_neighbours():
+    engine = small_engine()
+    sampling = SamplingParams(temperature=0.9, top_k=20)
+    alone = engine.submit(PROMPTS[0], 12, sampling, seed=5, stop_token_ids=[]).result()
+    crowd = [engine.submit(p, 12, sampling, seed=i, stop_token_ids=[]) for i, p in enumerate(PROMPTS[1:])]
+    again = engine.submit(PROMPTS[0], 12, sampling, seed=5, stop_token_ids=[])
+    assert again.result() == alone
+    assert all(len(h.result()) == 12 for h in crowd)
+    engine.shutdown()
+
+
+def test_outputs_stream_to_an_event_loop(reference):
+    engine = small_engine()
+
+    async def collect(prompt: list[int]) -> list[int]:
+        ids = []
+        async for output in engine.submit(prompt, NEW_TOKENS, stop_token_ids=[]):
+            ids += output.token_ids
+        return ids
+
+    async def main() -> list[list[int]]:
+        return await asyncio.gather(*(collect(p) for p in PROMPTS[:3]))
+
+    assert asyncio.run(main()) == [reference[tuple(p)] for p in PROMPTS[:3]]
+    engine.shutdown()
+
+
+def test_stop_tokens_end_a_request_with_reason_stop(reference):
+    engine = small_engine()
+    expected = reference[tuple(PROMPTS[0])]
+    handle = engine.submit(PROMPTS[0], NEW_TOKENS, stop_token_ids=[expected[3]])
+    assert handle.result() == expected[: expected.index(expected[3]) + 1]
+    assert handle.finish_reason == "stop"
+    engine.shutdown()
+
+
+def test_shutdown_ends_running_requests():
+    engine = small_engine()
+    handle = engine.submit([1, 2, 3], 2000, stop_token_ids=[])
+    next(iter(handle))
+    core = engine.core
+    engine.shutdown()
+    assert handle.result()[:1] and handle.finish_reason == "abort"
+    with pytest.raises(RequestRefused, match="shut down"):
+        core.submit([1], 1, SamplingParams(), None, None, ())
+
+
+def test_a_bad_setting_is_a_clear_error():
+    with pytest.raises(ValueError, match="block_size must be a positive integer"):
+        EngineConfig(block_size=0)
+    with pytest.raises(ValueError, match="unknown serving engine setting"):
+        load_random("tiny", kv_cache_size=3)
+
+
+def test_the_static_runner_and_the_engine_agree():
+    engine = small_engine()
+    runner = engine.runner
+    runner.reserve(2, 32)
+    first = runner.prefill([PROMPTS[0], PROMPTS[4]], SamplingParams(), seed=0)
+    steps = runner.decode(2, SamplingParams())
+    later = [next(steps) for _ in range(NEW_TOKENS - 1)]
+    steps.close()
+    static = [[token, *(step[row] for step in later)] for row, token in enumerate(first)]
+    assert static == engine.generate_batch([PROMPTS[0], PROMPTS[4]], NEW_TOKENS, stop_token_ids=[])
+    engine.shutdown()
