@@ -79,11 +79,21 @@ def _pool_slots(slots, mask, table_row, stride_tn, num_blocks, CACHE_BLOCK: tl.c
 @triton.jit
 def _load_tile(
     k_ptrs, v_ptrs, k_head, v_head, n_start, valid, tile_mask, table_row, num_blocks, offs_n, offs_d,
-    stride_kb, stride_kn, stride_vb, stride_vn, stride_tn, PAGED: tl.constexpr, CACHE_BLOCK: tl.constexpr,
+    stride_kb, stride_kn, stride_vb, stride_vn, stride_tn, S, PAGED: tl.constexpr, CACHE_BLOCK: tl.constexpr,
+    TILE_IN_BLOCK: tl.constexpr,
 ):  # fmt: skip
     """The K and V tiles of keys n_start + offs_n (`valid`: those < end; masked rows load as 0): rows of the static
-    cache, or each key's place in the pool, through the row's block table."""
-    if PAGED:
+    cache, or each key's place in the pool, through the row's block table. TILE_IN_BLOCK: tiles start at multiples
+    of BLOCK_N and blocks hold a multiple of it, so the whole tile lies in one block: one table entry (clamped to
+    the row's columns, whatever n_start), then the static layout's pointers within the block."""
+    if PAGED and TILE_IN_BLOCK:
+        column = tl.minimum(n_start // CACHE_BLOCK, S // CACHE_BLOCK - 1)
+        block = tl.load(table_row + column * stride_tn)
+        block = tl.minimum(tl.maximum(block, 0), num_blocks - 1).to(tl.int64)
+        offset = n_start % CACHE_BLOCK
+        k = tl.load(k_ptrs + block * stride_kb + offset * stride_kn, mask=tile_mask, other=0.0)
+        v = tl.load(v_ptrs + block * stride_vb + offset * stride_vn, mask=tile_mask, other=0.0)
+    elif PAGED:
         block, offset = _pool_slots(n_start + offs_n, valid, table_row, stride_tn, num_blocks, CACHE_BLOCK)
         k = tl.load(k_head + (block * stride_kb + offset * stride_kn)[:, None] + offs_d[None, :], mask=tile_mask,
                     other=0.0)  # fmt: skip
@@ -110,7 +120,7 @@ def _decode_attention_kernel(
     G: tl.constexpr, NUM_SPLITS: tl.constexpr, DOT_DTYPE: tl.constexpr, DOT_PRECISION: tl.constexpr,
     BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
     MERGE_IN_KERNEL: tl.constexpr, MERGE_G: tl.constexpr, MERGE_S: tl.constexpr,
-    PAGED: tl.constexpr, CACHE_BLOCK: tl.constexpr, USE_PDL: tl.constexpr,
+    PAGED: tl.constexpr, CACHE_BLOCK: tl.constexpr, TILE_IN_BLOCK: tl.constexpr, USE_PDL: tl.constexpr,
 ):  # fmt: skip
     b = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -144,7 +154,7 @@ def _decode_attention_kernel(
     tile_mask = ((start + offs_n) < end)[:, None] & d_mask[None, :]
     k, v = _load_tile(
         k_ptrs, v_ptrs, k_head, v_head, start, start + offs_n < end, tile_mask, table_row, num_blocks, offs_n, offs_d,
-        stride_kb, stride_kn, stride_vb, stride_vn, stride_tn, PAGED, CACHE_BLOCK,
+        stride_kb, stride_kn, stride_vb, stride_vn, stride_tn, S, PAGED, CACHE_BLOCK, TILE_IN_BLOCK,
     )  # fmt: skip
     if PAGED:  # the newest key's place (below) is looked up before the wait too
         newest = seq_len - 1
@@ -175,7 +185,7 @@ def _decode_attention_kernel(
         tile_mask = valid[:, None] & d_mask[None, :]
         k, v = _load_tile(
             k_ptrs, v_ptrs, k_head, v_head, n_start, valid, tile_mask, table_row, num_blocks, offs_n, offs_d,
-            stride_kb, stride_kn, stride_vb, stride_vn, stride_tn, PAGED, CACHE_BLOCK,
+            stride_kb, stride_kn, stride_vb, stride_vn, stride_tn, S, PAGED, CACHE_BLOCK, TILE_IN_BLOCK,
         )  # fmt: skip
         m_i, l_i, acc = _attend_tile(q, k, v, valid, m_i, l_i, acc, qk_scale, DOT_DTYPE, DOT_PRECISION)
 
@@ -310,7 +320,7 @@ def decode_attention_triton(
         G=group, NUM_SPLITS=num_splits, DOT_DTYPE=dot_dtype, DOT_PRECISION=dot_precision,
         BLOCK_G=max(16, triton.next_power_of_2(group)), BLOCK_N=block_n, BLOCK_D=block_d,
         MERGE_IN_KERNEL=not separate_merge, MERGE_G=merge_g, MERGE_S=merge_s,
-        PAGED=paged, CACHE_BLOCK=cache_slots if paged else 1,
+        PAGED=paged, CACHE_BLOCK=cache_slots if paged else 1, TILE_IN_BLOCK=paged and cache_slots % block_n == 0,
         num_warps=num_warps, num_stages=num_stages, **pdl_options(q.device),
     )  # fmt: skip
     if separate_merge:

@@ -24,10 +24,11 @@ from warpcode.model_runtime.decode_step import (
 from warpcode.model_runtime.model import MoeForCausalLM
 from warpcode.model_runtime.prefill import PrefillChunk, prefill_forward
 from warpcode.model_runtime.sampling import SamplingParams
+from warpcode.model_runtime.serving.config import EngineConfig
 
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32)
 CAPACITY_STEP = 256  # context is reserved in multiples of this, so nearby request sizes share one state and graphs
-BLOCK_SIZE = 64  # KV-cache block (tokens); the static path uses the serving engine's size, so both run one kernel
+BLOCK_SIZE = EngineConfig.block_size  # the static path's blocks are the serving engine's: both run one kernel
 # The first decode graph a process captures replays 1-5% slower (H200, torch 2.11 + CUDA 13.0, driver 580.159) until
 # a later capture: from then on every graph, that first one included, runs at the faster rate (batch 1, 512 keys:
 # 2.300 -> 2.200 ms per step, the same graph exec before and after). The kernels and their buffers do not change, so
@@ -45,9 +46,9 @@ def batch_bucket(batch: int) -> int:
 
 
 class DecodeRunner:
-    def __init__(self, model: MoeForCausalLM, use_graphs: bool | None = None):
+    def __init__(self, model: MoeForCausalLM, use_graphs: bool | None = None, block_size: int = BLOCK_SIZE):
         prepare_for_decode(model)
-        self.model = model
+        self.model, self.block_size = model, block_size
         parameter = next(model.parameters())
         self.device, self.dtype = parameter.device, parameter.dtype
         self.use_graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
@@ -69,7 +70,7 @@ class DecodeRunner:
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()
             self.state = state = DecodeState.allocate_static(
-                self.model.config, rows, capacity, BLOCK_SIZE, self.device, self.dtype
+                self.model.config, rows, capacity, self.block_size, self.device, self.dtype
             )
         return state
 

@@ -106,7 +106,7 @@ class Engine:
     def runner(self) -> DecodeRunner:
         """The static-batch decode path (benchmarks' reference), created at first use."""
         if self._runner is None:
-            self._runner = DecodeRunner(self.model)
+            self._runner = DecodeRunner(self.model, block_size=self.serving.block_size)
         return self._runner
 
     def submit(

@@ -70,7 +70,8 @@ for step in $steps; do
         python3 scripts/probe_pdl.py 2>&1 | tee "$OUT/probe_pdl.log" ;;
     decode)
         python3 -m warpcode.agent bench decode --preset qwen3-30b-a3b --random-weights --batch ${DECODE_BATCH:-1,8,32} \
-            --context ${DECODE_CONTEXT:-512,8192} --json 2>"$OUT/decode_err.log" | tee -a "$OUT/bench_decode.jsonl"
+            --context ${DECODE_CONTEXT:-512,8192} ${DECODE_FLAGS:-} --json 2>"$OUT/decode_err.log" \
+            | sed "s|^|${DECODE_FLAGS:-default} |" | tee -a "$OUT/bench_decode.jsonl"
         tail -5 "$OUT/decode_err.log" ;;
     serve)  # the serving engine: concurrency, multi-turn trace, long prompt under load, cold prefill (+ static reference)
         python3 -m warpcode.agent bench serve --preset qwen3-30b-a3b --random-weights ${SERVE_FLAGS:-} --json \

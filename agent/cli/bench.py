@@ -32,6 +32,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--prefill", type=int, default=2000, help="also time the prefill of one prompt this long (0: skip)"
     )
     decode.add_argument("--compare-hf", action="store_true", help="also time transformers on the same shape")
+    decode.add_argument("--block-size", type=int, help="KV-cache block in tokens (default: the serving engine's)")
     decode.add_argument(
         "--device", default="auto", help="cuda, cuda:N or cpu (default: cuda when available; cpu for the tiny preset)"
     )
@@ -52,6 +53,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     serve.add_argument("--cold-prefill", default="2048,16384", help="cold prefill lengths to time ('': skip)")
     serve.add_argument("--kv-cache-gb", type=float, help="KV cache size (default: half the free GPU memory)")
+    serve.add_argument("--block-size", type=int, help="KV-cache block in tokens (default: the engine's)")
     serve.add_argument("--no-static", action="store_true", help="skip the static-batch decode reference")
     serve.add_argument("--device", default="auto", help="cuda, cuda:N or cpu (default: as bench decode)")
     serve.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
@@ -149,7 +151,8 @@ def _run_decode(args: argparse.Namespace) -> int:
         copy_bandwidth = bench_decode.copy_bandwidth(args.device)
     console.print(f"copy bandwidth: {copy_bandwidth / 1e12:.2f} TB/s (read + write)")
     with console.status(f"building {args.preset} with random weights on {args.device}..."):
-        engine = load_random(args.preset, device=args.device)
+        options = {} if args.block_size is None else {"block_size": args.block_size}
+        engine = load_random(args.preset, device=args.device, **options)
     table = Table(title=f"decode, {args.preset}, random weights, {engine.dtype}".replace("torch.", ""))
     for column in ("path", "batch", "context", "tok/s", "ms/step", "GB/step", "% roofline"):
         table.add_column(column, justify="left" if column == "path" else "right")
@@ -205,7 +208,8 @@ def _run_serve(args: argparse.Namespace) -> int:
     args.device = _decode_device(args.device, args.preset, torch.cuda.is_available())
     console = Console(stderr=True)
     with console.status(f"building {args.preset} with random weights on {args.device}..."):
-        engine = load_random(args.preset, device=args.device, kv_cache_gb=args.kv_cache_gb)
+        options = {} if args.block_size is None else {"block_size": args.block_size}
+        engine = load_random(args.preset, device=args.device, kv_cache_gb=args.kv_cache_gb, **options)
     if not args.no_static:
         copy_bandwidth = bench_decode.copy_bandwidth(args.device)
         with console.status("static-batch decode (the reference)..."):

@@ -320,7 +320,7 @@ def test_paged_cache_matches_the_static_float64(shape, block_size, dtype, block_
     assert_matches(decode_attention_triton(*paged, block_tables=table), float64_reference(*case), dtype)
 
 
-@pytest.mark.parametrize("block_size", [1, 5, 16])
+@pytest.mark.parametrize("block_size", [1, 5, 16, 48])  # 16, 48: each 16-key tile within one block
 @pytest.mark.parametrize(
     ("num_splits", "dtype"), [(1, torch.float32), (2, torch.bfloat16), (12, torch.float32)], ids=["1", "2", "12"]
 )
@@ -348,7 +348,7 @@ def test_paged_cache_through_the_merge_kernel(small_tiles, fresh_counters, block
     assert not fresh_counters
 
 
-@pytest.mark.parametrize("block_size", [3, 16])
+@pytest.mark.parametrize("block_size", [3, 16, 32, 64])  # 32, 64: each tile within one block (one table entry)
 def test_paged_one_tile_splits(one_tile_splits, separate_merge, block_size, block_table, paged_pool):
     """3 rows x 2 KV heads in 32-key tiles, whose keys are all fetched before the wait; the newest key (re-read
     after it, through the table) ends a tile, sits inside one and starts one."""

@@ -1,5 +1,10 @@
 """The serving engine on the device, decode steps replayed from CUDA graphs: the CPU tests' guarantees again
-(run on the GPU machine: pytest -m gpu tests/model_runtime/test_serving_gpu.py)."""
+(run on the GPU machine: pytest -m gpu tests/model_runtime/test_serving_gpu.py).
+
+In fp32 the streams are exactly those of one request at a time. In bf16 they are not: a batch runs other matrix
+product shapes (cuBLAS against the one-row GEMV, another M), whose rounding differs, so two streams may part where
+two logits nearly tie. There every token is checked instead to be the greedy choice of a cache-free forward over
+its own sequence, up to bf16 rounding: a corrupted neighbour or a wrong cache block fails that at once."""
 
 from __future__ import annotations
 
@@ -15,6 +20,23 @@ pytestmark = pytest.mark.gpu
 SHARED = [(13 * i + 5) % 500 + 1 for i in range(150)]
 PROMPTS = [[1, 2, 3], [*SHARED, 9, 9], list(range(40, 250)), [*SHARED, 4], [11] * 70, [300, 200, 100, 5, 6]]
 NEW_TOKENS = 40
+
+
+def assert_greedy(engine, prompt: list[int], tokens: list[int]) -> None:
+    """Each token is (within bf16 rounding: 2% of the logits' range) the argmax of a forward without a cache."""
+    logits = engine.logits([prompt + tokens[:-1]])[0, len(prompt) - 1 :].float()  # [len(tokens), V]
+    chosen = logits.gather(1, torch.tensor(tokens, device=logits.device)[:, None])[:, 0]
+    top, bottom = logits.max(dim=1).values, logits.min(dim=1).values
+    assert ((top - chosen) <= 0.02 * (top - bottom)).all(), (top - chosen).max()
+
+
+def check(engine, prompts: list[list[int]], outputs: list[list[int]], expected: list[list[int]]) -> None:
+    """Exact in fp32; each token greedy for its own sequence in bf16 (see the module docstring)."""
+    if engine.dtype == torch.float32:
+        assert outputs == expected
+    else:
+        for prompt, tokens in zip(prompts, outputs, strict=True):
+            assert_greedy(engine, prompt, tokens)
 
 
 def greedy_reference(engine, prompt: list[int], new_tokens: int) -> list[int]:
@@ -51,9 +73,8 @@ def test_concurrent_threads_match_one_at_a_time(served):
         thread.start()
     for thread in threads:
         thread.join()
-    assert [results[i] for i in range(len(PROMPTS))] == alone
-    if engine.dtype == torch.float32:  # bf16 graph steps and full forwards round differently
-        assert alone == [reference[tuple(p)] for p in PROMPTS]
+    check(engine, PROMPTS, [results[i] for i in range(len(PROMPTS))], alone)
+    check(engine, PROMPTS, alone, [reference[tuple(p)] for p in PROMPTS])
 
 
 def test_prefix_hit_equals_cold_and_cancel_leaves_others(served):
@@ -66,7 +87,7 @@ def test_prefix_hit_equals_cold_and_cancel_leaves_others(served):
     hit = engine.submit([*SHARED, 4], NEW_TOKENS, stop_token_ids=[])
     next(iter(long))
     long.cancel()
-    assert hit.result() == expected
+    check(engine, [[*SHARED, 4]], [hit.result()], [expected])
     assert hit.stats.cached_tokens == 144
     assert long.result() and long.finish_reason == "abort"
 
@@ -78,7 +99,7 @@ def test_cache_exhaustion_preempts_and_completes(served):
     )
     alone = [small.generate(p, 120, stop_token_ids=[]) for p in PROMPTS]
     handles = [small.submit(p, 120, stop_token_ids=[]) for p in PROMPTS]
-    assert [h.result() for h in handles] == alone
+    check(small, PROMPTS, [h.result() for h in handles], alone)
     assert small.core.counters.preemptions > 0
     small.shutdown()
 
@@ -86,12 +107,9 @@ def test_cache_exhaustion_preempts_and_completes(served):
 def test_qwen3_shape_concurrent_streams_are_independent():
     engine = load_random("qwen3-30b-a3b", device="cuda", kv_cache_gb=4)
     prompts = [[7, 3, 9] * 40, [5] * 300, list(range(100, 600))]
-    alone = [engine.generate(p, 48, stop_token_ids=[]) for p in prompts]
     together = engine.generate_batch(prompts, 48, stop_token_ids=[])
-    # The batch of three runs other matrix-product shapes than batch 1 (cuBLAS against the one-row GEMV), so in bf16
-    # the streams may part where two logits nearly tie; most tokens must still agree.
-    agree = sum(a == b for x, y in zip(alone, together, strict=True) for a, b in zip(x, y, strict=True))
-    assert agree >= 0.9 * sum(map(len, alone)), (alone, together)
+    for prompt, tokens in zip(prompts, together, strict=True):
+        assert_greedy(engine, prompt, tokens)
     engine.shutdown()
     del engine
     torch.cuda.empty_cache()
