@@ -3,7 +3,8 @@ while streams decode, and cold prefill; the static-batch decode of bench_decode 
 
     warpcode bench serve --preset qwen3-30b-a3b --random-weights [--concurrency 1,8,32] [--json]
 
-Every request ignores EOS (random weights) and each stream is read on its own thread, which stamps every output as
+The decode graphs the runs need are captured first (Engine.warm_up). Every request ignores EOS (random weights) and
+each stream is read on its own thread, which stamps every output as
 it arrives: time to first token is from submission, inter-token latency is between a stream's outputs, and the
 steady-state tok/s counts the tokens of the window in which every stream of a run was decoding.
 """
@@ -151,7 +152,10 @@ def run_serve_bench(
     cold_prefill: list[int],
 ) -> Iterator[ServeBenchRow]:
     prompts = _Prompts(engine.config.vocab_size)
-    run_concurrency(engine, 1, 16, 4, prompts)  # warm-up: kernels compiled, the first graphs captured
+    # Every decode graph the runs need, captured before any is timed (a first capture stalls the streams).
+    engine.warm_up(max([*concurrency, 8]), prompt_tokens + new_tokens)
+    engine.warm_up(1, max(trace_max + 128, 1024))
+    run_concurrency(engine, 1, 16, 4, prompts)  # the prefill kernels compiled
     for streams in concurrency:
         yield run_concurrency(engine, streams, prompt_tokens, new_tokens, prompts)
     if trace_max:

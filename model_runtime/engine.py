@@ -123,6 +123,11 @@ class Engine:
         return self.core.submit(prompt_ids, max_new_tokens, sampling or SamplingParams(), seed, stop_token_ids,
                                 stop_strings)  # fmt: skip
 
+    def warm_up(self, max_batch: int, max_tokens: int) -> int:
+        """Captures the serving engine's decode graphs for up to `max_batch` streams of up to `max_tokens` tokens
+        now rather than at first use (GPU; nothing to do elsewhere). Call it before serving requests."""
+        return self.core.warm_up(max_batch, max_tokens)
+
     def shutdown(self) -> None:
         """Stops the serving engine's thread; requests still running end with finish_reason "abort"."""
         with self._core_lock:

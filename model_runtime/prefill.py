@@ -70,7 +70,8 @@ def _attention(
     offsets: torch.Tensor,  # int64 [N]: its slot within the block
 ) -> torch.Tensor:  # [1, N, H]
     tokens = x.shape[1]
-    q, k, v = attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)
+    q_size, kv_size = attn.num_heads * attn.head_dim, attn.num_kv_heads * attn.head_dim
+    q, k, v = F.linear(x, attn.qkv_weight, attn.qkv_bias).split((q_size, kv_size, kv_size), dim=-1)  # one GEMM
     if attn.qk_norm == "full":
         q, k = attn.q_norm(q), attn.k_norm(k)
     if attn.clip_qkv is not None:

@@ -34,6 +34,7 @@ from warpcode.model_runtime.serving.sequence import Sequence
 
 STEPS_IN_FLIGHT = 2  # on the GPU; eager steps are read as soon as they ran
 SCRATCH_BLOCK = 0  # the block padding rows point at
+MIN_COLUMN_SLOTS = 1024  # the smallest attention span of a step's graph
 
 
 class EngineError(RuntimeError):
@@ -204,6 +205,8 @@ class EngineCore:
             if kind == "add":
                 self._sequences[item.handle.request_id] = item
                 self.scheduler.waiting.append(item)
+            elif kind == "warm_up":
+                self._capture_graphs(*item)
             elif (seq := self._sequences.get(item.request_id)) is not None and seq.finish_reason is None:
                 seq.finish_reason = "abort"
                 self._finish(seq)
@@ -223,6 +226,28 @@ class EngineCore:
             self._prefill(plan)
         if self._in_flight:
             self._read(self._in_flight.popleft())
+
+    def _capture_graphs(self, max_batch: int, max_tokens: int, done: threading.Event, counts: list[int]) -> None:
+        """Every row points at the scratch block (the rows' buffers are written again before real steps), so the
+        capture's warm-up step writes nothing a sequence owns."""
+        try:
+            state = self.state
+            state.block_tables.fill_(SCRATCH_BLOCK)
+            state.seq_lens.zero_()
+            made, bucket = 0, 1
+            while self.runner.use_graphs and bucket <= batch_bucket(min(max_batch, self.rows_capacity)):
+                tokens = MIN_COLUMN_SLOTS
+                while True:
+                    self.runner.step_function(bucket, "greedy", self._table_columns(min(tokens, max_tokens)))
+                    made += 1
+                    if tokens >= min(max_tokens, self.state.capacity):
+                        break
+                    tokens *= 2
+                bucket = batch_bucket(bucket + 1)
+            counts.append(made)
+            self._rows_stale = True
+        finally:
+            done.set()
 
     def _rebuild_rows(self) -> None:
         """Reads the steps in flight, drops finished sequences, and writes the rows' buffers for the sequences
@@ -342,11 +367,24 @@ class EngineCore:
             self.scheduler.retire(seq)
 
     def _table_columns(self, longest: int) -> int:
-        """Block-table columns a step launches attention over: rounded up in steps that grow with the length,
-        so that a long generation captures few graphs and short rows do not launch programs for empty splits."""
-        step = 256 if longest <= 2048 else 1024 if longest <= 16384 else 4096
-        tokens = min(-(-longest // step) * step, self.state.capacity)
+        """Block-table columns a step launches attention over: the next power of two of slots (at least
+        MIN_COLUMN_SLOTS), so that a long generation needs few graphs (and kernel variants) and short rows do not
+        launch programs for splits past their keys."""
+        tokens = min(max(MIN_COLUMN_SLOTS, 1 << (longest - 1).bit_length()), self.state.capacity)
         return -(-tokens // self.config.block_size)
+
+    def warm_up(self, max_batch: int, max_tokens: int) -> int:
+        """Captures the greedy decode graphs of every batch bucket up to `max_batch` and every column count up
+        to `max_tokens` slots now, instead of at a stream's first step there (each capture compiles and records
+        for a second or more on the qwen3 shape). Call it while the engine is idle; returns the graphs made."""
+        if not self.scheduler.idle or self._in_flight:
+            raise RuntimeError("warm the engine up before it serves requests")
+        done = threading.Event()
+        counts: list[int] = []
+        self._inbox.put(("warm_up", (max_batch, max_tokens, done, counts)))
+        self._wake.set()
+        done.wait()
+        return counts[0] if counts else 0
 
     def _host_buffer(self) -> torch.Tensor:
         pinned = self.device.type == "cuda"

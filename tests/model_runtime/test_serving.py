@@ -193,3 +193,31 @@ def test_the_static_runner_and_the_engine_agree():
     static = [[token, *(step[row] for step in later)] for row, token in enumerate(first)]
     assert static == engine.generate_batch([PROMPTS[0], PROMPTS[4]], NEW_TOKENS, stop_token_ids=[])
     engine.shutdown()
+
+
+def test_warm_up_is_refused_while_serving_and_harmless_off_the_gpu(reference):
+    engine = small_engine()
+    assert engine.warm_up(8, 4096) == 0  # no graphs on the CPU
+    assert engine.generate(PROMPTS[0], NEW_TOKENS, stop_token_ids=[]) == reference[tuple(PROMPTS[0])]
+    handle = engine.submit(PROMPTS[1], 500, stop_token_ids=[])
+    next(iter(handle))
+    with pytest.raises(RuntimeError, match="before it serves requests"):
+        engine.warm_up(1, 64)
+    engine.shutdown()
+
+
+def test_bench_serve_command_on_cpu(capsys):
+    import json
+
+    from warpcode.agent.cli import main
+
+    argv = ["bench", "serve", "--preset", "tiny", "--random-weights", "--device", "cpu", "--concurrency", "1,3"]
+    options = ["--prompt", "40", "--new-tokens", "12", "--trace-max", "900", "--long-prompt", "1200"]
+    assert main([*argv, *options, "--cold-prefill", "300", "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["scenario"], r["streams"]) for r in rows if r["scenario"] in ("static", "concurrency")] == [
+        ("static", 1), ("static", 3), ("concurrency", 1), ("concurrency", 3)
+    ]  # fmt: skip
+    trace = [r for r in rows if r["scenario"] == "trace"]
+    assert trace[1]["cache_hit_rate"] > 0.5 and trace[-1]["cache_hit_rate"] == 0  # a cached turn, then cold
+    assert all(r["tokens_per_second"] > 0 for r in rows if r["scenario"] in ("static", "concurrency"))
