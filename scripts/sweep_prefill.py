@@ -48,6 +48,22 @@ def main() -> None:
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             ttft(engine, args.profile, seed := seed + 1)
         print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=25, max_name_column_width=70))
+        # An agent turn: the history cached, 300 new tokens after it.
+        history = torch.randint(engine.config.vocab_size, (args.profile,), generator=torch.Generator().manual_seed(9))
+        engine.submit(history.tolist(), 1, stop_token_ids=[]).result()
+        for extra in range(3):
+            turn = history.tolist() + list(range(extra * 300 + 1, extra * 300 + 301))
+            start = time.perf_counter()
+            handle = engine.submit(turn, 1, stop_token_ids=[])
+            handle.result()
+            print(
+                f"cached turn: {handle.stats.cached_tokens} cached + 300 new: {(time.perf_counter() - start) * 1e3:.1f} ms"
+            )
+        turn = history.tolist() + list(range(2000, 2300))
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            engine.submit(turn, 1, stop_token_ids=[]).result()
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=20, max_name_column_width=70))
+        print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=12, max_name_column_width=70))
     engine.shutdown()
 
 
