@@ -56,9 +56,8 @@ def main() -> None:
             start = time.perf_counter()
             handle = engine.submit(turn, 1, stop_token_ids=[])
             handle.result()
-            print(
-                f"cached turn: {handle.stats.cached_tokens} cached + 300 new: {(time.perf_counter() - start) * 1e3:.1f} ms"
-            )
+            milliseconds = (time.perf_counter() - start) * 1e3
+            print(f"cached turn: {handle.stats.cached_tokens} cached + 300 new: {milliseconds:.1f} ms")
         turn = history.tolist() + list(range(2000, 2300))
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             engine.submit(turn, 1, stop_token_ids=[]).result()
