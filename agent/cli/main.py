@@ -11,7 +11,7 @@ import sys
 from importlib import metadata
 
 from warpcode.agent.backends import BackendError
-from warpcode.agent.cli import acp, bench, chat, generate, run, serve
+from warpcode.agent.cli import acp, bench, chat, generate, run, serve, serve_model
 from warpcode.tools.errors import ToolError
 
 # The errors raised on purpose, whose message is written for the user: shown without their class name.
@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     generate.register(commands)
     run.register(commands)
     serve.register(commands)
+    serve_model.register(commands)
     _accept_debug_after_commands(parser)
     return parser
 

@@ -1,12 +1,17 @@
-"""Tiny random Hugging Face checkpoints of every supported architecture, saved once per test session."""
+"""Tiny random Hugging Face checkpoints of every supported architecture, saved once per test session, and a chat
+checkpoint with a byte-level BPE trained here and a Qwen-style chat template (also used by the model server's
+tests: `from tests.model_runtime.conftest import ...`)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import pytest
 import torch
+from tokenizers import Tokenizer as FastTokenizer
+from tokenizers import decoders, models, pre_tokenizers, trainers
 
 transformers = pytest.importorskip("transformers")
 
@@ -117,3 +122,85 @@ def run_cli():
         return args.handler(args)
 
     return run
+
+
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+CORPUS = [
+    "def add(a, b):\n    return a + b\n",
+    "the quick brown fox jumps over the lazy dog",
+    "café naïve résumé",
+    "print('hello world')",
+    "import os\nimport sys\n",
+] * 20
+
+# A Qwen-style template: system prompt with a tools section, tool calls, tool results, generation prompt.
+CHAT_TEMPLATE = """{%- if tools %}
+{{- '<|im_start|>system\\n' }}
+{%- if messages[0].role == 'system' %}{{- messages[0].content + '\\n\\n' }}{%- endif %}
+{{- '# Tools\\n<tools>' }}
+{%- for tool in tools %}{{- '\\n' + (tool | tojson) }}{%- endfor %}
+{{- '\\n</tools><|im_end|>\\n' }}
+{%- elif messages[0].role == 'system' %}
+{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}
+{%- endif %}
+{%- for message in messages %}
+{%- if message.role not in ['system', 'user', 'assistant', 'tool'] %}
+{{- raise_exception('unknown role ' + message.role) }}
+{%- endif %}
+{%- if message.role != 'system' %}
+{{- '<|im_start|>' + message.role + '\\n' + (message.content or '') }}
+{%- for call in message.tool_calls or [] %}
+{{- '\\n<tool_call>\\n' + (call.function | tojson) + '\\n</tool_call>' }}
+{%- endfor %}
+{{- '<|im_end|>\\n' }}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"""
+EOS_TOKEN = "<|im_end|>"
+
+
+def train_bpe(corpus: list[str] = CORPUS, vocab_size: int = 300) -> FastTokenizer:
+    """A byte-level BPE over `corpus` with the template's special tokens."""
+    tokenizer = FastTokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tokenizer.train_from_iterator(corpus, trainer)
+    return tokenizer
+
+
+def save_chat_checkpoint(path: Path, tokenizer: FastTokenizer, ends_at_once: bool = False, **overrides) -> Path:
+    """A tiny qwen3_moe checkpoint with tokenizer files and CHAT_TEMPLATE in `path`. Tokens that decode to part of a
+    character (or are special) get zero LM-head rows, so greedy text is clean and comparisons with a one-shot decode
+    are exact. `ends_at_once`: the model answers every prompt with EOS_TOKEN, whatever the sampling (every
+    embedding carries a large constant feature that only EOS's LM-head row reads), so an agent's turn ends."""
+    vocab = 320
+    model = build_hf_model("qwen3_moe", vocab_size=vocab, tie_word_embeddings=False, **overrides)
+    with torch.no_grad():
+        for token in range(vocab):
+            text = tokenizer.decode([token], skip_special_tokens=False)
+            if token >= tokenizer.get_vocab_size() or "\ufffd" in text or text in SPECIAL or not text:
+                model.lm_head.weight[token] = 0
+        if ends_at_once:
+            eos = tokenizer.token_to_id(EOS_TOKEN)
+            model.model.embed_tokens.weight[:, 0] = 100.0
+            model.lm_head.weight[:, 0] = 0
+            model.lm_head.weight[eos, 0] = 10.0
+    model.save_pretrained(path)
+    tokenizer.save(str(path / "tokenizer.json"))
+    config = {"chat_template": CHAT_TEMPLATE, "eos_token": EOS_TOKEN}
+    (path / "tokenizer_config.json").write_text(json.dumps(config))
+    (path / "generation_config.json").write_text(json.dumps({"eos_token_id": [0]}))
+    return path
+
+
+@pytest.fixture(scope="session")
+def fast_tokenizer() -> FastTokenizer:
+    return train_bpe()
+
+
+@pytest.fixture(scope="session")
+def chat_checkpoint(tmp_path_factory, fast_tokenizer) -> Path:
+    return save_chat_checkpoint(tmp_path_factory.mktemp("chat"), fast_tokenizer)

@@ -1,52 +1,17 @@
-"""A tiny byte-level BPE trained here: chat template with tools, EOS ids, streaming text and stop strings."""
+"""The chat checkpoint's tokenizer (a byte-level BPE, conftest.train_bpe): chat template with tools, EOS ids,
+streaming text and stop strings."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
-import torch
-from tokenizers import Tokenizer as FastTokenizer
-from tokenizers import decoders, models, pre_tokenizers, trainers
 
+from tests.model_runtime.conftest import CHAT_TEMPLATE as TEMPLATE
 from warpcode.model_runtime import load
 from warpcode.model_runtime.chat_template import ChatTemplateError
 from warpcode.model_runtime.detokenize import IncrementalDetokenizer, StopStringFilter
 from warpcode.model_runtime.tokenizer import Tokenizer
 
-SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-CORPUS = [
-    "def add(a, b):\n    return a + b\n",
-    "the quick brown fox jumps over the lazy dog",
-    "café naïve résumé",
-    "print('hello world')",
-    "import os\nimport sys\n",
-] * 20
 MULTIBYTE = "naïve café — 日本語 🙂🚀 done"
-
-# A Qwen-style template: system prompt with a tools section, tool calls, tool results, generation prompt.
-TEMPLATE = """{%- if tools %}
-{{- '<|im_start|>system\\n' }}
-{%- if messages[0].role == 'system' %}{{- messages[0].content + '\\n\\n' }}{%- endif %}
-{{- '# Tools\\n<tools>' }}
-{%- for tool in tools %}{{- '\\n' + (tool | tojson) }}{%- endfor %}
-{{- '\\n</tools><|im_end|>\\n' }}
-{%- elif messages[0].role == 'system' %}
-{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}
-{%- endif %}
-{%- for message in messages %}
-{%- if message.role not in ['system', 'user', 'assistant', 'tool'] %}
-{{- raise_exception('unknown role ' + message.role) }}
-{%- endif %}
-{%- if message.role != 'system' %}
-{{- '<|im_start|>' + message.role + '\\n' + (message.content or '') }}
-{%- for call in message.tool_calls or [] %}
-{{- '\\n<tool_call>\\n' + (call.function | tojson) + '\\n</tool_call>' }}
-{%- endfor %}
-{{- '<|im_end|>\\n' }}
-{%- endif %}
-{%- endfor %}
-{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"""
 
 TOOLS = [
     {
@@ -68,36 +33,6 @@ MESSAGES = [
     },
     {"role": "tool", "content": "print('hi')"},
 ]
-
-
-@pytest.fixture(scope="module")
-def fast_tokenizer() -> FastTokenizer:
-    tokenizer = FastTokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=300, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    tokenizer.train_from_iterator(CORPUS, trainer)
-    return tokenizer
-
-
-@pytest.fixture(scope="module")
-def chat_checkpoint(tmp_path_factory, fast_tokenizer, make_hf_model):
-    """A tiny qwen3_moe checkpoint with tokenizer files. Tokens that decode to part of a character (or are special)
-    get zero LM-head rows, so greedy text is clean and comparisons with a one-shot decode are exact."""
-    path = tmp_path_factory.mktemp("chat")
-    model = make_hf_model("qwen3_moe", vocab_size=320, tie_word_embeddings=False)
-    with torch.no_grad():
-        for token in range(320):
-            text = fast_tokenizer.decode([token], skip_special_tokens=False)
-            if token >= fast_tokenizer.get_vocab_size() or "\ufffd" in text or text in SPECIAL or not text:
-                model.lm_head.weight[token] = 0
-    model.save_pretrained(path)
-    fast_tokenizer.save(str(path / "tokenizer.json"))
-    (path / "tokenizer_config.json").write_text(json.dumps({"chat_template": TEMPLATE, "eos_token": "<|im_end|>"}))
-    (path / "generation_config.json").write_text(json.dumps({"eos_token_id": [0]}))
-    return path
 
 
 def test_chat_template_with_tools_matches_transformers(fast_tokenizer):

@@ -1,0 +1,75 @@
+"""`warpcode serve-model`: an OpenAI-compatible HTTP server over the in-process engine (design.md section 11)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from warpcode.agent.cli.generate import DTYPES
+
+KEY_VARIABLE = "WARPCODE_API_KEY"  # also what the `openai:` backend sends, so both ends can share one setting
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "serve-model",
+        help="serve a local model over an OpenAI-compatible HTTP API",
+        description="Serve a checkpoint (or random weights) with the in-process engine (continuous batching, prefix "
+        "cache) at http://HOST:PORT/v1: /v1/models, /v1/completions, /v1/chat/completions (tools, streaming), "
+        "and /health.",
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", metavar="DIR", help="checkpoint directory (config.json, safetensors, tokenizer)")
+    source.add_argument("--random-weights", action="store_true", help="random weights at --preset's shape")
+    parser.add_argument("--preset", help="model shape for --random-weights: tiny, qwen3-30b-a3b, mixtral-8x7b, ...")
+    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N (default: cuda when available)")
+    parser.add_argument("--dtype", default="auto", choices=sorted(DTYPES), help="default: bf16 on GPU, fp32 on CPU")
+    parser.add_argument("--weights", default="bf16", choices=["bf16", "mxfp8"], help="weight format (default: bf16)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0 picks a free one)")
+    parser.add_argument(
+        "--api-key",
+        metavar="KEY",
+        help=f"key clients must send as `Authorization: Bearer KEY` (default: ${KEY_VARIABLE}, else none); given "
+        f"here it shows in `ps` to every user: prefer ${KEY_VARIABLE}",
+    )
+    parser.add_argument("--served-model-name", metavar="NAME", help="the model's id in the API (default: DIR's name)")
+    parser.add_argument("--kv-cache-gb", type=float, metavar="G", help="KV cache size (default: the engine's)")
+    parser.add_argument("--max-model-len", type=int, metavar="N", help="most tokens per sequence (default: config's)")
+    parser.set_defaults(handler=run_model_server)
+
+
+def run_model_server(args: argparse.Namespace) -> int:
+    import torch
+
+    from warpcode.agent.model_server import LISTENING, ModelServer, base_url, bind, create_app
+    from warpcode.model_runtime import load, load_random
+
+    if args.random_weights and not args.preset:
+        raise ValueError("--random-weights needs --preset NAME")
+    if args.random_weights and args.weights != "bf16":
+        raise ValueError("--weights applies to a --model checkpoint; random weights are built unquantised")
+    sock = bind(args.host, args.port)  # before loading: a port in use says so at once, not after minutes
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    dtype = getattr(torch, name) if (name := DTYPES[args.dtype]) else None
+    limits = {"kv_cache_gb": args.kv_cache_gb, "max_model_len": args.max_model_len}
+    if args.random_weights:
+        engine = load_random(args.preset, device=device, dtype=dtype, **limits)
+        name = args.served_model_name or args.preset
+    else:
+        engine = load(args.model, device=device, dtype=dtype, weights=args.weights, **limits)
+        name = args.served_model_name or Path(args.model).resolve().name
+    api_key = args.api_key or os.environ.get(KEY_VARIABLE) or None
+
+    def announce() -> None:
+        key_note = "API key required" if api_key else "no API key"
+        print(f"{LISTENING} {base_url(sock)} (model: {name}; {key_note})", file=sys.stderr)
+        sys.stderr.flush()
+
+    try:
+        ModelServer(create_app(engine, name, api_key), sock, announce).run()
+    finally:
+        engine.shutdown()
+    return 0

@@ -1,0 +1,113 @@
+"""The FastAPI app: routes of the OpenAI-compatible API over one engine (design.md section 11).
+
+`create_app(engine, model_name, api_key)` serves /health (always open), /v1/models, /v1/completions and
+/v1/chat/completions; with an API key every /v1 route wants `Authorization: Bearer KEY`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.responses import Response
+
+from warpcode.agent.model_server.chat import ToolCallStream, chat_finish_reason, chat_prompt_ids, parses_tool_calls
+from warpcode.agent.model_server.errors import ApiError, install_error_handlers
+from warpcode.agent.model_server.generation import ClientGone, Generation, collect, completion_prompt_ids
+from warpcode.agent.model_server.schemas import ChatCompletionRequest, CompletionRequest
+from warpcode.agent.model_server.streaming import EventStream, Reply, chat_chunks, completion_chunks
+
+# never delivered: the client has gone (nginx's "client closed request")
+CLIENT_CLOSED = 499
+
+
+def create_app(engine: Any, model_name: str, api_key: str | None = None) -> FastAPI:
+    app = FastAPI(title="warpcode serve-model", docs_url=None, redoc_url=None, openapi_url=None)
+    install_error_handlers(app)
+    created = int(time.time())
+
+    async def check_key(request: Request) -> None:
+        if api_key is None:
+            return
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not given:
+            raise ApiError(401, "no API key: send it as `Authorization: Bearer KEY`", code="invalid_api_key")
+        if not secrets.compare_digest(given.strip().encode(), api_key.encode()):
+            raise ApiError(401, "incorrect API key", code="invalid_api_key")
+
+    def check_model(name: str | None) -> None:
+        if name is not None and name != model_name:
+            message = f"the model {name!r} does not exist: this server serves {model_name!r}"
+            raise ApiError(404, message, "model", "model_not_found")
+
+    def model_card() -> dict[str, Any]:
+        card = {"id": model_name, "object": "model", "created": created, "owned_by": "warpcode"}
+        return {**card, "max_model_len": engine.context_length}
+
+    api = APIRouter(prefix="/v1", dependencies=[Depends(check_key)])
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @api.get("/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [model_card()]}
+
+    @api.get("/models/{name:path}")
+    async def model(name: str) -> dict[str, Any]:
+        check_model(name)
+        return model_card()
+
+    @api.post("/completions", response_model=None)
+    async def completions(body: CompletionRequest, request: Request) -> Any:
+        check_model(body.model)
+        generation = Generation(engine, completion_prompt_ids(engine, body.prompt), body, body.max_tokens, "prompt")
+        reply = Reply("text_completion", model_name)
+        if body.stream:
+            chunks = completion_chunks(generation, reply, body.include_usage(), body.return_token_ids)
+            return EventStream(generation, chunks)
+        try:
+            result = await collect(generation, request)
+        except ClientGone:
+            return Response(status_code=CLIENT_CLOSED)
+        choice = {"index": 0, "text": result.text, "logprobs": None, "finish_reason": result.finish_reason}
+        if body.return_token_ids:
+            choice["token_ids"] = result.token_ids
+        return reply.wrap([choice], usage=generation.usage())
+
+    @api.post("/chat/completions", response_model=None)
+    async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any:
+        check_model(body.model)
+        prompt_ids = chat_prompt_ids(engine.tokenizer, body)
+        calls = None
+        if parses_tool_calls(body):
+            calls = ToolCallStream(str(engine.tokenizer.chat_template), [t.model_dump() for t in body.tools or []])
+        # from here on, every way out ends the engine request (EventStream, collect)
+        generation = Generation(engine, prompt_ids, body, body.completion_limit(), "messages")
+        if body.stream:
+            reply = Reply("chat.completion.chunk", model_name)
+            chunks = chat_chunks(generation, reply, body.include_usage(), body.return_token_ids, calls)
+            return EventStream(generation, chunks)
+        try:
+            result = await collect(generation, request)
+        except ClientGone:
+            return Response(status_code=CLIENT_CLOSED)
+        content: str | None = result.text
+        message: dict[str, Any] = {"role": "assistant"}
+        if calls:
+            content = calls.feed(result.text).content + calls.finish().content
+            if calls.calls:  # as OpenAI: content null beside the calls when the model wrote nothing else
+                message["tool_calls"] = calls.calls
+                content = content or None
+        message["content"] = content
+        finish_reason = chat_finish_reason(result.finish_reason, calls)
+        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
+        if body.return_token_ids:
+            choice["token_ids"] = result.token_ids
+        return Reply("chat.completion", model_name).wrap([choice], usage=generation.usage())
+
+    app.include_router(api)
+    return app

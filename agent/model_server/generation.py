@@ -1,0 +1,123 @@
+"""The bridge to the engine: a request's prompt ids, limits and sampling checked and submitted, its outputs
+collected, its usage counted. A request whose client goes away is cancelled, so its sequence and cache blocks
+are freed within one engine step instead of generating for nobody."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Request
+
+from warpcode.agent.model_server.errors import ApiError, bad_request
+from warpcode.agent.model_server.schemas import Sampling
+from warpcode.model_runtime.sampling import SamplingParams
+
+
+def completion_prompt_ids(engine: Any, prompt: str | list[int]) -> list[int]:
+    if isinstance(prompt, list):
+        return prompt  # the engine refuses ids outside the vocabulary (a 400 below)
+    if engine.tokenizer is None:
+        raise bad_request(
+            "this model has no tokenizer (random weights?): send the prompt as a list of token ids",
+            "prompt",
+            "no_tokenizer",
+        )
+    return engine.tokenizer.encode(prompt)
+
+
+class Generation:
+    """One request in the engine: its handle, and whether the engine has finished it."""
+
+    def __init__(self, engine: Any, prompt_ids: list[int], request: Sampling, max_tokens: int | None, param: str):
+        context, length = engine.context_length, len(prompt_ids)
+        if not prompt_ids:
+            raise bad_request(f"{param}: the prompt is empty", param)
+        wanted = context - length if max_tokens is None else max_tokens  # default: all the room the context leaves
+        if length + max(wanted, 1) > context:
+            needed = length + max(wanted, 1)
+            raise bad_request(
+                f"this model's maximum context length is {context} tokens, but the request needs {needed} ({length} "
+                f"in the prompt, {needed - length} to generate): shorten the {param} or lower max_tokens",
+                param,
+                "context_length_exceeded",
+            )
+        stops = request.stop_strings()
+        if stops and engine.tokenizer is None:
+            raise bad_request("stop strings need the model's tokenizer, and this model has none", "stop")
+        sampling = SamplingParams(request.temperature, max(request.top_k, 0), request.top_p, request.min_p)
+        try:
+            self.handle = engine.submit(prompt_ids, wanted, sampling, seed=request.seed, stop_strings=stops)
+        except ValueError as exc:  # RequestRefused: ids outside the vocabulary, more than the whole cache holds
+            raise bad_request(str(exc), param, "request_refused") from None
+        self.finished = False
+
+    async def outputs(self) -> AsyncIterator[Any]:
+        """The engine's outputs; an end the server did not ask for (the engine failing or shutting down) is an
+        error, a 5xx before the response starts, an error event in a stream."""
+        try:
+            async for out in self.handle:
+                if out.finish_reason == "abort":
+                    self.finished = True
+                    raise ApiError(503, "the engine stopped this request before it finished", code="aborted")
+                self.finished = out.finish_reason is not None
+                yield out
+        except RuntimeError as exc:  # the handle raises the engine thread's error
+            self.finished = True
+            raise ApiError(500, f"the engine failed: {exc}", code="engine_error") from exc
+
+    def cancel(self) -> None:
+        if not self.finished:
+            self.handle.cancel()
+
+    def usage(self) -> dict[str, Any]:
+        stats = self.handle.stats
+        return {
+            "prompt_tokens": stats.prompt_tokens,
+            "completion_tokens": stats.completion_tokens,
+            "total_tokens": stats.prompt_tokens + stats.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": stats.cached_tokens},
+        }
+
+
+@dataclass
+class Collected:
+    token_ids: list[int]
+    text: str
+    finish_reason: str
+
+
+class ClientGone(Exception):
+    """The client disconnected before its (non-streamed) response was ready."""
+
+
+async def collect(generation: Generation, request: Request) -> Collected:
+    """Every output of a non-streamed request, cancelling it if the client disconnects while it waits."""
+    result = Collected([], "", "stop")
+
+    async def drain() -> None:
+        async for out in generation.outputs():
+            result.token_ids += out.token_ids
+            result.text += out.text
+            result.finish_reason = out.finish_reason or result.finish_reason
+
+    draining, watching = asyncio.ensure_future(drain()), asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({draining, watching}, return_when=asyncio.FIRST_COMPLETED)
+    finally:  # also when this handler is cancelled (the server stopping)
+        watching.cancel()
+        if not draining.done():
+            generation.cancel()
+            draining.cancel()
+    if not draining.done() or draining.cancelled():
+        raise ClientGone
+    draining.result()  # raises what generation raised
+    return result
+
+
+async def _disconnected(request: Request) -> None:
+    # the body has been read, so the next ASGI message is the disconnect (uvicorn sends it when the socket closes)
+    while (await request.receive())["type"] != "http.disconnect":
+        pass

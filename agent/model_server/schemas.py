@@ -1,0 +1,143 @@
+"""Request bodies of /v1/completions and /v1/chat/completions (pydantic v2).
+
+Strict types, as OpenAI checks them: `"max_tokens": "8"` is a 400, not an 8. Fields this server does not use
+(`user`, `logprobs`, penalties, ...) are accepted and ignored, so stock clients work unchanged. Sampling follows
+OpenAI's defaults (temperature 1, top_p 1); temperature 0 is greedy.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WrapValidator, field_validator
+
+
+def either(description: str) -> WrapValidator:
+    """One error for a union field, at the field itself (`prompt: must be ...`), instead of one per member under
+    pydantic's own tags (`prompt.str`, `prompt.list[int]`)."""
+
+    def validate(value: Any, handler: Any) -> Any:
+        try:
+            return handler(value)
+        except ValidationError:
+            raise ValueError(f"must be {description}") from None
+
+    return WrapValidator(validate)
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class StreamOptions(_Body):
+    include_usage: bool = False
+
+
+class Sampling(_Body):
+    """What both endpoints share: the model, limits, sampling and streaming."""
+
+    model: str | None = None  # optional, as in vLLM: the one served model
+    max_tokens: int | None = Field(None, gt=0)  # default: whatever room the context leaves
+    temperature: float = Field(1.0, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int = Field(0, ge=-1)  # 0 or -1 (vLLM's spelling): off
+    min_p: float = Field(0.0, ge=0, le=1)
+    seed: int | None = None
+    stop: Annotated[str | list[str] | None, either("a string or a list of strings")] = None
+    n: int = 1
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    return_token_ids: bool = False  # each choice also carries the generated token ids
+
+    @field_validator("n")
+    @classmethod
+    def _one_choice(cls, n: int) -> int:
+        if n != 1:
+            raise ValueError("only n=1 is supported (one choice per request)")
+        return n
+
+    @field_validator("temperature", "top_p", "min_p", "top_k", "n", "stream", "return_token_ids", mode="before")
+    @classmethod
+    def _null_is_default(cls, value: Any, info) -> Any:
+        # clients send explicit nulls for "the default"
+        return cls.model_fields[info.field_name].default if value is None else value
+
+    def stop_strings(self) -> list[str]:
+        stops = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+        return [stop for stop in stops if stop]
+
+    def include_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.include_usage)
+
+
+class CompletionRequest(Sampling):
+    prompt: Annotated[str | list[int], either("a string or a list of token ids")]
+
+
+class TextPart(_Body):
+    type: Literal["text"]
+    text: str
+
+
+class FunctionCall(_Body):
+    name: str
+    arguments: Annotated[str | dict[str, Any], either("a JSON object or a string holding one")] = "{}"
+
+    def arguments_object(self) -> dict[str, Any]:
+        return self.arguments if isinstance(self.arguments, dict) else json.loads(self.arguments or "{}")
+
+    @field_validator("arguments")
+    @classmethod
+    def _json_object(cls, arguments: str | dict[str, Any]) -> str | dict[str, Any]:
+        if isinstance(arguments, str):  # the template needs the object, so the text must hold one
+            try:
+                parsed = json.loads(arguments or "{}")
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not valid JSON: {exc.msg} at char {exc.pos}") from None
+            if not isinstance(parsed, dict):
+                raise ValueError("must be a JSON object")
+        return arguments
+
+
+class ToolCallIn(_Body):
+    id: str = ""
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class ChatMessage(_Body):
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: Annotated[
+        str | list[TextPart] | None,
+        either('a string, null or a list of text parts {"type": "text", "text": ...} (no other kinds of content)'),
+    ] = None
+    name: str | None = None
+    tool_calls: list[ToolCallIn] | None = None
+    tool_call_id: str | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, list):
+            return "".join(part.text for part in self.content)
+        return self.content or ""
+
+
+class FunctionDef(_Body):
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class Tool(_Body):
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class ChatCompletionRequest(Sampling):
+    messages: list[ChatMessage] = Field(min_length=1)
+    tools: list[Tool] | None = None
+    tool_choice: Literal["auto", "none"] | None = None  # "required" and named functions are not supported
+    max_completion_tokens: int | None = Field(None, gt=0)  # OpenAI's newer name for max_tokens
+
+    def completion_limit(self) -> int | None:
+        return self.max_completion_tokens or self.max_tokens

@@ -1,0 +1,81 @@
+"""Serving the app: a socket bound up front (so a port in use is a one-line error before a model loads) and
+uvicorn on it, quiet except for warnings, stopping on SIGINT/SIGTERM with exit code 0 like `warpcode serve`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import signal
+import socket
+import threading
+from collections.abc import Callable, Iterator
+
+import uvicorn
+
+LISTENING = "warpcode serve-model: OpenAI API on"  # the start-up line on stderr; tests read the URL from it
+
+
+def listening_url(stderr_line: str) -> str | None:
+    """The http://.../v1 URL from serve-model's start-up line, None for any other line."""
+    if not stderr_line.startswith(LISTENING):
+        return None
+    return stderr_line[len(LISTENING) :].split()[0]
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening-ready TCP socket on host:port (0: any free port)."""
+    [(family, kind, proto, _, address), *_] = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart need not wait out TIME_WAIT
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        raise OSError(
+            f"port {port} on {host} is already in use (another model server?): pick another with --port N, or "
+            f"--port 0 for any free one (the start-up line says which)"
+        ) from None
+    return sock
+
+
+def base_url(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}/v1"
+
+
+class ModelServer(uvicorn.Server):
+    """uvicorn on an already bound socket; `on_listening` runs once it accepts connections."""
+
+    def __init__(self, app, sock: socket.socket, on_listening: Callable[[], None] | None = None) -> None:
+        # graceful shutdown waits this long for streams to end before they are cancelled (and their requests freed)
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=5)
+        super().__init__(config)
+        self.sock, self.on_listening = sock, on_listening
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().serve(sockets or [self.sock])
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started and self.on_listening:
+            self.on_listening()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # uvicorn re-raises the signal after shutting down (killing the process); here a signal just stops serving
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, self.handle_exit, signum, None)
+        try:
+            yield
+        finally:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(signum)

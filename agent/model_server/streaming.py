@@ -1,0 +1,117 @@
+"""Server-sent events for `"stream": true`: one `data: {chunk}` event per engine output, `data: [DONE]` last.
+
+Starlette cancels the response when the client disconnects (or its socket write fails); the response then
+cancels the engine request, which frees its sequence within one engine step. An error once the stream has
+started (the engine stopping) goes out as a `data: {"error": ...}` event before `[DONE]`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi.responses import StreamingResponse
+
+from warpcode.agent.model_server.chat import ChatDelta, ToolCallStream, chat_finish_reason
+from warpcode.agent.model_server.errors import ApiError, internal_error
+from warpcode.agent.model_server.generation import Generation
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Reply:
+    """What every response and chunk of one request carries."""
+
+    object: str  # "text_completion", "chat.completion", ...
+    model: str
+    id: str = ""
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    def __post_init__(self) -> None:
+        prefix = "chatcmpl" if self.object.startswith("chat") else "cmpl"
+        self.id = self.id or f"{prefix}-{uuid.uuid4().hex}"
+
+    def wrap(self, choices: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+        head = {"id": self.id, "object": self.object, "created": self.created, "model": self.model}
+        return {**head, "choices": choices, **extra}
+
+
+class EventStream(StreamingResponse):
+    """The SSE response of one request; however it ends (done, client gone before or during the stream, server
+    stopping), the engine request ends with it."""
+
+    def __init__(self, generation: Generation, chunks: AsyncIterator[dict[str, Any]]) -> None:
+        super().__init__(_events(chunks), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        self.generation = generation
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.generation.cancel()  # a no-op once the engine finished it
+
+
+async def _events(chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str]:
+    try:
+        async for chunk in chunks:
+            yield _event(chunk)
+    except ApiError as error:
+        yield _event(error.body())
+    except Exception as error:  # a bug or a dead engine: the client hears of it, the log keeps the traceback
+        logger.exception("a streamed request failed")
+        yield _event(internal_error(error).body())
+    yield "data: [DONE]\n\n"
+
+
+def _event(chunk: dict[str, Any]) -> str:
+    return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+
+
+async def completion_chunks(generation: Generation, reply: Reply, usage: bool, token_ids: bool):
+    extra = {"usage": None} if usage else {}
+    async for out in generation.outputs():
+        choice = {"index": 0, "text": out.text, "logprobs": None, "finish_reason": out.finish_reason}
+        if token_ids:
+            choice["token_ids"] = out.token_ids
+        if out.text or out.finish_reason or (token_ids and out.token_ids):
+            yield reply.wrap([choice], **extra)
+    if usage:
+        yield reply.wrap([], usage=generation.usage())
+
+
+async def chat_chunks(generation: Generation, reply: Reply, usage: bool, token_ids: bool, calls: ToolCallStream | None):
+    extra = {"usage": None} if usage else {}
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None, ids: list[int] | None = None) -> dict:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        if token_ids and ids is not None:
+            choice["token_ids"] = ids
+        return reply.wrap([choice], **extra)
+
+    yield chunk({"role": "assistant", "content": ""})
+    finish_reason = "stop"
+    async for out in generation.outputs():
+        delta = calls.feed(out.text) if calls else ChatDelta(out.text)
+        if delta.content or delta.tool_calls or (token_ids and out.token_ids):
+            yield chunk(_delta(delta), ids=out.token_ids)
+        finish_reason = out.finish_reason or finish_reason
+    if calls and ((rest := calls.finish()).content or rest.tool_calls):
+        yield chunk(_delta(rest))
+    yield chunk({}, chat_finish_reason(finish_reason, calls))
+    if usage:
+        yield reply.wrap([], usage=generation.usage())
+
+
+def _delta(delta: ChatDelta) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if delta.content:
+        out["content"] = delta.content
+    if delta.tool_calls:
+        out["tool_calls"] = delta.tool_calls
+    return out

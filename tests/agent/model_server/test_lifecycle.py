@@ -1,0 +1,71 @@
+"""Requests over their lifetime: a client that leaves (mid-stream, or while waiting for a whole answer) has its
+sequence freed at once, and greedy answers do not depend on what else the server is running."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+import pytest
+
+from tests.agent.model_server.conftest import serving
+
+LONG = 60_000  # tokens: minutes of CPU decoding, unless the request is cancelled
+
+
+@pytest.fixture(scope="module")
+def roomy_engine():
+    """Random weights with room for a request far longer than any test waits."""
+    from warpcode.model_runtime import get_preset, load_random
+
+    config = get_preset("tiny")
+    config.max_position_embeddings = LONG + 64
+    engine = load_random(config, device="cpu")
+    yield engine
+    engine.shutdown()
+
+
+@pytest.fixture(scope="module")
+def roomy_url(roomy_engine):
+    with serving(roomy_engine, "tiny") as url:
+        yield url
+
+
+def wait_idle(engine, timeout_s: float = 10) -> None:
+    deadline = time.monotonic() + timeout_s
+    while engine.core.active_requests and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert engine.core.active_requests == 0, "the abandoned request is still running"
+
+
+def test_a_client_that_disconnects_mid_stream_frees_its_sequence(roomy_url, roomy_engine):
+    body = {"prompt": [1, 2, 3], "max_tokens": LONG, "stream": True, "return_token_ids": True}
+    with httpx.stream("POST", f"{roomy_url}/completions", json=body, timeout=60) as response:
+        lines = response.iter_lines()
+        assert next(line for line in lines if line.startswith("data: "))
+        assert roomy_engine.core.active_requests == 1
+    wait_idle(roomy_engine)
+    reply = httpx.post(f"{roomy_url}/completions", json={"prompt": [4], "max_tokens": 2}, timeout=60)
+    assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] == 2
+
+
+def test_a_client_that_stops_waiting_for_a_whole_answer_frees_its_sequence(roomy_url, roomy_engine):
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{roomy_url}/completions", json={"prompt": [1, 2], "max_tokens": LONG}, timeout=1.0)
+    wait_idle(roomy_engine)
+
+
+async def test_concurrent_greedy_requests_match_one_at_a_time(chat_url):
+    prompts = [f"def f{i}(x):" + " return x" * i for i in range(8)]
+    body = {"max_tokens": 16, "temperature": 0, "return_token_ids": True}
+    async with httpx.AsyncClient(base_url=chat_url, timeout=120) as client:
+
+        async def ids(prompt: str) -> list[int]:
+            response = await client.post("/completions", json={**body, "prompt": prompt})
+            assert response.status_code == 200, response.text
+            return response.json()["choices"][0]["token_ids"]
+
+        alone = [await ids(prompt) for prompt in prompts]
+        together = await asyncio.gather(*(ids(prompt) for prompt in prompts))
+    assert together == alone

@@ -1,0 +1,66 @@
+"""Generated text -> OpenAI content and tool_calls, fed in fixed pieces (random weights never write a tool call):
+markers split across pieces, several calls, both template formats, and blocks that do not parse kept as text."""
+
+from __future__ import annotations
+
+import json
+
+from tests.model_runtime.conftest import CHAT_TEMPLATE
+from warpcode.agent.model_server.chat import ChatDelta, ToolCallStream
+
+READ_FILE = {
+    "type": "function",
+    "function": {
+        "name": "read_file",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}, "start_line": {"type": "integer"}}},
+    },
+}
+CODER_TEMPLATE = "{{ messages }} <tool_call><function=NAME><parameter=P>value</parameter></function></tool_call>"
+
+
+def run(stream: ToolCallStream, pieces: list[str]) -> tuple[list[ChatDelta], ChatDelta]:
+    return [stream.feed(piece) for piece in pieces], stream.finish()
+
+
+def test_hermes_calls_split_across_pieces_come_out_whole_and_in_order():
+    stream = ToolCallStream(CHAT_TEMPLATE, [READ_FILE])
+    call = '<tool_call>\n{"name": "read_file", "arguments": {"path": "a.py"}}\n</tool_call>'
+    text = "Let me look." + call + "\n" + call.replace("a.py", "b.py")
+    pieces = [text[i : i + 7] for i in range(0, len(text), 7)]
+    deltas, rest = run(stream, pieces)
+    assert "".join(d.content for d in [*deltas, rest]) == "Let me look.\n"
+    released = [c for d in deltas for c in d.tool_calls]
+    assert [c["index"] for c in released] == [0, 1]
+    assert [json.loads(c["function"]["arguments"]) for c in released] == [{"path": "a.py"}, {"path": "b.py"}]
+    assert all(c["type"] == "function" and c["function"]["name"] == "read_file" for c in released)
+    assert len({c["id"] for c in released}) == 2 and all(c["id"].startswith("call_") for c in released)
+    assert stream.calls == [{k: v for k, v in c.items() if k != "index"} for c in released]
+    # a call's delta comes with the piece that closes it, not before
+    closing = next(i for i in range(len(pieces)) if "</tool_call>" in "".join(pieces[: i + 1]))
+    assert deltas[closing].tool_calls and not any(d.tool_calls for d in deltas[:closing])
+
+
+def test_qwen3_coder_calls_get_typed_arguments():
+    stream = ToolCallStream(CODER_TEMPLATE, [READ_FILE])
+    deltas, rest = run(
+        stream, ["ok <tool_call>\n<function=read_file>\n<parameter=path>\nsrc/", "x.py\n</parameter>\n",
+                 "<parameter=start_line>\n12\n</parameter>\n</function>\n</tool_call>"]
+    )  # fmt: skip
+    assert "".join(d.content for d in [*deltas, rest]) == "ok "
+    [call] = stream.calls
+    assert json.loads(call["function"]["arguments"]) == {"path": "src/x.py", "start_line": 12}
+
+
+def test_blocks_that_do_not_parse_stay_text_and_a_tool_without_properties_is_fine():
+    bare = {"type": "function", "function": {"name": "now", "parameters": {"type": "object"}}}
+    stream = ToolCallStream(CHAT_TEMPLATE, [bare])
+    broken = "<tool_call>{not json}</tool_call>"
+    deltas, rest = run(stream, ["a", broken, "b <tool_call>", '{"name": "now"'])
+    assert not stream.calls
+    assert "".join(d.content for d in [*deltas, rest]) == "a" + broken + 'b <tool_call>{"name": "now"'
+
+
+def test_text_that_only_looks_like_a_marker_start_is_released():
+    stream = ToolCallStream(CHAT_TEMPLATE, [READ_FILE])
+    deltas, rest = run(stream, ["x <tool", "_cal", " y"])
+    assert [d.content for d in deltas] == ["x ", "", "<tool_cal y"] and rest.content == ""
