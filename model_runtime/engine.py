@@ -135,6 +135,11 @@ class Engine:
         if core is not None:
             core.shutdown()
 
+    def __del__(self) -> None:
+        # The engine thread holds the model and the cache: without this an Engine dropped unstopped keeps both.
+        if getattr(self, "_core", None) is not None:
+            self.shutdown()
+
     @torch.inference_mode()
     def logits(self, input_ids, attention_mask=None) -> torch.Tensor:
         """Full forward without a cache: int [B, T] -> fp32 [B, T, V]. `attention_mask` [B, T] (1 = token,

@@ -1,10 +1,12 @@
 """Prefill over the paged KV cache: the new tokens of several sequences in one forward pass.
 
 Each chunk is a run of one sequence's tokens starting at position `start`, whose earlier `start` tokens are already
-in the cache (a prefix-cache hit, or the chunks before it). The chunks' tokens are packed into one [1, N] batch for
-the projections and the experts (the expensive part); each chunk writes its keys and values into its blocks and
-attends, causally, to its sequence's cached keys and its own: one fused attention call per chunk (PyTorch's
-scaled_dot_product_attention, lower-right causal when the chunk continues a cached prefix).
+in the cache (a prefix-cache hit, or the chunks before it). The chunks' tokens are packed into one [N, H] batch for
+the projections and the experts (the expensive part). Per layer and chunk, the decode step's fused kernel
+normalises q and k, rotates them and writes the keys and values into the chunk's blocks (its tokens are its rows,
+every row reading the sequence's one block table); attention then reads the sequence's keys back from the pool and
+attends causally (lower-right when the chunk continues a cached prefix) with PyTorch's fused
+scaled_dot_product_attention. The residual adds and norms are the decode step's add + RMSNorm kernel.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention.bias import causal_lower_right
 
+from warpcode.kernels.norm import add_rmsnorm
+from warpcode.kernels.rope_cache import qk_norm_rope_cache
 from warpcode.model_runtime.attention import Attention
 from warpcode.model_runtime.decode_step import DecodeState
-from warpcode.model_runtime.layers import apply_rotary
+from warpcode.model_runtime.layers import RotaryEmbedding
 from warpcode.model_runtime.model import MoeForCausalLM
 
 
@@ -28,90 +32,88 @@ class PrefillChunk:
     block_table: list[int]  # the sequence's blocks, covering at least start + len slots
 
 
+@dataclass
+class _Packed:  # the chunks on the device
+    positions: torch.Tensor  # int64 [N]
+    tables: list[torch.Tensor]  # per chunk: int32 [blocks] of its sequence
+    bounds: list[tuple[int, int, int]]  # per chunk: (first row in N, rows, start position)
+
+
 @torch.inference_mode()
 def prefill_forward(model: MoeForCausalLM, state: DecodeState, chunks: list[PrefillChunk]) -> torch.Tensor:
     """Writes every chunk's keys and values into `state`'s pool; returns fp32 logits [len(chunks), V] at each
     chunk's last token."""
-    device, block_size = state.keys[0].device, state.block_size
-    positions = torch.cat([torch.arange(c.start, c.start + len(c.token_ids)) for c in chunks])
-    tables = [torch.as_tensor(c.block_table, dtype=torch.long) for c in chunks]
-    blocks = torch.cat(
-        [
-            t[torch.arange(c.start, c.start + len(c.token_ids)) // block_size]
-            for c, t in zip(chunks, tables, strict=True)
-        ]
+    device, eps = state.keys[0].device, model.config.rms_norm_eps
+    bounds, first = [], 0
+    for chunk in chunks:
+        bounds.append((first, len(chunk.token_ids), chunk.start))
+        first += len(chunk.token_ids)
+    packed = _Packed(
+        positions=torch.cat([torch.arange(c.start, c.start + len(c.token_ids)) for c in chunks]).to(device),
+        tables=[torch.tensor(c.block_table, dtype=torch.int32).to(device) for c in chunks],
+        bounds=bounds,
     )
-    input_ids = torch.as_tensor([t for c in chunks for t in c.token_ids], dtype=torch.long, device=device)
-    positions, blocks = positions.to(device), blocks.to(device)
-    offsets = positions % block_size
-    tables = [t.to(device) for t in tables]
-    x = model.model.embed_tokens(input_ids)[None]  # [1, N, H]
-    cos, sin = model.model.rotary(positions[None], x.dtype)
+    input_ids = torch.tensor([t for c in chunks for t in c.token_ids], dtype=torch.long).to(device)
+    h = model.model.embed_tokens(input_ids)  # [N, H]: the residual stream
+    pending = None  # a layer output [N, H] not yet added to h
     for index, layer in enumerate(model.model.layers):
-        normed = layer.input_layernorm(x)
-        out = _attention(layer.self_attn, normed, cos, sin, state, index, chunks, tables, blocks, offsets)
-        x = x + out
-        x = x + layer.mlp(layer.post_attention_layernorm(x))
-    ends = torch.tensor([len(c.token_ids) for c in chunks]).cumsum(0) - 1
-    last = x[0, ends.to(device)]  # [chunks, H]
-    return F.linear(model.model.norm(last), model.output_weight).float()
+        normed, h = _add_rmsnorm(h, pending, layer.input_layernorm.weight, eps)
+        out = _attention(layer.self_attn, model.model.rotary, eps, normed, state, index, packed)
+        normed, h = _add_rmsnorm(h, F.linear(out, layer.self_attn.o_proj.weight, layer.self_attn.o_proj.bias),
+                                 layer.post_attention_layernorm.weight, eps)  # fmt: skip
+        pending = layer.mlp(normed)
+    last = torch.tensor([first + rows - 1 for first, rows, _ in bounds], device=device)
+    normed, _ = add_rmsnorm(pending[last], model.model.norm.weight, eps, h[last])
+    return F.linear(normed, model.output_weight).float()
+
+
+def _add_rmsnorm(h: torch.Tensor, pending: torch.Tensor | None, weight: torch.Tensor, eps: float):
+    """(RMSNorm(h + pending), h + pending); the norm alone when nothing is pending."""
+    return add_rmsnorm(h, weight, eps, None) if pending is None else add_rmsnorm(pending, weight, eps, h)
 
 
 def _attention(
     attn: Attention,
-    x: torch.Tensor,  # [1, N, H]
-    cos: torch.Tensor,  # [1, N, D]
-    sin: torch.Tensor,
+    rotary: RotaryEmbedding,
+    eps: float,
+    x: torch.Tensor,  # [N, H], normed
     state: DecodeState,
     layer: int,
-    chunks: list[PrefillChunk],
-    tables: list[torch.Tensor],  # per chunk: int64 block indices on the device
-    blocks: torch.Tensor,  # int64 [N]: each token's block
-    offsets: torch.Tensor,  # int64 [N]: its slot within the block
-) -> torch.Tensor:  # [1, N, H]
-    tokens = x.shape[1]
+    packed: _Packed,
+) -> torch.Tensor:  # [N, Hq * D], before o_proj
     q_size, kv_size = attn.num_heads * attn.head_dim, attn.num_kv_heads * attn.head_dim
-    q, k, v = F.linear(x, attn.qkv_weight, attn.qkv_bias).split((q_size, kv_size, kv_size), dim=-1)  # one GEMM
-    if attn.qk_norm == "full":
-        q, k = attn.q_norm(q), attn.k_norm(k)
+    qkv = F.linear(x, attn.qkv_weight, attn.qkv_bias)  # [N, (Hq + 2 Hkv) D]
+    if attn.qk_norm == "full":  # olmoe normalises the whole q and k projections: not per head, so not fused
+        q, k, v = qkv.split((q_size, kv_size, kv_size), dim=-1)
+        qkv = torch.cat((attn.q_norm(q), attn.k_norm(k), v), dim=-1)
     if attn.clip_qkv is not None:
-        q, k, v = (t.clamp(-attn.clip_qkv, attn.clip_qkv) for t in (q, k, v))
-    q = q.view(1, tokens, attn.num_heads, attn.head_dim)
-    k = k.view(1, tokens, attn.num_kv_heads, attn.head_dim)
-    v = v.view(1, tokens, attn.num_kv_heads, attn.head_dim)
-    if attn.qk_norm == "per_head":
-        q, k = attn.q_norm(q), attn.k_norm(k)
-    q = apply_rotary(q.transpose(1, 2), cos, sin)  # [1, Hq, N, D]
-    k = apply_rotary(k.transpose(1, 2), cos, sin)  # [1, Hkv, N, D]
-    v = v.transpose(1, 2)
+        qkv = qkv.clamp(-attn.clip_qkv, attn.clip_qkv)
+    per_head = attn.qk_norm == "per_head"
+    inv_freq, rope_scaling = rotary.frequencies(qkv.device)
     key_pool, value_pool = state.keys[layer], state.values[layer]  # [blocks, Hkv, block_size, D]
-    key_pool[blocks, :, offsets] = k[0].transpose(0, 1)  # [N, Hkv, D]
-    value_pool[blocks, :, offsets] = v[0].transpose(0, 1)
-    outputs, first = [], 0
-    gqa = attn.num_heads != attn.num_kv_heads
-    for chunk, table in zip(chunks, tables, strict=True):
-        count, end = len(chunk.token_ids), chunk.start + len(chunk.token_ids)
-        queries = q[:, :, first : first + count]
-        if chunk.start == 0:  # nothing cached before it: its own keys, plain causal
-            keys, values = k[:, :, first : first + count], v[:, :, first : first + count]
-            mask, causal = None, True
-        else:
-            used = table[: -(-end // state.block_size)]
-            keys = _gather(key_pool, used, end)
-            values = _gather(value_pool, used, end)
-            mask, causal = causal_lower_right(count, end), False
-        outputs.append(
-            F.scaled_dot_product_attention(
-                queries, keys, values, attn_mask=mask, is_causal=causal, scale=attn.head_dim**-0.5, enable_gqa=gqa
-            )
-        )
-        first += count
-    out = torch.cat(outputs, dim=2) if len(outputs) > 1 else outputs[0]  # [1, Hq, N, D]
-    return attn.o_proj(out.transpose(1, 2).reshape(1, tokens, attn.num_heads * attn.head_dim))
+    outputs = []
+    for table, (first, rows, start) in zip(packed.tables, packed.bounds, strict=True):
+        positions = packed.positions[first : first + rows]
+        q = qk_norm_rope_cache(
+            qkv[first : first + rows], attn.num_heads, attn.num_kv_heads, attn.head_dim,
+            attn.q_norm.weight if per_head else None, attn.k_norm.weight if per_head else None, eps,
+            inv_freq, rope_scaling, positions, key_pool, value_pool, positions,
+            block_tables=table[None].expand(rows, -1),
+        )  # fmt: skip  # q [rows, Hq, D]
+        end = start + rows
+        used = table[: -(-end // state.block_size)]
+        keys, values = _gather(key_pool, used, end), _gather(value_pool, used, end)  # [1, Hkv, end, D]
+        mask = None if start == 0 else causal_lower_right(rows, end)
+        out = F.scaled_dot_product_attention(
+            q.transpose(0, 1)[None], keys, values, attn_mask=mask, is_causal=start == 0,
+            scale=attn.head_dim**-0.5, enable_gqa=attn.num_heads != attn.num_kv_heads,
+        )  # fmt: skip  # [1, Hq, rows, D]
+        outputs.append(out[0].transpose(0, 1).reshape(rows, q_size))
+    return torch.cat(outputs) if len(outputs) > 1 else outputs[0]
 
 
 def _gather(pool: torch.Tensor, blocks: torch.Tensor, length: int) -> torch.Tensor:
     """A sequence's first `length` cached keys (or values) [1, Hkv, length, D] from its blocks."""
-    gathered = pool[blocks]  # [n, Hkv, block_size, D]
+    gathered = pool[blocks.long()]  # [n, Hkv, block_size, D]
     n, heads, size, dim = gathered.shape
     return gathered.transpose(0, 1).reshape(1, heads, n * size, dim)[:, :, :length]

@@ -10,10 +10,12 @@ sampling). Rows beyond the batch point at block 0, which no sequence owns, so wh
 
 from __future__ import annotations
 
+import atexit
 import queue
 import random
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -37,8 +39,14 @@ SCRATCH_BLOCK = 0  # the block padding rows point at
 MIN_COLUMN_SLOTS = 1024  # the smallest attention span of a step's graph
 
 
-class EngineError(RuntimeError):
-    """The engine's loop failed; every request it held ended with this error."""
+_RUNNING: weakref.WeakSet[EngineCore] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_running_engines() -> None:
+    # A loop thread still alive while the interpreter tears torch down aborts the process at exit.
+    for core in list(_RUNNING):
+        core.shutdown()
 
 
 @dataclass
@@ -95,6 +103,7 @@ class EngineCore:
         self._stopping = False
         self._thread = threading.Thread(target=self._loop, name="warpcode-engine", daemon=True)
         self._thread.start()
+        _RUNNING.add(self)
 
     # Any thread.
     def submit(
@@ -127,6 +136,7 @@ class EngineCore:
         self._stopping = True
         self._wake.set()
         self._thread.join()
+        _RUNNING.discard(self)
 
     @property
     def active_requests(self) -> int:
