@@ -28,7 +28,6 @@ from warpcode.model_runtime.serving.config import EngineConfig
 
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32)
 CAPACITY_STEP = 256  # context is reserved in multiples of this, so nearby request sizes share one state and graphs
-BLOCK_SIZE = EngineConfig.block_size  # the static path's blocks are the serving engine's: both run one kernel
 # The first decode graph a process captures replays 1-5% slower (H200, torch 2.11 + CUDA 13.0, driver 580.159) until
 # a later capture: from then on every graph, that first one included, runs at the faster rate (batch 1, 512 keys:
 # 2.300 -> 2.200 ms per step, the same graph exec before and after). The kernels and their buffers do not change, so
@@ -46,11 +45,13 @@ def batch_bucket(batch: int) -> int:
 
 
 class DecodeRunner:
-    def __init__(self, model: MoeForCausalLM, use_graphs: bool | None = None, block_size: int = BLOCK_SIZE):
+    def __init__(self, model: MoeForCausalLM, use_graphs: bool | None = None, block_size: int | None = None):
         prepare_for_decode(model)
-        self.model, self.block_size = model, block_size
+        self.model = model
         parameter = next(model.parameters())
         self.device, self.dtype = parameter.device, parameter.dtype
+        # The static path's blocks are the serving engine's: both run one attention kernel.
+        self.block_size = EngineConfig(block_size=block_size).block_size_on(self.device)
         self.use_graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
         self.state: DecodeState | None = None
         self._graphs: dict[tuple[int, str, int], torch.cuda.CUDAGraph] = {}

@@ -4,22 +4,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
+# H200, static decode at 512 / 8K keys (BENCHMARKS.md): blocks of 256 run at the pre-paging speed (a 64-256-key
+# decode-attention tile always lies inside one block: one table entry per tile); blocks of 64 cost 0.5-2% at batch 1.
+GPU_BLOCK_SIZE = 256
+CPU_BLOCK_SIZE = 64
+
 
 @dataclass
 class EngineConfig:
-    block_size: int = 64  # tokens per KV-cache block: the prefix cache's granularity
+    block_size: int | None = None  # tokens per KV-cache block, the prefix cache's granularity; None: by device
     kv_cache_gb: float | None = None  # the pool's size; None: kv_cache_fraction of free GPU memory (1 GB on a CPU)
     kv_cache_fraction: float = 0.5
     num_blocks: int | None = None  # the pool's size in blocks, overriding the two above (tests)
     max_num_seqs: int = 64  # sequences holding cache blocks at once (prefilling or decoding)
     max_model_len: int | None = None  # tokens per sequence; None: the model's max_position_embeddings
-    max_prefill_tokens: int = 8192  # prompt tokens per forward pass while nothing decodes
+    max_prefill_tokens: int = 16384  # prompt tokens per forward pass while nothing decodes
     interleaved_prefill_tokens: int = 512  # per forward pass while streams decode: bounds their inter-token gap
     use_graphs: bool | None = None  # CUDA graphs for decode steps; None: on the GPU
 
     def __post_init__(self) -> None:
         positive = {
-            "block_size": self.block_size,
+            "block_size": 1 if self.block_size is None else self.block_size,
             "max_num_seqs": self.max_num_seqs,
             "max_prefill_tokens": self.max_prefill_tokens,
             "interleaved_prefill_tokens": self.interleaved_prefill_tokens,
@@ -35,3 +42,6 @@ class EngineConfig:
             raise ValueError(f"num_blocks must be positive, got {self.num_blocks}")
         if self.max_model_len is not None and self.max_model_len < 2:
             raise ValueError(f"max_model_len must be at least 2, got {self.max_model_len}")
+
+    def block_size_on(self, device: torch.device) -> int:
+        return self.block_size or (GPU_BLOCK_SIZE if device.type == "cuda" else CPU_BLOCK_SIZE)

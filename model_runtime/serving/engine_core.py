@@ -18,7 +18,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -73,12 +73,13 @@ class EngineCore:
         decode: Callable[[list[int]], str] | None,
         eos_token_ids: Iterable[int],
     ) -> None:
-        self.model, self.config, self._decode = model, config, decode
-        self.eos_token_ids = frozenset(eos_token_ids)
+        self._decode, self.eos_token_ids = decode, frozenset(eos_token_ids)
         model_config = model.config
         self.context_length = config.max_model_len or model_config.max_position_embeddings
         self.runner = DecodeRunner(model, config.use_graphs)
         self.device, self.dtype = self.runner.device, self.runner.dtype
+        self.config = config = replace(config, block_size=config.block_size_on(self.device))
+        self.model = model
         num_blocks = config.num_blocks or _blocks_in_budget(model, config)
         max_blocks = -(-self.context_length // config.block_size)
         self.rows_capacity = batch_bucket(config.max_num_seqs)
