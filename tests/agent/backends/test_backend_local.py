@@ -98,3 +98,22 @@ def test_a_directory_without_a_checkpoint_is_a_clear_error(tmp_path: Path) -> No
         backend_from_spec(f"local:{tmp_path}")
     with pytest.raises(BackendError, match="Unknown model spec"):
         backend_from_spec("gpt:4")
+
+
+async def test_sessions_on_one_checkpoint_share_one_engine(tmp_path: Path) -> None:
+    """Every local: backend of the process on a checkpoint shares its engine: two sessions' turns run on it at
+    once (continuous batching) and both finish."""
+    from tests.model_runtime.conftest import save_chat_checkpoint, train_bpe
+
+    path = save_chat_checkpoint(tmp_path / "chat", train_bpe())
+    first, second = (backend_from_spec(f"local:{path}") for _ in range(2))
+    first.max_new_tokens = second.max_new_tokens = 5
+
+    async def turn(backend: LocalBackend) -> Finish:
+        events = [e async for e in backend.stream([Message("system", "s"), Message("user", "hi")], [])]
+        return events[-1]
+
+    finishes = await asyncio.gather(turn(first), turn(second))
+    assert first._engine is second._engine
+    assert all(isinstance(f, Finish) and 1 <= f.output_tokens <= 5 for f in finishes)
+    assert first._engine.core.active_requests == 0
