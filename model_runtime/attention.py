@@ -52,6 +52,15 @@ class Attention(nn.Module):
                 projection.bias = nn.Parameter(self.qkv_bias[start:end], requires_grad=False)
             start = end
 
+    def norm_and_clip_fused(self, qkv: torch.Tensor) -> torch.Tensor:
+        """The fused projections [T, (Hq + 2 Hkv) D] with what the fused RoPE kernel does not do: olmoe's norm over
+        the whole q and k projections (not per head) and clipping."""
+        if self.qk_norm == "full":
+            q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+            q, k, v = qkv.split((q_size, kv_size, kv_size), dim=-1)
+            qkv = torch.cat((self.q_norm(q), self.k_norm(k), v), dim=-1)
+        return qkv if self.clip_qkv is None else qkv.clamp(-self.clip_qkv, self.clip_qkv)
+
     def forward(
         self,
         x: torch.Tensor,  # [B, T, H]

@@ -81,13 +81,8 @@ def _attention(
     layer: int,
     packed: _Packed,
 ) -> torch.Tensor:  # [N, Hq * D], before o_proj
-    q_size, kv_size = attn.num_heads * attn.head_dim, attn.num_kv_heads * attn.head_dim
-    qkv = F.linear(x, attn.qkv_weight, attn.qkv_bias)  # [N, (Hq + 2 Hkv) D]
-    if attn.qk_norm == "full":  # olmoe normalises the whole q and k projections: not per head, so not fused
-        q, k, v = qkv.split((q_size, kv_size, kv_size), dim=-1)
-        qkv = torch.cat((attn.q_norm(q), attn.k_norm(k), v), dim=-1)
-    if attn.clip_qkv is not None:
-        qkv = qkv.clamp(-attn.clip_qkv, attn.clip_qkv)
+    q_size = attn.num_heads * attn.head_dim
+    qkv = attn.norm_and_clip_fused(F.linear(x, attn.qkv_weight, attn.qkv_bias))  # [N, (Hq + 2 Hkv) D]
     per_head = attn.qk_norm == "per_head"
     inv_freq, rope_scaling = rotary.frequencies(qkv.device)
     key_pool, value_pool = state.keys[layer], state.values[layer]  # [blocks, Hkv, block_size, D]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -204,3 +205,18 @@ def fast_tokenizer() -> FastTokenizer:
 @pytest.fixture(scope="session")
 def chat_checkpoint(tmp_path_factory, fast_tokenizer) -> Path:
     return save_chat_checkpoint(tmp_path_factory.mktemp("chat"), fast_tokenizer)
+
+
+def generate_from_threads(engine, prompts: list[list[int]], new_tokens: int) -> list[list[int]]:
+    """Greedy `engine.generate` of every prompt, each on its own thread, all at once."""
+    results: dict[int, list[int]] = {}
+
+    def client(i: int) -> None:
+        results[i] = engine.generate(prompts[i], new_tokens, stop_token_ids=[])
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(len(prompts))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return [results[i] for i in range(len(prompts))]

@@ -4,11 +4,11 @@ chunked prefill, cancellation, cache exhaustion and admission control, against f
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 
 import pytest
 
+from tests.model_runtime.conftest import generate_from_threads
 from warpcode.model_runtime import EngineConfig, RequestRefused, SamplingParams, load_random
 
 # Prompts of several lengths; two share a long prefix so the prefix cache has something to find.
@@ -47,17 +47,7 @@ def small_engine(**settings):
 
 def test_concurrent_requests_from_threads_match_one_at_a_time(reference):
     engine = small_engine()
-    results: dict[int, list[int]] = {}
-
-    def client(i: int) -> None:
-        results[i] = engine.generate(PROMPTS[i], NEW_TOKENS, stop_token_ids=[])
-
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(len(PROMPTS))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert [results[i] for i in range(len(PROMPTS))] == [reference[tuple(p)] for p in PROMPTS]
+    assert generate_from_threads(engine, PROMPTS, NEW_TOKENS) == [reference[tuple(p)] for p in PROMPTS]
     assert engine.core.active_requests == 0
     engine.shutdown()
 

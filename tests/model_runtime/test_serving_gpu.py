@@ -8,11 +8,10 @@ its own sequence, up to bf16 rounding: a corrupted neighbour or a wrong cache bl
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 import torch
 
+from tests.model_runtime.conftest import generate_from_threads
 from warpcode.model_runtime import EngineConfig, load_random
 
 pytestmark = pytest.mark.gpu
@@ -63,17 +62,7 @@ def test_graphs_are_used(served):
 def test_concurrent_threads_match_one_at_a_time(served):
     engine, reference = served
     alone = [engine.generate(p, NEW_TOKENS, stop_token_ids=[]) for p in PROMPTS]
-    results: dict[int, list[int]] = {}
-
-    def client(i: int) -> None:
-        results[i] = engine.generate(PROMPTS[i], NEW_TOKENS, stop_token_ids=[])
-
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(len(PROMPTS))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    check(engine, PROMPTS, [results[i] for i in range(len(PROMPTS))], alone)
+    check(engine, PROMPTS, generate_from_threads(engine, PROMPTS, NEW_TOKENS), alone)
     check(engine, PROMPTS, alone, [reference[tuple(p)] for p in PROMPTS])
 
 
