@@ -11,6 +11,7 @@ scaled_dot_product_attention. The residual adds and norms are the decode step's 
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass
 
 import torch
@@ -43,6 +44,20 @@ class _Packed:  # the chunks on the device
 def prefill_forward(model: MoeForCausalLM, state: DecodeState, chunks: list[PrefillChunk]) -> torch.Tensor:
     """Writes every chunk's keys and values into `state`'s pool; returns fp32 logits [len(chunks), V] at each
     chunk's last token."""
+    steps = prefill_in_steps(model, state, chunks, len(model.model.layers))
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+def prefill_in_steps(
+    model: MoeForCausalLM, state: DecodeState, chunks: list[PrefillChunk], layers_per_step: int
+) -> Generator[None, None, torch.Tensor]:
+    """`prefill_forward` in pieces: each `next` runs `layers_per_step` more layers, so that the serving engine can
+    run decode steps between them (a long prompt's chunk then delays running streams by a few layers, not by a
+    whole pass); the generator returns the logits. Run it under inference mode."""
     device, eps = state.keys[0].device, model.config.rms_norm_eps
     bounds, first = [], 0
     for chunk in chunks:
@@ -62,6 +77,8 @@ def prefill_forward(model: MoeForCausalLM, state: DecodeState, chunks: list[Pref
         normed, h = _add_rmsnorm(h, F.linear(out, layer.self_attn.o_proj.weight, layer.self_attn.o_proj.bias),
                                  layer.post_attention_layernorm.weight, eps)  # fmt: skip
         pending = layer.mlp(normed)
+        if (index + 1) % layers_per_step == 0 and index + 1 < len(model.model.layers):
+            yield
     last = torch.tensor([first + rows - 1 for first, rows, _ in bounds], device=device)
     normed, _ = add_rmsnorm(pending[last], model.model.norm.weight, eps, h[last])
     return F.linear(normed, model.output_weight).float()

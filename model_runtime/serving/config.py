@@ -21,7 +21,8 @@ class EngineConfig:
     max_num_seqs: int = 64  # sequences holding cache blocks at once (prefilling or decoding)
     max_model_len: int | None = None  # tokens per sequence; None: the model's max_position_embeddings
     max_prefill_tokens: int = 16384  # prompt tokens per forward pass while nothing decodes
-    interleaved_prefill_tokens: int = 512  # per forward pass while streams decode: bounds their inter-token gap
+    interleaved_prefill_tokens: int = 1024  # per forward pass while streams decode,
+    prefill_layers_per_step: int = 8  # run between two decode steps: with the above, bounds the streams' gaps
     use_graphs: bool | None = None  # CUDA graphs for decode steps; None: on the GPU
 
     def __post_init__(self) -> None:
@@ -30,6 +31,7 @@ class EngineConfig:
             "max_num_seqs": self.max_num_seqs,
             "max_prefill_tokens": self.max_prefill_tokens,
             "interleaved_prefill_tokens": self.interleaved_prefill_tokens,
+            "prefill_layers_per_step": self.prefill_layers_per_step,
         }
         for name, value in positive.items():
             if not isinstance(value, int) or value < 1:

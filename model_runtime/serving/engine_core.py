@@ -17,7 +17,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, replace
 
 import torch
@@ -26,7 +26,7 @@ from warpcode.model_runtime.decode_runner import DecodeRunner, batch_bucket
 from warpcode.model_runtime.decode_step import DecodeState
 from warpcode.model_runtime.detokenize import IncrementalDetokenizer, StopStringFilter
 from warpcode.model_runtime.model import MoeForCausalLM
-from warpcode.model_runtime.prefill import PrefillChunk, prefill_forward
+from warpcode.model_runtime.prefill import PrefillChunk, prefill_in_steps
 from warpcode.model_runtime.sampling import SamplingParams, SamplingTensors, sample_on_device
 from warpcode.model_runtime.serving.block_manager import BlockManager
 from warpcode.model_runtime.serving.config import EngineConfig
@@ -54,6 +54,15 @@ class _Step:
     rows: list[Sequence]
     tokens: torch.Tensor  # the sampled tokens, on the host once `ready` completed
     ready: torch.cuda.Event | None
+
+
+@dataclass
+class _PrefillPass:  # a prefill forward pass in progress, a few layers per loop iteration while streams decode
+    plan: list[tuple[Sequence, int]]
+    steps: Generator[None, None, torch.Tensor]
+
+    def holds(self, seq: Sequence) -> bool:
+        return any(s is seq for s, _ in self.plan)
 
 
 @dataclass
@@ -92,6 +101,7 @@ class EngineCore:
         self.counters = EngineCounters()
         self._rows: list[Sequence] = []
         self._rows_stale = False
+        self._pass: _PrefillPass | None = None
         self._in_flight: deque[_Step] = deque()
         self._host_tokens = [self._host_buffer() for _ in range(STEPS_IN_FLIGHT)]
         self._launched = 0
@@ -232,9 +242,15 @@ class EngineCore:
         while self._rows and len(self._in_flight) < (STEPS_IN_FLIGHT if self.runner.use_graphs else 1):
             if not self._launch():
                 break
-        budget = self.config.interleaved_prefill_tokens if self._rows else self.config.max_prefill_tokens
-        if plan := self.scheduler.prefill_plan(budget):
-            self._prefill(plan)
+        if self._pass is None:
+            budget = self.config.interleaved_prefill_tokens if self._rows else self.config.max_prefill_tokens
+            if plan := self.scheduler.prefill_plan(budget):
+                chunks = [PrefillChunk(s.token_ids[s.computed : s.computed + n], s.computed, s.block_table)
+                          for s, n in plan]  # fmt: skip
+                layers = self.config.prefill_layers_per_step if self._rows else len(self.model.model.layers)
+                self._pass = _PrefillPass(plan, prefill_in_steps(self.model, self.state, chunks, layers))
+        if self._pass is not None:
+            self._advance_prefill()
         if self._in_flight:
             self._read(self._in_flight.popleft())
 
@@ -319,6 +335,12 @@ class EngineCore:
         while self._in_flight:
             self._read(self._in_flight.popleft())
         victim = self.scheduler.preempt_newest()
+        if self._pass is not None and self._pass.holds(victim):  # its blocks are gone: the pass starts again later
+            self._pass.steps.close()
+            for seq, _ in self._pass.plan:
+                if seq.finish_reason is not None:
+                    self.scheduler.retire(seq)
+            self._pass = None
         victim.in_flight = 0
         self.counters.preemptions += 1
         self._rows_stale = True
@@ -336,11 +358,19 @@ class EngineCore:
             self._append(seq, token)
             self.scheduler.register_computed(seq)
 
-    def _prefill(self, plan: list[tuple[Sequence, int]]) -> None:
-        chunks = [PrefillChunk(s.token_ids[s.computed : s.computed + n], s.computed, s.block_table) for s, n in plan]
-        logits = prefill_forward(self.model, self.state, chunks)
+    def _advance_prefill(self) -> None:
+        """Runs the prefill pass's next layers; once it is through, its sequences' tokens count as computed and
+        those at their last token sample it."""
+        try:
+            next(self._pass.steps)
+            return
+        except StopIteration as done:
+            logits, plan, self._pass = done.value, self._pass.plan, None
         done = []
         for row, (seq, count) in enumerate(plan):
+            if seq.finish_reason is not None:  # cancelled meanwhile: its blocks were kept until now
+                self.scheduler.retire(seq)
+                continue
             seq.computed += count
             self.scheduler.register_computed(seq)
             if seq.pending == 0:
@@ -374,7 +404,7 @@ class EngineCore:
         self._sequences.pop(seq.handle.request_id, None)
         if seq in self._rows:
             self._rows_stale = True
-        else:
+        elif self._pass is None or not self._pass.holds(seq):  # else the pass still writes its blocks
             self.scheduler.retire(seq)
 
     def _table_columns(self, longest: int) -> int:

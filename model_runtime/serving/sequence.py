@@ -9,7 +9,7 @@ from warpcode.model_runtime.sampling import SamplingParams
 from warpcode.model_runtime.serving.request import FinishReason, RequestHandle
 
 
-@dataclass
+@dataclass(eq=False)  # one object per request: compared by identity
 class Sequence:
     handle: RequestHandle
     prompt_ids: list[int]

@@ -211,3 +211,17 @@ def test_bench_serve_command_on_cpu(capsys):
     trace = [r for r in rows if r["scenario"] == "trace"]
     assert trace[1]["cache_hit_rate"] > 0.5 and trace[-1]["cache_hit_rate"] == 0  # a cached turn, then cold
     assert all(r["tokens_per_second"] > 0 for r in rows if r["scenario"] in ("static", "concurrency"))
+
+
+def test_prompts_prefilled_a_layer_at_a_time_between_decode_steps(reference):
+    engine = small_engine(interleaved_prefill_tokens=5, prefill_layers_per_step=1)
+    running = engine.submit(PROMPTS[0], 30, stop_token_ids=[])
+    next(iter(running))  # it decodes from here: the other prompts' passes now run a layer per step
+    handles = [engine.submit(p, NEW_TOKENS, stop_token_ids=[]) for p in PROMPTS[1:]]
+    dropped = engine.submit(list(range(100, 400)), 5, stop_token_ids=[])
+    dropped.cancel()  # while its pass may be writing its blocks
+    assert [h.result() for h in handles] == [reference[tuple(p)] for p in PROMPTS[1:]]
+    assert running.result() == greedy_reference(engine, PROMPTS[0], 30)
+    assert dropped.result() == [] and dropped.finish_reason == "abort"
+    assert wait_for(lambda: engine.core.held_blocks == 0)
+    engine.shutdown()
