@@ -38,6 +38,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--served-model-name", metavar="NAME", help="the model's id in the API (default: DIR's name)")
     parser.add_argument("--kv-cache-gb", type=float, metavar="G", help="KV cache size (default: the engine's)")
     parser.add_argument("--max-model-len", type=int, metavar="N", help="most tokens per sequence (default: config's)")
+    parser.add_argument(
+        "--warm-up",
+        default="8,4096",
+        metavar="STREAMS,TOKENS",
+        help="capture the GPU's decode graphs for up to STREAMS streams of up to TOKENS tokens before listening, "
+        "instead of stalling the first requests of each size (default: %(default)s; 0,0: none)",
+    )
     parser.set_defaults(handler=run_model_server)
 
 
@@ -47,6 +54,7 @@ def run_model_server(args: argparse.Namespace) -> int:
     from warpcode.agent.model_server import LISTENING, ModelServer, base_url, bind, create_app
     from warpcode.model_runtime import load, load_random
 
+    streams, tokens = _warm_up_sizes(args.warm_up)
     if args.random_weights and not args.preset:
         raise ValueError("--random-weights needs --preset NAME")
     if args.random_weights and args.weights != "bf16":
@@ -62,6 +70,10 @@ def run_model_server(args: argparse.Namespace) -> int:
         engine = load(args.model, device=device, dtype=dtype, weights=args.weights, **limits)
         name = args.served_model_name or Path(args.model).resolve().name
     api_key = args.api_key or os.environ.get(KEY_VARIABLE) or None
+    if streams and tokens and engine.device.type == "cuda":
+        print(f"warpcode serve-model: capturing decode graphs (up to {streams} streams, {tokens} tokens)...",
+              file=sys.stderr)  # fmt: skip
+        engine.warm_up(streams, tokens)
 
     def announce() -> None:
         key_note = "API key required" if api_key else "no API key"
@@ -73,3 +85,13 @@ def run_model_server(args: argparse.Namespace) -> int:
     finally:
         engine.shutdown()
     return 0
+
+
+def _warm_up_sizes(text: str) -> tuple[int, int]:
+    try:
+        streams, tokens = (int(part) for part in text.split(","))
+    except ValueError:
+        raise ValueError(f"--warm-up takes STREAMS,TOKENS (two integers, 0,0 for none), got {text!r}") from None
+    if streams < 0 or tokens < 0:
+        raise ValueError(f"--warm-up takes non-negative numbers, got {text!r}")
+    return streams, tokens

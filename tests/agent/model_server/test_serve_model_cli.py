@@ -62,3 +62,12 @@ def test_the_openai_backend_completes_an_agent_turn(agent_checkpoint, tmp_path):
     assert lines[-1] == {"stopReason": "end_turn"}
     usage = [line for line in lines if line.get("sessionUpdate") == "usage_update"]
     assert usage, lines
+
+
+def test_a_bad_warm_up_size_is_a_one_line_error(capsys):
+    from warpcode.agent.cli import main
+
+    argv = ["serve-model", "--random-weights", "--preset", "tiny", "--device", "cpu", "--port", "0"]
+    assert main([*argv, "--warm-up", "8"]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("warpcode serve-model: error: --warm-up takes STREAMS,TOKENS (two integers, 0,0 for none)")
