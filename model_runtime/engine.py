@@ -8,6 +8,7 @@ KV cache with prefix caching), started at the first request: `submit` from any t
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -137,7 +138,8 @@ class Engine:
 
     def __del__(self) -> None:
         # The engine thread holds the model and the cache: without this an Engine dropped unstopped keeps both.
-        if getattr(self, "_core", None) is not None:
+        # (At interpreter exit the engines were stopped already, by engine_core's atexit hook.)
+        if getattr(self, "_core", None) is not None and not sys.is_finalizing():
             self.shutdown()
 
     @torch.inference_mode()

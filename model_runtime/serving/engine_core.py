@@ -144,6 +144,9 @@ class EngineCore:
         return handle
 
     def shutdown(self) -> None:
+        """Stops the loop thread (once; later calls return at once)."""
+        if self._stopping:
+            return
         self._stopping = True
         self._wake.set()
         self._thread.join()
