@@ -27,10 +27,12 @@ from warpcode.model_runtime.decode_step import DecodeState
 from warpcode.model_runtime.detokenize import IncrementalDetokenizer, StopStringFilter
 from warpcode.model_runtime.model import MoeForCausalLM
 from warpcode.model_runtime.prefill import PrefillChunk, prefill_in_steps
-from warpcode.model_runtime.sampling import SamplingParams, SamplingTensors, sample_on_device
+from warpcode.model_runtime.sampling import SamplingParams
 from warpcode.model_runtime.serving.block_manager import BlockManager
 from warpcode.model_runtime.serving.config import EngineConfig
+from warpcode.model_runtime.serving.kv_budget import blocks_in_budget
 from warpcode.model_runtime.serving.request import RequestHandle, RequestRefused
+from warpcode.model_runtime.serving.row_sampling import sample, variant
 from warpcode.model_runtime.serving.scheduler import Scheduler
 from warpcode.model_runtime.serving.sequence import Sequence
 
@@ -89,7 +91,7 @@ class EngineCore:
         self.device, self.dtype = self.runner.device, self.runner.dtype
         self.config = config = replace(config, block_size=config.block_size_on(self.device))
         self.model = model
-        num_blocks = config.num_blocks or _blocks_in_budget(model, config)
+        num_blocks = config.num_blocks or blocks_in_budget(model, config)
         max_blocks = -(-self.context_length // config.block_size)
         self.rows_capacity = batch_bucket(config.max_num_seqs)
         self.state = DecodeState.allocate(
@@ -317,7 +319,7 @@ class EngineCore:
                 new = torch.tensor(seq.block_table[had:], dtype=torch.int32)
                 self.state.block_tables[row, had : len(seq.block_table)].copy_(new)
         longest = max(s.computed + s.in_flight + 1 for s in self._rows)
-        step = self.runner.step_function(len(self._rows), _variant(self._rows), self._table_columns(longest))
+        step = self.runner.step_function(len(self._rows), variant(self._rows), self._table_columns(longest))
         step()
         count = len(self._rows)
         if self.runner.use_graphs:
@@ -380,7 +382,7 @@ class EngineCore:
                 done.append((row, seq))
         if done:
             rows = torch.tensor([row for row, _ in done], device=logits.device)
-            for (_, seq), token in zip(done, _sample([s for _, s in done], logits[rows]), strict=True):
+            for (_, seq), token in zip(done, sample([s for _, s in done], logits[rows]), strict=True):
                 self._append(seq, token)
             self._rows_stale = True  # they decode from the next step on
 
@@ -433,47 +435,3 @@ class EngineCore:
     def _host_buffer(self) -> torch.Tensor:
         pinned = self.device.type == "cuda"
         return torch.empty(self.rows_capacity, dtype=torch.long, pin_memory=pinned)
-
-
-def _variant(rows: list[Sequence]) -> str:
-    if all(s.sampling.greedy for s in rows):
-        return "greedy"
-    filtered = any(s.sampling.top_k > 0 or s.sampling.top_p < 1 for s in rows if not s.sampling.greedy)
-    return "filtered" if filtered else "sample"
-
-
-def _sample(seqs: list[Sequence], logits: torch.Tensor) -> list[int]:
-    """The next token of each sequence from its logits [n, V], as the decode step would sample it."""
-    variant = _variant(seqs)
-    if variant == "greedy":
-        return logits.argmax(dim=-1).tolist()
-    device = logits.device
-    params = SamplingTensors.allocate(len(seqs), device)
-    params.set_rows([s.sampling for s in seqs])
-    seeds = torch.tensor([s.seed for s in seqs], device=device)
-    steps = torch.tensor([len(s.output_ids) for s in seqs], device=device)
-    return sample_on_device(logits, params, seeds, steps, variant == "filtered").tolist()
-
-
-def _blocks_in_budget(model: MoeForCausalLM, config: EngineConfig) -> int:
-    model_config = model.config
-    parameter = next(model.parameters())
-    per_block = (
-        2 * model_config.num_hidden_layers * model_config.num_key_value_heads * config.block_size
-        * model_config.head_dim * parameter.element_size()
-    )  # fmt: skip
-    if config.kv_cache_gb is not None:
-        budget = config.kv_cache_gb * 2**30
-    elif parameter.is_cuda:
-        torch.cuda.empty_cache()  # memory the allocator caches (a static runner's cache, freed) counts as free
-        free, _ = torch.cuda.mem_get_info(parameter.device)
-        budget = config.kv_cache_fraction * free
-    else:
-        budget = 2**30
-    context = config.max_model_len or model_config.max_position_embeddings
-    # More than every sequence could hold is waste; on a CPU, four full contexts are plenty.
-    sequences = config.max_num_seqs if parameter.is_cuda or config.kv_cache_gb is not None else 4
-    blocks = min(int(budget // per_block), sequences * -(-context // config.block_size))
-    if blocks < 1:
-        raise ValueError(f"the KV-cache budget of {budget / 2**30:.2f} GB holds no block of {per_block} bytes")
-    return blocks
