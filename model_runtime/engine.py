@@ -136,10 +136,10 @@ class Engine:
         if core is not None:
             core.shutdown()
 
-    def __del__(self) -> None:
+    def __del__(self, _finalizing=sys.is_finalizing) -> None:  # bound now: module globals are gone at exit
         # The engine thread holds the model and the cache: without this an Engine dropped unstopped keeps both.
         # (At interpreter exit the engines were stopped already, by engine_core's atexit hook.)
-        if getattr(self, "_core", None) is not None and not sys.is_finalizing():
+        if getattr(self, "_core", None) is not None and not _finalizing():
             self.shutdown()
 
     @torch.inference_mode()

@@ -7,6 +7,7 @@ text deltas (detokenising on the consumer's side keeps that work off the engine'
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 import time
@@ -81,7 +82,8 @@ class RequestHandle:
             self._finished.set()
         with self._waiters_lock:
             for loop, event in self._waiters:
-                loop.call_soon_threadsafe(event.set)
+                with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits there any more
+                    loop.call_soon_threadsafe(event.set)
 
     def fail(self, message: str) -> None:
         """Ends the request with an error its consumer raises (RuntimeError)."""

@@ -225,3 +225,17 @@ def test_prompts_prefilled_a_layer_at_a_time_between_decode_steps(reference):
     assert dropped.result() == [] and dropped.finish_reason == "abort"
     assert wait_for(lambda: engine.core.held_blocks == 0)
     engine.shutdown()
+
+
+def test_a_consumer_whose_event_loop_closed_does_not_stop_the_engine(reference):
+    engine = small_engine()
+    handle = engine.submit(PROMPTS[1], 300, stop_token_ids=[])
+    loop = asyncio.new_event_loop()
+    iterator = handle.__aiter__()
+    loop.run_until_complete(iterator.__anext__())
+    loop.close()  # the handle still lists that loop among its waiters
+    other = engine.submit(PROMPTS[0], NEW_TOKENS, stop_token_ids=[])
+    assert wait_for(lambda: other.finished)
+    assert other.result() == reference[tuple(PROMPTS[0])]
+    handle.cancel()
+    engine.shutdown()
