@@ -36,7 +36,7 @@ from warpcode.model_runtime.serving.row_sampling import sample, variant
 from warpcode.model_runtime.serving.scheduler import Scheduler
 from warpcode.model_runtime.serving.sequence import Sequence
 
-STEPS_IN_FLIGHT = 2  # on the GPU; eager steps are read as soon as they ran
+STEPS_IN_FLIGHT = 2  # eager steps too: the CPU then runs the GPU's pipeline, one token computed past each end
 SCRATCH_BLOCK = 0  # the block padding rows point at
 MIN_COLUMN_SLOTS = 1024  # the smallest attention span of a step's graph
 
@@ -244,7 +244,7 @@ class EngineCore:
             self._rows_stale |= seq.pending == 1  # all but its last token cached: straight to decoding
         if self._rows_stale:
             self._rebuild_rows()
-        while self._rows and len(self._in_flight) < (STEPS_IN_FLIGHT if self.runner.use_graphs else 1):
+        while self._rows and len(self._in_flight) < STEPS_IN_FLIGHT:
             if not self._launch():
                 break
         if self._pass is None:
@@ -312,8 +312,8 @@ class EngineCore:
         for row, seq in enumerate(self._rows):
             slot = seq.computed + seq.in_flight
             had = len(seq.block_table)
-            while not self.scheduler.grow(seq, slot + 1):
-                self._preempt_for_room()
+            if not self.scheduler.grow(seq, slot + 1):
+                self._make_room()
                 return False
             if len(seq.block_table) > had:
                 new = torch.tensor(seq.block_table[had:], dtype=torch.int32)
@@ -336,9 +336,18 @@ class EngineCore:
         self.counters.decode_steps += 1
         return True
 
-    def _preempt_for_room(self) -> None:
+    def _make_room(self) -> None:
+        """Reads the steps in flight; if no sequence finished in them (whose blocks now come back), preempts the
+        newest running one. The rows are written again before the next step either way."""
         while self._in_flight:
             self._read(self._in_flight.popleft())
+        self._rows_stale = True
+        finished = [s for s in self._rows if s.finish_reason is not None]
+        self._rows = []
+        for seq in finished:
+            self.scheduler.retire(seq)
+        if finished:
+            return
         victim = self.scheduler.preempt_newest()
         if self._pass is not None and self._pass.holds(victim):  # its blocks are gone: the pass starts again later
             self._pass.steps.close()
@@ -348,8 +357,6 @@ class EngineCore:
             self._pass = None
         victim.in_flight = 0
         self.counters.preemptions += 1
-        self._rows_stale = True
-        self._rows = []
 
     def _read(self, step: _Step) -> None:
         if step.ready is not None:

@@ -69,7 +69,9 @@ class Scheduler:
             seq.registered += 1
 
     def preempt_newest(self) -> Sequence:
-        victim = self.admitted.pop()
+        """The newest admitted sequence still running goes back to the front of the queue, its blocks released."""
+        victim = next(s for s in reversed(self.admitted) if s.finish_reason is None)
+        self.admitted.remove(victim)
         self._release(victim)
         victim.handle.stats.preemptions += 1
         self.waiting.appendleft(victim)

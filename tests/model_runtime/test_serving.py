@@ -239,3 +239,19 @@ def test_a_consumer_whose_event_loop_closed_does_not_stop_the_engine(reference):
     assert other.result() == reference[tuple(PROMPTS[0])]
     handle.cancel()
     engine.shutdown()
+
+
+def test_a_tight_cache_with_streams_ending_at_stop_tokens_drains_cleanly(reference):
+    """Streams that end (stop tokens) while others grow and get preempted: a finished sequence is never preempted
+    or admitted again, every output is the reference's up to its stop, and every block comes back."""
+    engine = small_engine(num_blocks=24)
+    cases = []
+    for round_ in range(3):
+        for prompt in PROMPTS:
+            expected = reference[tuple(prompt)]
+            stop = expected[(round_ * 3 + len(prompt)) % NEW_TOKENS]
+            cases.append((prompt, stop, expected[: expected.index(stop) + 1]))
+    handles = [engine.submit(prompt, NEW_TOKENS, stop_token_ids=[stop]) for prompt, stop, _ in cases]
+    assert [h.result() for h in handles] == [want for _, _, want in cases]
+    assert wait_for(lambda: engine.core.held_blocks == 0 and engine.core.scheduler.idle)
+    engine.shutdown()
