@@ -11,7 +11,7 @@ import sys
 from importlib import metadata
 
 from warpcode.agent.backends import BackendError
-from warpcode.agent.cli import acp, bench, chat, generate, run, serve, serve_model
+from warpcode.agent.cli import acp, batch, bench, chat, generate, run, serve, serve_model
 from warpcode.tools.errors import ToolError
 
 # The errors raised on purpose, whose message is written for the user: shown without their class name.
@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     acp.register(commands)
+    batch.register(commands)
     bench.register(commands)
     chat.register(commands)
     generate.register(commands)

@@ -12,6 +12,7 @@ import asyncio
 import json
 import signal
 import sys
+from pathlib import Path
 
 from warpcode.agent.cli.config import add_agent_options
 
@@ -40,44 +41,77 @@ def run_turn(args: argparse.Namespace) -> int:
     return asyncio.run(_run(args))
 
 
-async def _run(args: argparse.Namespace) -> int:
+def nobody_to_ask(refused: list[str], yes: bool = False):
+    """The permission question of a headless turn: nobody can answer, so the call is rejected (and named in
+    `refused`), or allowed when `yes`."""
     from warpcode.agent import events
+
+    async def answer(tool_name: str, kind: str, arguments: dict) -> str:
+        if yes:
+            return "allow"
+        refused.append(events.tool_title(tool_name, arguments))
+        return "reject"
+
+    return answer
+
+
+def headless_agent(
+    cwd: str,
+    settings,
+    mode: str,
+    emit,
+    ask,
+    *,
+    max_turn_requests: int | None = None,
+    sandbox: str | None = None,
+    state_dir: Path | None = None,
+):
+    """The agent of a headless turn (`warpcode run`, each job of `warpcode batch`): the settings' model and limits,
+    `mode`'s permission policy with `ask` for the calls that would ask, its state under `state_dir` (default: the
+    state home)."""
     from warpcode.agent.backends import backend_from_spec
-    from warpcode.agent.cli.config import checked_cwd, load_settings
-    from warpcode.agent.cli.terminal_view import TerminalView
     from warpcode.agent.loop import Agent, Limits
     from warpcode.agent.permissions import mode_policy
     from warpcode.tools import Workspace
     from warpcode.tools.sandbox import sandbox_from_setting
     from warpcode.tools.workspace import default_state_home, ensure_private_dir, workspace_state_dir
 
+    limits = Limits(max_turn_requests or settings.max_turn_requests, settings.tool_output_tokens)
+    home = ensure_private_dir((state_dir or default_state_home()).expanduser().resolve())
+    return Agent(
+        Workspace(cwd, workspace_state_dir(home, cwd)),
+        backend_from_spec(settings.model),
+        emit,
+        mode,
+        mode_policy(mode, ask),
+        limits,
+        sandbox_from_setting(sandbox or settings.sandbox),
+    )
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from warpcode.agent import events
+    from warpcode.agent.cli.config import checked_cwd, load_settings
+    from warpcode.agent.cli.terminal_view import TerminalView
+
     cwd = checked_cwd(args.cwd)
     settings = load_settings(args.model)
     mode = args.mode or settings.mode
-    limits = Limits(args.max_turn_requests or settings.max_turn_requests, settings.tool_output_tokens)
-
     refused: list[str] = []
-
-    async def nobody_to_ask(tool_name: str, kind: str, arguments: dict) -> str:
-        if args.yes:
-            return "allow"
-        refused.append(events.tool_title(tool_name, arguments))
-        return "reject"
-
     if args.json:
         view = None
         emit = lambda update: print(events.to_json(update), flush=True)
     else:
         view = emit = TerminalView()
-    home = ensure_private_dir((args.state_dir or default_state_home()).expanduser().resolve())
-    agent = Agent(
-        Workspace(cwd, workspace_state_dir(home, cwd)),
-        backend_from_spec(settings.model),
-        emit,
+    agent = headless_agent(
+        cwd,
+        settings,
         mode,
-        mode_policy(mode, nobody_to_ask),
-        limits,
-        sandbox_from_setting(args.sandbox or settings.sandbox),
+        emit,
+        nobody_to_ask(refused, args.yes),
+        max_turn_requests=args.max_turn_requests,
+        sandbox=args.sandbox,
+        state_dir=args.state_dir,
     )
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, agent.cancel)

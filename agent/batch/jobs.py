@@ -1,0 +1,99 @@
+"""JOBS.jsonl rows (design.md section 10): parsed and checked; a row that cannot run becomes a BadRow."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from warpcode.agent.permissions import MODES
+
+HEADLESS_MODES = tuple(mode for mode in MODES if mode != "ask")  # nobody can answer a question in a batch
+_FIELDS = {
+    "id": str,
+    "repo": str,
+    "instruction": str,
+    "base": str,
+    "model": str,
+    "mode": str,
+    "test_command": str,
+    "timeout_s": (int, float),
+    "max_turn_requests": int,
+}
+_REQUIRED = ("id", "repo", "instruction")
+
+
+@dataclass
+class Job:
+    id: str
+    repo: Path  # absolute: a relative `repo` is taken from the JOBS file's folder
+    instruction: str
+    base: str | None = None
+    model: str | None = None
+    mode: str | None = None
+    test_command: str | None = None
+    timeout_s: float | None = None
+    max_turn_requests: int | None = None
+
+
+@dataclass
+class BadRow:
+    """A row that cannot run: its result is an `error` row with this id (`line:N` when the row has no usable,
+    unique id of its own) and the problem."""
+
+    id: str
+    repo: str | None
+    error: str
+
+
+def read_jobs(path: Path) -> list[Job | BadRow]:
+    """Every non-blank line of JOBS.jsonl, in order, as a Job or a BadRow naming the problem."""
+    rows: list[Job | BadRow] = []
+    seen: set[str] = set()
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.strip():
+            row = parse_row(line, number, path.parent, seen)
+            rows.append(row)
+            seen.add(row.id)
+    return rows
+
+
+def parse_row(line: str, number: int, folder: Path, seen: set[str]) -> Job | BadRow:
+    where = f"line {number}"
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return BadRow(f"line:{number}", None, f"{where}: not valid JSON ({exc})")
+    if not isinstance(value, dict):
+        return BadRow(f"line:{number}", None, f"{where}: a job is a JSON object, got {type(value).__name__}")
+    job_id = value.get("id")
+    usable_id = isinstance(job_id, str) and job_id != "" and job_id not in seen
+    row_id = job_id if usable_id else f"line:{number}"
+    repo = value.get("repo") if isinstance(value.get("repo"), str) else None
+    bad = lambda problem: BadRow(row_id, repo, f"{where}: {problem}")
+    if isinstance(job_id, str) and job_id in seen:
+        return bad(f"duplicate id {job_id!r} (ids must be unique)")
+    for name in _REQUIRED:
+        if name not in value:
+            return bad(f"missing required field {name!r}")
+    for name, item in value.items():
+        if name not in _FIELDS:
+            return bad(f"unknown field {name!r}; known: {', '.join(_FIELDS)}")
+        if item is None and name not in _REQUIRED:
+            continue
+        if not isinstance(item, _FIELDS[name]) or isinstance(item, bool):
+            return bad(f"field {name!r} has the wrong type ({type(item).__name__})")
+    if job_id == "":
+        return bad("'id' is empty")
+    if value.get("mode") is not None and value["mode"] not in HEADLESS_MODES:
+        return bad(f"mode must be one of {', '.join(HEADLESS_MODES)}, got {value['mode']!r}")
+    if value.get("timeout_s") is not None and value["timeout_s"] <= 0:
+        return bad("timeout_s must be positive")
+    if value.get("max_turn_requests") is not None and value["max_turn_requests"] < 1:
+        return bad("max_turn_requests must be at least 1")
+    repo_path = (folder / value["repo"]).expanduser().resolve()
+    if not repo_path.is_dir():
+        return bad(f"repository not found: {value['repo']!r} is not a directory")
+    fields = {name: value.get(name) for name in _FIELDS if name not in ("id", "repo")}
+    timeout = fields.pop("timeout_s")
+    return Job(job_id, repo_path, timeout_s=float(timeout) if timeout is not None else None, **fields)

@@ -1,0 +1,61 @@
+"""`warpcode batch JOBS.jsonl --out RESULTS.jsonl`: headless agent jobs over many repositories (design.md section
+10), `--workers` at once in this process. Each job works in a throwaway copy of its repository; RESULTS.jsonl gets
+one row per job as it finishes, and a re-run with the same --out resumes where the last one stopped."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    batch = commands.add_parser(
+        "batch",
+        help="run headless agent jobs over many repositories (JOBS.jsonl -> RESULTS.jsonl)",
+        description="Run each job of JOBS.jsonl (one JSON object a line: id, repo, instruction, and optionally "
+        "base, model, mode, test_command, timeout_s, max_turn_requests) as a headless agent turn in a throwaway "
+        "copy of its repository, then its test_command, and append its result row (status, patch, tests, usage, "
+        "...) to --out as it finishes. Re-running with the same --out skips the jobs already recorded. The source "
+        "repositories are never modified. Exit code 0 when every job has a row, 130 when interrupted.",
+    )
+    batch.add_argument("jobs", type=Path, metavar="JOBS.jsonl", help="the jobs, one JSON object a line")
+    batch.add_argument("--out", type=Path, required=True, metavar="RESULTS.jsonl", help="where the rows go")
+    batch.add_argument("--workers", type=int, default=1, metavar="N", help="jobs at once (default 1)")
+    batch.add_argument("--model", help="the jobs' model spec unless a job names one (default: WARPCODE_MODEL, config)")
+    batch.add_argument(
+        "--mode", choices=("auto", "accept-edits"), default="auto", help="permission mode unless a job names one"
+    )
+    batch.add_argument("--timeout-s", type=float, metavar="S", help="each job's time limit unless it names one")
+    batch.add_argument("--redo", action="store_true", help="run every job again, even those already recorded")
+    batch.add_argument("--retry-errors", action="store_true", help="run the jobs recorded as error again")
+    batch.add_argument("--fail-fast", action="store_true", help="stop at the first job that does not succeed")
+    batch.add_argument(
+        "--keep-workdirs", action="store_true", help="keep each job's copy (removed by the next run with this --out)"
+    )
+    batch.set_defaults(handler=run_batch_command)
+
+
+def run_batch_command(args: argparse.Namespace) -> int:
+    from warpcode.agent.batch.driver import run_batch
+    from warpcode.agent.batch.runner import Options
+
+    if args.workers < 1:
+        raise ValueError("--workers must be at least 1")
+    if args.timeout_s is not None and args.timeout_s <= 0:
+        raise ValueError("--timeout-s must be positive")
+    if not args.jobs.is_file():
+        raise ValueError(f"{args.jobs} is not a file: give the JOBS.jsonl to run")
+    options = Options(model=args.model, mode=args.mode, timeout_s=args.timeout_s, keep_workdirs=args.keep_workdirs)
+    outcome = asyncio.run(
+        run_batch(
+            args.jobs,
+            args.out.expanduser().absolute(),
+            options,
+            workers=args.workers,
+            redo=args.redo,
+            retry_errors=args.retry_errors,
+            fail_fast=args.fail_fast,
+        )
+    )
+    return outcome.exit_code

@@ -1,0 +1,219 @@
+"""`warpcode batch` in this process: real git repositories and plain directories, the scripted model."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.agent.batch.conftest import (
+    BUGGY,
+    FIXED,
+    PYTEST,
+    fix_turns,
+    git,
+    make_project,
+    read_rows,
+    repo_state,
+    run_command,
+    write_jobs,
+)
+from tests.agent.conftest import write_script
+from warpcode.agent.cli.main import main
+
+FIELDS = {"id", "status", "stop_reason", "repo", "base_commit", "patch", "files_changed", "tests", "usage",
+          "duration_s", "attempts", "error", "trajectory", "worker"}  # fmt: skip
+
+
+def batch(jobs: Path, out: Path, *options: str) -> int:
+    return main(["batch", str(jobs), "--out", str(out), *options])
+
+
+def by_id(out: Path) -> dict[str, dict]:
+    rows = read_rows(out)
+    assert len(rows) == len({row["id"] for row in rows}), "an id appears twice"
+    return {row["id"]: row for row in rows}
+
+
+def test_git_repo_and_plain_directory_jobs_leave_the_sources_unchanged(tmp_path: Path, capsys):
+    repo = make_project(tmp_path / "repo", git_repo=True)
+    plain = make_project(tmp_path / "plain", git_repo=False)
+    before, plain_before = repo_state(repo), sorted(p.name for p in plain.iterdir())
+    model = f"scripted:{write_script(tmp_path / 'fix.json', fix_turns())}"
+    looks = f"scripted:{write_script(tmp_path / 'look.json', [{'text': 'ok'}])}"
+    jobs = write_jobs(tmp_path / "jobs.jsonl", [
+        {"id": "git-fix", "repo": "repo", "instruction": "fix add", "test_command": PYTEST},
+        {"id": "plain-fix", "repo": str(plain), "instruction": "fix add", "test_command": PYTEST},
+        {"id": "no-edit", "repo": "repo", "instruction": "look", "model": looks},
+    ])  # fmt: skip
+    out = tmp_path / "out" / "RESULTS.jsonl"
+
+    assert batch(jobs, out, "--model", model, "--workers", "3") == 0
+
+    rows = by_id(out)
+    assert set(rows) == {"git-fix", "plain-fix", "no-edit"}
+    for row in rows.values():
+        assert set(row) == FIELDS
+        assert row["attempts"] == 1 and row["error"] is None and row["stop_reason"] == "end_turn"
+        assert row["worker"].startswith("local:")
+        assert Path(row["trajectory"]).parent == out.parent / "RESULTS.jsonl.trajectories"
+        assert all(json.loads(line) for line in Path(row["trajectory"]).read_text().splitlines())
+    fixed, copied, untouched = rows["git-fix"], rows["plain-fix"], rows["no-edit"]
+    assert fixed["status"] == copied["status"] == untouched["status"] == "succeeded"
+    assert fixed["base_commit"] == git("rev-parse", "HEAD", cwd=repo).strip() and copied["base_commit"] is None
+    assert fixed["files_changed"] == copied["files_changed"] == ["NOTES.md", "calc.py"]
+    assert fixed["tests"] == {"command": PYTEST, "exit_code": 0, "passed": 2, "failed": 0, "errors": 0, "skipped": 0}
+    assert fixed["usage"]["model_requests"] == 4 and fixed["usage"]["output_tokens"] > 0
+    assert untouched["patch"] == "" and untouched["files_changed"] == [] and untouched["tests"] is None
+
+    # Each patch reproduces the job's files on a fresh copy of its base.
+    for row, source in ((fixed, repo), (copied, plain)):
+        fresh = tmp_path / f"fresh-{row['id']}"
+        if row["base_commit"]:
+            git("clone", "-q", str(source), str(fresh), cwd=tmp_path)
+            git("checkout", "-q", row["base_commit"], cwd=fresh)
+        else:
+            make_project(fresh, git_repo=False)
+        subprocess.run(["git", "apply", "-"], input=row["patch"], text=True, cwd=fresh, check=True)
+        assert (fresh / "calc.py").read_text() == FIXED and (fresh / "NOTES.md").read_text() == "fixed add\n"
+
+    # The sources are as they were; no worktree stays registered, no copy stays on disk.
+    assert repo_state(repo) == before
+    assert git("worktree", "list", cwd=repo).count("\n") == 1
+    assert (repo / "calc.py").read_text() == (plain / "calc.py").read_text() == BUGGY
+    assert sorted(p.name for p in plain.iterdir()) == plain_before
+    assert list((out.parent / "RESULTS.jsonl.workdirs").iterdir()) == []
+    err = capsys.readouterr().err
+    assert "git-fix: succeeded in" in err and "3 succeeded, 0 failed, 0 timeout, 0 error" in err
+
+
+def test_bad_rows_become_error_rows_and_the_rest_runs(tmp_path: Path):
+    repo = make_project(tmp_path / "repo", git_repo=True)
+    model = f"scripted:{write_script(tmp_path / 'fix.json', fix_turns())}"
+    jobs = write_jobs(tmp_path / "jobs.jsonl", [
+        {"id": "good", "repo": "repo", "instruction": "fix"},
+        "{not json",
+        {"id": "no-instruction", "repo": "repo"},
+        {"id": "wrong-type", "repo": "repo", "instruction": "fix", "timeout_s": "soon"},
+        {"id": "good", "repo": "repo", "instruction": "again"},
+        {"id": "missing-repo", "repo": "nowhere", "instruction": "fix"},
+        {"id": "bad-base", "repo": "repo", "instruction": "fix", "base": "no-such-branch"},
+    ])  # fmt: skip
+    out = tmp_path / "RESULTS.jsonl"
+
+    assert batch(jobs, out, "--model", model, "--workers", "2") == 0
+
+    rows = by_id(out)
+    assert rows["good"]["status"] == "succeeded"
+    errors = {key: row["error"] for key, row in rows.items() if row["status"] == "error"}
+    assert set(errors) == {"line:2", "no-instruction", "wrong-type", "line:5", "missing-repo", "bad-base"}
+    assert "not valid JSON" in errors["line:2"]
+    assert "missing required field 'instruction'" in errors["no-instruction"]
+    assert "'timeout_s' has the wrong type" in errors["wrong-type"]
+    assert "duplicate id 'good'" in errors["line:5"]
+    assert "repository not found" in errors["missing-repo"]
+    assert "no-such-branch" in errors["bad-base"] and rows["bad-base"]["attempts"] == 1
+    assert git("worktree", "list", cwd=repo).count("\n") == 1
+
+
+def test_failing_tests_fail_and_a_timeout_times_out(tmp_path: Path):
+    repo = make_project(tmp_path / "repo", git_repo=True)
+    looks = f"scripted:{write_script(tmp_path / 'look.json', [{'text': 'nothing to do'}])}"
+    sleeps = write_script(tmp_path / "sleep.json", [run_command("sleep 30")])
+    jobs = write_jobs(tmp_path / "jobs.jsonl", [
+        {"id": "still-failing", "repo": "repo", "instruction": "x", "model": looks, "test_command": PYTEST},
+        {"id": "slow", "repo": "repo", "instruction": "x", "model": f"scripted:{sleeps}", "timeout_s": 1},
+        {"id": "turn-limit", "repo": "repo", "instruction": "x", "max_turn_requests": 1},
+    ])  # fmt: skip
+    out = tmp_path / "RESULTS.jsonl"
+    started = time.monotonic()
+
+    assert (
+        batch(jobs, out, "--model", f"scripted:{write_script(tmp_path / 'fix.json', fix_turns())}", "--workers", "3")
+        == 0
+    )
+
+    assert time.monotonic() - started < 15
+    rows = by_id(out)
+    failing = rows["still-failing"]
+    assert failing["status"] == "failed" and failing["stop_reason"] == "end_turn"
+    assert failing["tests"] == {"command": PYTEST, "exit_code": 1, "passed": 1, "failed": 1, "errors": 0, "skipped": 0}
+    assert rows["slow"]["status"] == "timeout" and rows["slow"]["duration_s"] < 10
+    assert rows["turn-limit"]["status"] == "failed" and rows["turn-limit"]["stop_reason"] == "max_turn_requests"
+    assert git("worktree", "list", cwd=repo).count("\n") == 1
+
+
+def test_rerun_skips_recorded_ids_and_retry_errors_reruns_errors(tmp_path: Path):
+    repo = make_project(tmp_path / "repo", git_repo=True)
+    model = f"scripted:{write_script(tmp_path / 'fix.json', fix_turns())}"
+    jobs = write_jobs(tmp_path / "jobs.jsonl", [
+        {"id": "a", "repo": "repo", "instruction": "fix"},
+        {"id": "b", "repo": "later", "instruction": "fix"},
+    ])  # fmt: skip
+    out = tmp_path / "RESULTS.jsonl"
+    assert batch(jobs, out, "--model", model) == 0
+    assert {key: row["status"] for key, row in by_id(out).items()} == {"a": "succeeded", "b": "error"}
+    first_a = by_id(out)["a"]
+
+    make_project(tmp_path / "later", git_repo=True)
+    assert batch(jobs, out, "--model", model) == 0  # everything recorded: nothing runs
+    assert by_id(out)["b"]["status"] == "error"
+
+    assert batch(jobs, out, "--model", model, "--retry-errors") == 0
+    rows = by_id(out)
+    assert rows["a"] == first_a and rows["b"]["status"] == "succeeded"
+
+    assert batch(jobs, out, "--model", model, "--redo") == 0
+    rows = by_id(out)
+    assert rows["a"]["status"] == rows["b"]["status"] == "succeeded" and rows["a"] != first_a
+    assert git("worktree", "list", cwd=repo).count("\n") == 1
+
+
+def test_a_driver_killed_mid_batch_resumes_with_every_id_once(tmp_path: Path):
+    repo = make_project(tmp_path / "repo", git_repo=True)
+    before = repo_state(repo)
+    slow = write_script(tmp_path / "slow.json", fix_turns([run_command("sleep 0.4")]))
+    ids = [f"job-{n}" for n in range(6)]
+    jobs = write_jobs(tmp_path / "jobs.jsonl", [{"id": i, "repo": "repo", "instruction": "fix"} for i in ids])
+    out = tmp_path / "RESULTS.jsonl"
+    command = [sys.executable, "-m", "warpcode.agent", "batch", str(jobs), "--out", str(out),
+               "--model", f"scripted:{slow}", "--workers", "2"]  # fmt: skip
+    driver = subprocess.Popen(command, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (out.exists() and out.read_text().count("\n") >= 2):
+        time.sleep(0.05)
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    recorded = len(read_rows(out))
+    assert 2 <= recorded < len(ids)
+    assert git("worktree", "list", cwd=repo).count("\n") > 1  # the killed run left its running jobs' worktrees
+
+    assert batch(jobs, out, "--model", f"scripted:{slow}", "--workers", "3") == 0
+
+    rows = by_id(out)
+    assert sorted(rows) == ids and all(row["status"] == "succeeded" for row in rows.values())
+    assert repo_state(repo) == before  # the stale worktrees were removed, nothing else changed
+
+
+def test_sigterm_cancels_running_jobs_cleanly(tmp_path: Path):
+    repo = make_project(tmp_path / "repo", git_repo=True)
+    before = repo_state(repo)
+    sleeps = write_script(tmp_path / "sleep.json", [run_command("sleep 30")])
+    jobs = write_jobs(tmp_path / "jobs.jsonl", [{"id": f"j{n}", "repo": "repo", "instruction": "x"} for n in range(2)])
+    out = tmp_path / "RESULTS.jsonl"
+    command = [sys.executable, "-m", "warpcode.agent", "batch", str(jobs), "--out", str(out),
+               "--model", f"scripted:{sleeps}", "--workers", "2"]  # fmt: skip
+    driver = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and git("worktree", "list", cwd=repo).count("\n") < 3:
+        time.sleep(0.05)
+    time.sleep(0.5)  # the turns are in their commands
+    driver.send_signal(signal.SIGTERM)
+    assert driver.wait(timeout=20) == 130
+    assert "interrupted" in driver.stderr.read()
+    assert not out.exists() or out.read_text() == ""
+    assert repo_state(repo) == before
+    assert list((tmp_path / "RESULTS.jsonl.workdirs").iterdir()) == []

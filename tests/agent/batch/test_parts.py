@@ -1,0 +1,38 @@
+"""The batch's parts: pytest summary counts, the results file's durability rules."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from warpcode.agent.batch.results import ResultsFile
+from warpcode.agent.batch.test_command import pytest_counts
+from warpcode.agent.batch.workspaces import safe_name
+
+
+def test_pytest_counts():
+    assert pytest_counts("..F\n1 failed, 2 passed, 1 skipped in 0.12s\n") == {
+        "passed": 2, "failed": 1, "errors": 0, "skipped": 1}  # fmt: skip
+    assert pytest_counts("==== 3 passed, 2 errors in 1.01s ====") == {
+        "passed": 3, "failed": 0, "errors": 2, "skipped": 0}  # fmt: skip
+    assert pytest_counts("ok\n") is None
+
+
+def test_results_file_drops_a_torn_line_and_keeps_one_row_per_id(tmp_path: Path):
+    path = tmp_path / "RESULTS.jsonl"
+    path.write_text(json.dumps({"id": "a", "status": "succeeded"}) + "\n" + json.dumps({"id": "a", "status": "failed"})
+                    + "\n" + json.dumps({"id": "b", "status": "error"}) + "\n" + '{"id": "c", "sta')  # fmt: skip
+    results = ResultsFile(path)
+    assert results.rows == {"a": {"id": "a", "status": "succeeded"}, "b": {"id": "b", "status": "error"}}
+    assert path.read_text().count("\n") == 2 and path.read_text().endswith("\n")
+    assert results.done("a") and results.done("b") and not results.done("c")
+    assert not results.done("b", retry_errors=True) and results.done("a", retry_errors=True)
+    assert not results.done("a", redo=True)
+    results.forget({"b"})
+    results.append({"id": "b", "status": "succeeded"})
+    assert [json.loads(line)["id"] for line in path.read_text().splitlines()] == ["a", "b"]
+
+
+def test_safe_names_never_collide():
+    assert safe_name("plain-id_1.x") == "plain-id_1.x"
+    assert safe_name("a/b") != safe_name("a_b") and "/" not in safe_name("a/b")
