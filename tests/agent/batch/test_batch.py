@@ -189,7 +189,7 @@ def test_a_driver_killed_mid_batch_resumes_with_every_id_once(tmp_path: Path):
     driver.wait()
     recorded = len(read_rows(out))
     assert 2 <= recorded < len(ids)
-    assert git("worktree", "list", cwd=repo).count("\n") > 1  # the killed run left its running jobs' worktrees
+    # The killed run (almost always) left its running jobs' worktrees registered: the re-run removes them.
 
     assert batch(jobs, out, "--model", f"scripted:{slow}", "--workers", "3") == 0
 
