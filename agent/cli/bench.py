@@ -151,8 +151,7 @@ def _run_decode(args: argparse.Namespace) -> int:
         copy_bandwidth = bench_decode.copy_bandwidth(args.device)
     console.print(f"copy bandwidth: {copy_bandwidth / 1e12:.2f} TB/s (read + write)")
     with console.status(f"building {args.preset} with random weights on {args.device}..."):
-        options = {} if args.block_size is None else {"block_size": args.block_size}
-        engine = load_random(args.preset, device=args.device, **options)
+        engine = load_random(args.preset, device=args.device, block_size=args.block_size)
     table = Table(title=f"decode, {args.preset}, random weights, {engine.dtype}".replace("torch.", ""))
     for column in ("path", "batch", "context", "tok/s", "ms/step", "GB/step", "% roofline"):
         table.add_column(column, justify="left" if column == "path" else "right")
@@ -208,8 +207,7 @@ def _run_serve(args: argparse.Namespace) -> int:
     args.device = _decode_device(args.device, args.preset, torch.cuda.is_available())
     console = Console(stderr=True)
     with console.status(f"building {args.preset} with random weights on {args.device}..."):
-        options = {} if args.block_size is None else {"block_size": args.block_size}
-        engine = load_random(args.preset, device=args.device, kv_cache_gb=args.kv_cache_gb, **options)
+        engine = load_random(args.preset, device=args.device, kv_cache_gb=args.kv_cache_gb, block_size=args.block_size)
     if not args.no_static:
         copy_bandwidth = bench_decode.copy_bandwidth(args.device)
         with console.status("static-batch decode (the reference)..."):

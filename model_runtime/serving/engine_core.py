@@ -250,7 +250,7 @@ class EngineCore:
         if self._pass is None:
             budget = self.config.interleaved_prefill_tokens if self._rows else self.config.max_prefill_tokens
             if plan := self.scheduler.prefill_plan(budget):
-                chunks = [PrefillChunk(s.token_ids[s.computed : s.computed + n], s.computed, s.block_table)
+                chunks = [PrefillChunk(s.tokens(s.computed, s.computed + n), s.computed, s.block_table)
                           for s, n in plan]  # fmt: skip
                 layers = self.config.prefill_layers_per_step if self._rows else len(self.model.model.layers)
                 self._pass = _PrefillPass(plan, prefill_in_steps(self.model, self.state, chunks, layers))
@@ -301,7 +301,7 @@ class EngineCore:
         for row, seq in enumerate(self._rows):
             tables[row, : len(seq.block_table)] = torch.tensor(seq.block_table, dtype=torch.int32)
         state.block_tables[:bucket].copy_(tables)
-        state.tokens[:bucket].copy_(torch.tensor([s.token_ids[-1] for s in self._rows] + [0] * padding))
+        state.tokens[:bucket].copy_(torch.tensor([s.last_token for s in self._rows] + [0] * padding))
         state.seq_lens[:bucket].copy_(torch.tensor([s.computed for s in self._rows] + [0] * padding))
         state.seeds[:bucket].copy_(torch.tensor([s.seed for s in self._rows] + [0] * padding))
         state.steps[:bucket].copy_(torch.tensor([len(s.output_ids) for s in self._rows] + [0] * padding))

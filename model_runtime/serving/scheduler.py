@@ -27,6 +27,8 @@ class Scheduler:
 
     def admit(self) -> list[Sequence]:
         """Admits waiting sequences in order while they fit; returns them."""
+        if not self.waiting:
+            return []
         decoding = sum(1 for s in self.admitted if s.pending == 1)
         admitted = []
         while self.waiting and len(self.admitted) < self.max_num_seqs and self._allocate(self.waiting[0], decoding):
@@ -59,12 +61,11 @@ class Scheduler:
 
     def register_computed(self, seq: Sequence) -> None:
         """Makes the sequence's newly completed full blocks findable by later requests."""
-        size, ids = self.blocks.block_size, None
+        size = self.blocks.block_size
         while seq.registered < seq.computed // size:
-            ids = ids or seq.token_ids
             number = seq.registered
             parent = seq.block_keys[-1] if seq.block_keys else 0
-            block_ids = tuple(ids[number * size : (number + 1) * size])
+            block_ids = tuple(seq.tokens(number * size, (number + 1) * size))
             seq.block_keys.append(self.blocks.register(seq.block_table[number], parent, block_ids))
             seq.registered += 1
 

@@ -31,6 +31,17 @@ class Sequence:
     def token_ids(self) -> list[int]:
         return self.prompt_ids + self.output_ids
 
+    def tokens(self, start: int, end: int) -> list[int]:
+        """token_ids[start:end] without joining the whole prompt and output first (prompts run to 40K tokens)."""
+        prompt = len(self.prompt_ids)
+        if end <= prompt:
+            return self.prompt_ids[start:end]
+        return self.prompt_ids[start:] + self.output_ids[max(start - prompt, 0) : end - prompt]
+
+    @property
+    def last_token(self) -> int:
+        return self.output_ids[-1] if self.output_ids else self.prompt_ids[-1]
+
     @property
     def length(self) -> int:
         return len(self.prompt_ids) + len(self.output_ids)
