@@ -85,11 +85,12 @@ def _load_engine(path: Path) -> Any:
     key = path.resolve()
     with _ENGINES_LOCK:
         if key not in _ENGINES:
-            _ENGINES[key] = _load_new_engine(path)
+            _ENGINES[key] = load_agent_engine(path)
         return _ENGINES[key]
 
 
-def _load_new_engine(path: Path) -> Any:
+def load_agent_engine(path: Path) -> Any:
+    """A new engine for the checkpoint in `path` (on the GPU when there is one), checked to serve an agent."""
     import torch
 
     from warpcode.model_runtime import CheckpointError, UnsupportedConfigError, load

@@ -1,14 +1,15 @@
-"""The batch in this process: `workers` jobs at once (asyncio), each row written as its job finishes, progress on
-stderr. SIGINT/SIGTERM cancel the running jobs: their processes are killed, their copies removed, no row written."""
+"""The batch driver: which jobs still need a row, where they run (`workers` at once in this process, or on a pool of
+Ray actors with --ray), each row written as its job finishes, progress on stderr. SIGINT/SIGTERM and --fail-fast
+cancel the running jobs: their processes are killed, their copies removed, no row written for them."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
 import sys
-import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,10 +17,35 @@ from typing import TextIO
 
 from warpcode.agent.batch import workspaces
 from warpcode.agent.batch.jobs import BadRow, Job, read_jobs
+from warpcode.agent.batch.progress import BatchProgress
 from warpcode.agent.batch.results import ResultsFile
-from warpcode.agent.batch.runner import Options, run_job
+from warpcode.agent.batch.runner import Options, error_row, run_job
 
 EXIT_INTERRUPTED = 130
+
+
+@dataclass
+class BatchConfig:
+    """How the batch runs (the per-job settings are `Options`)."""
+
+    workers: int = 1
+    redo: bool = False
+    retry_errors: bool = False
+    fail_fast: bool = False
+    ray: str | None = None  # local | auto | a cluster address; None: in this process
+    replicas: int = 0  # `local:` model replicas as Ray actors (0: each worker process loads its own)
+    worker_cpus: float = 1.0  # CPUs Ray reserves for each job worker
+    json_events: bool = False
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ValueError("--workers must be at least 1")
+        if self.replicas < 0:
+            raise ValueError("--replicas must be at least 1")
+        if self.replicas and self.ray is None:
+            raise ValueError("--replicas needs --ray (local, auto or a cluster address): replicas are Ray actors")
+        if self.worker_cpus <= 0:
+            raise ValueError("--worker-cpus must be positive")
 
 
 @dataclass
@@ -28,102 +54,135 @@ class BatchOutcome:
     counts: Counter
 
 
+class Recorder:
+    """Where every finished job goes: its row into RESULTS.jsonl, then the progress view; --fail-fast stops the
+    batch at the first row that is not `succeeded`."""
+
+    def __init__(self, results: ResultsFile, progress: BatchProgress, fail_fast: bool) -> None:
+        self.results, self.progress, self.fail_fast = results, progress, fail_fast
+        self.stop = asyncio.Event()
+
+    def started(self, job_id: str, worker: str, attempt: int = 1, **where) -> None:
+        self.progress.started(job_id, worker, attempt, **where)
+
+    def retrying(self, job_id: str, attempt: int, error: str) -> None:
+        self.progress.retrying(job_id, attempt, error)
+
+    def finished(self, row: dict) -> None:
+        self.results.append(row)
+        self.progress.finished(row)
+        if self.fail_fast and row["status"] != "succeeded":
+            self.stop.set()
+
+
 def side_folders(out: Path) -> tuple[Path, Path]:
     """(the workdirs folder, the trajectories folder) of a results file: beside it, named after it."""
     return out.with_name(f"{out.name}.workdirs"), out.with_name(f"{out.name}.trajectories")
 
 
 async def run_batch(
-    jobs_path: Path,
-    out: Path,
-    options: Options,
-    workers: int = 1,
-    redo: bool = False,
-    retry_errors: bool = False,
-    fail_fast: bool = False,
-    log: TextIO | None = None,
+    jobs_path: Path, out: Path, options: Options, config: BatchConfig | None = None, log: TextIO | None = None
 ) -> BatchOutcome:
+    config = config or BatchConfig()
     log = log or sys.stderr
     jobs = read_jobs(jobs_path)
     results = ResultsFile(out)
     options.workdirs, options.trajectories = side_folders(out)
-    pending = [job for job in jobs if not results.done(job.id, retry_errors, redo)]
+    pending = [job for job in jobs if not results.done(job.id, config.retry_errors, config.redo)]
     results.forget({job.id for job in pending})
-    skipped = len(jobs) - len(pending)
     repos = {job.repo for job in jobs if isinstance(job, Job)}
     stale = await asyncio.to_thread(workspaces.clean_stale, repos, options.workdirs)
-    print(
-        f"batch: {len(jobs)} jobs, {skipped} already in {out}, {len(pending)} to run, {workers} at once"
-        + (f" (removed {stale} stale worktrees of an earlier run)" if stale else ""),
-        file=log,
-        flush=True,
-    )
-    counts: Counter = Counter()
-    queue: asyncio.Queue[Job | BadRow] = asyncio.Queue()
+    runnable = [job for job in pending if isinstance(job, Job)]
+    cluster = None
+    if config.ray is not None and runnable:
+        from warpcode.agent.batch.ray_pool import RayPool  # Ray only when asked for: it is an optional extra
+
+        cluster = RayPool(config, options, log)
+    where = f"{config.workers} at once" + (f" on Ray ({config.ray})" if config.ray else " in this process")
+    stale_note = f" (removed {stale} stale worktrees of an earlier run)" if stale else ""
+    interrupted = False
+    with contextlib.ExitStack() as scope:
+        stdout = scope.enter_context(_stdout_for_events_only()) if cluster else sys.stdout
+        events = stdout if config.json_events else None
+        progress = scope.enter_context(BatchProgress(len(pending), len(jobs) - len(pending), log, events))
+        recorder = Recorder(results, progress, config.fail_fast)
+        progress.header(len(jobs), where, stale_note)
+        for bad in [job for job in pending if isinstance(job, BadRow)]:  # nothing to run: recorded at once
+            recorder.finished(error_row(bad.id, bad.repo, bad.error, worker="driver"))
+
+        def interrupt() -> None:
+            nonlocal interrupted
+            interrupted = True
+            recorder.stop.set()
+
+        loop = asyncio.get_running_loop()
+        notes: list[str] = []
+        try:
+            if cluster is not None:
+                cluster.start(len(runnable))  # on this thread: ray.init wants the main thread
+            runner = asyncio.ensure_future(
+                cluster.run(runnable, recorder) if cluster else _run_here(runnable, options, config.workers, recorder)
+            )
+            for number in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(number, interrupt)
+            stopper = asyncio.ensure_future(recorder.stop.wait())
+            await asyncio.wait([runner, stopper], return_when=asyncio.FIRST_COMPLETED)
+            stopper.cancel()
+            runner.cancel()  # a finished runner ignores it; a running one cancels its jobs and cleans up
+            outcome = (await asyncio.gather(runner, return_exceptions=True))[0]
+        finally:
+            for number in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(number)
+            if cluster is not None:
+                notes = await asyncio.to_thread(cluster.summary_notes)
+                await asyncio.to_thread(cluster.close)
+            workspaces.tidy(options.workdirs)
+        if isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
+            raise outcome
+        missing = [job.id for job in jobs if job.id not in results.rows]
+        progress.summary(len(missing), interrupted, notes)
+    if interrupted:
+        print(f"batch: interrupted; {len(missing)} jobs have no row yet: run again to finish them", file=log)
+        return BatchOutcome(EXIT_INTERRUPTED, progress.counts)
+    if missing:
+        print(f"batch: {len(missing)} jobs have no row (--fail-fast stopped the batch)", file=log)
+    return BatchOutcome(1 if missing else 0, progress.counts)
+
+
+async def _run_here(pending: list[Job], options: Options, workers: int, recorder: Recorder) -> None:
+    """`workers` asyncio tasks taking jobs from one queue; cancelled, each cancels its job (which cleans up)."""
+    queue: asyncio.Queue[Job] = asyncio.Queue()
     for job in pending:
         queue.put_nowait(job)
-    stop = asyncio.Event()
-    interrupted = False
-    started = time.monotonic()
 
     async def worker(slot: int) -> None:
         name = f"local:{socket.gethostname()}:{os.getpid()}/{slot}"
-        while not stop.is_set():
-            try:
-                job = queue.get_nowait()
-            except asyncio.QueueEmpty:
-                return
-            row = await run_job(job, options, name)
-            results.append(row)
-            counts[row["status"]] += 1
-            done = sum(counts.values())
-            print(f"[{done}/{len(pending)}] {row['id']}: {row['status']} in {row['duration_s']:.1f}s"
-                  + (f" ({row['error']})" if row["status"] == "error" else ""), file=log, flush=True)  # fmt: skip
-            if fail_fast and row["status"] != "succeeded":
-                stop.set()
+        while not queue.empty():
+            job = queue.get_nowait()
+            recorder.started(job.id, name)
+            recorder.finished(await run_job(job, options, name))
 
-    tasks = [asyncio.ensure_future(worker(slot)) for slot in range(max(1, min(workers, len(pending) or 1)))]
-
-    def cancel_all() -> None:
-        nonlocal interrupted
-        interrupted = True
-        stop.set()
+    tasks = [asyncio.ensure_future(worker(slot)) for slot in range(max(1, min(workers, len(pending))))]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
         for task in tasks:
             task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
-    loop = asyncio.get_running_loop()
-    for number in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(number, cancel_all)
+
+@contextlib.contextmanager
+def _stdout_for_events_only():
+    """Ray's driver prints what its raylets report (a worker's death, say) to file descriptor 1: while Ray runs,
+    that descriptor goes to stderr, and the --json events get the real stdout through a copy of it."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    events = os.fdopen(os.dup(saved), "w", encoding="utf-8")
+    os.dup2(2, 1)
     try:
-        runner = asyncio.ensure_future(_until_stopped(tasks, stop))
-        await asyncio.gather(runner, return_exceptions=True)
-        for task in tasks:
-            if not task.done():
-                task.cancel()
-        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+        yield events
     finally:
-        for number in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(number)
-    for outcome in outcomes:
-        if isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
-            raise outcome
-    missing = [job.id for job in jobs if job.id not in results.rows]
-    summary = ", ".join(f"{counts[status]} {status}" for status in ("succeeded", "failed", "timeout", "error"))
-    print(f"batch: {summary} in {time.monotonic() - started:.1f}s; {skipped} skipped (already recorded)",
-          file=log, flush=True)  # fmt: skip
-    if interrupted:
-        print(f"batch: interrupted; {len(missing)} jobs have no row yet: run again to finish them", file=log)
-        return BatchOutcome(EXIT_INTERRUPTED, counts)
-    if missing:
-        print(f"batch: {len(missing)} jobs have no row (--fail-fast stopped the batch)", file=log)
-    return BatchOutcome(1 if missing else 0, counts)
-
-
-async def _until_stopped(tasks: list[asyncio.Future], stop: asyncio.Event) -> None:
-    """Wait for every worker to finish, or for `stop` (the first failure with --fail-fast, an interrupt)."""
-    waiter = asyncio.ensure_future(stop.wait())
-    try:
-        while not stop.is_set() and not all(task.done() for task in tasks):
-            await asyncio.wait([*tasks, waiter], return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        waiter.cancel()
+        events.close()
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)

@@ -14,8 +14,6 @@ from warpcode.agent.batch import workspaces
 from warpcode.agent.batch.jobs import BadRow, Job
 from warpcode.agent.batch.test_command import run_tests
 
-INFRASTRUCTURE_ATTEMPTS = 2  # a job whose copy or agent could not be set up is tried again from a fresh copy
-
 
 @dataclass
 class Options:
@@ -25,6 +23,7 @@ class Options:
     workdirs: Path = Path(".")
     trajectories: Path = Path(".")
     keep_workdirs: bool = False
+    max_attempts: int = 3  # tries of a job whose copy or agent could not be set up, or whose worker died
 
 
 def error_row(job_id: str, repo: str | None, error: str, attempts: int = 0, worker: str = "") -> dict[str, Any]:
@@ -46,14 +45,16 @@ def error_row(job_id: str, repo: str | None, error: str, attempts: int = 0, work
     }
 
 
-async def run_job(job: Job | BadRow, options: Options, worker: str) -> dict[str, Any]:
+async def run_job(job: Job | BadRow, options: Options, worker: str, attempts_before: int = 0) -> dict[str, Any]:
     """The job's result row. A job's own failure is its status; an infrastructure failure is retried with a fresh
-    copy, then recorded as `error`. Cancellation propagates (no row), the copy removed."""
+    copy, then recorded as `error`. Cancellation propagates (no row), the copy removed. `attempts_before`: the
+    tries already spent on the job elsewhere (a Ray worker that died under it)."""
     if isinstance(job, BadRow):
         return error_row(job.id, job.repo, job.error, 0, worker)
     started = time.monotonic()
     problem = ""
-    for attempt in range(1, INFRASTRUCTURE_ATTEMPTS + 1):
+    attempt = attempts_before
+    for attempt in range(attempts_before + 1, max(options.max_attempts, attempts_before + 1) + 1):
         try:
             row = await _attempt(job, options, worker, started)
         except Exception as exc:

@@ -1,7 +1,8 @@
 """Each job's throwaway copy of its repository, never the user's checkout.
 
 A git repository gets a detached `git worktree` of the job's base under the batch's workdirs folder (created and
-removed one at a time: parallel `worktree add` collides on git's lock files); a plain directory is copied, with a
+removed one at a time, across the processes of a Ray batch too: parallel `worktree add` collides on git's lock
+files); a plain directory is copied, with a
 git directory of its own kept beside the copy (not in it) so that its patch is a `git diff` too. Only the
 repository's worktree registry (`.git/worktrees/`) is touched: its working tree, index, branches and HEAD never.
 A re-run removes what a killed run left under the same workdirs folder (`clean_stale`).
@@ -10,6 +11,8 @@ A re-run removes what a killed run left under the same workdirs folder (`clean_s
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import hashlib
 import os
 import re
@@ -31,6 +34,25 @@ class WorkspaceError(RuntimeError):
 def _git_lock() -> asyncio.Lock:
     """One worktree add/remove at a time in this process (a lock of the running event loop)."""
     return _GIT_LOCKS.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+
+
+@contextlib.contextmanager
+def _across_processes(workdirs: Path):
+    """One worktree add/remove at a time among every process of the batch (the Ray workers share the workdirs
+    folder): an exclusive lock on a file in it, held by the calling thread."""
+    workdirs.mkdir(parents=True, exist_ok=True)
+    with open(workdirs / ".git-lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+async def _git_serialised(workdirs: Path, *args: str, cwd: Path, check: bool = True) -> str:
+    def locked() -> str:
+        with _across_processes(workdirs):
+            return git(*args, cwd=cwd, check=check)
+
+    async with _git_lock():
+        return await asyncio.to_thread(locked)
 
 
 def git(*args: str, cwd: Path | None = None, git_dir: Path | None = None, check: bool = True) -> str:
@@ -87,9 +109,8 @@ async def create(repo: Path, base: str | None, workdirs: Path, job_id: str) -> J
     root = folder / "ws"
     try:
         if is_git_repository(repo):
-            async with _git_lock():
-                commit = await asyncio.to_thread(_resolve, repo, base or "HEAD")
-                await asyncio.to_thread(git, "worktree", "add", "--detach", str(root), commit, cwd=repo)
+            commit = await asyncio.to_thread(_resolve, repo, base or "HEAD")
+            await _git_serialised(workdirs, "worktree", "add", "--detach", str(root), commit, cwd=repo)
             return JobWorkspace(repo, folder, root, commit, is_worktree=True)
         if base:
             raise WorkspaceError(f"base {base!r} given, but {repo} is not a git repository")
@@ -121,15 +142,28 @@ async def remove(workspace: JobWorkspace) -> None:
 
 
 async def _remove(workspace: JobWorkspace) -> None:
+    workdirs = workspace.folder.parent
     if workspace.is_worktree:
-        async with _git_lock():
-            await asyncio.to_thread(
-                git, "worktree", "remove", "--force", "--force", str(workspace.root), cwd=workspace.repo, check=False
-            )
+        unregister = ("worktree", "remove", "--force", "--force", str(workspace.root))
+        await _git_serialised(workdirs, *unregister, cwd=workspace.repo, check=False)
     await asyncio.to_thread(shutil.rmtree, workspace.folder, True)
     if workspace.is_worktree:
-        async with _git_lock():
-            await asyncio.to_thread(git, "worktree", "prune", cwd=workspace.repo, check=False)
+        await _git_serialised(workdirs, "worktree", "prune", cwd=workspace.repo, check=False)
+
+
+def remove_orphans(repo: Path, workdirs: Path, job_id: str) -> None:
+    """Remove the copies a job left when its process died under it (a killed Ray worker): its folders under
+    `workdirs`, and their worktrees registered in `repo`."""
+    own = re.compile(re.escape(safe_name(job_id)) + r"-[0-9a-f]{8}")
+    folders = [child for child in workdirs.iterdir() if own.fullmatch(child.name)] if workdirs.is_dir() else []
+    git_repo = is_git_repository(repo)
+    for folder in folders:
+        with _across_processes(workdirs):
+            if git_repo:
+                git("worktree", "remove", "--force", "--force", str(folder / "ws"), cwd=repo, check=False)
+            shutil.rmtree(folder, ignore_errors=True)
+            if git_repo:
+                git("worktree", "prune", cwd=repo, check=False)
 
 
 def clean_stale(repos: set[Path], workdirs: Path) -> int:
@@ -149,5 +183,13 @@ def clean_stale(repos: set[Path], workdirs: Path) -> int:
         git("worktree", "prune", cwd=repo, check=False)
     if workdirs.is_dir():
         for child in workdirs.iterdir():
-            shutil.rmtree(child, ignore_errors=True)
+            if child.is_dir():
+                shutil.rmtree(child, ignore_errors=True)
     return removed
+
+
+def tidy(workdirs: Path) -> None:
+    """At the end of a batch: the lock file goes, and the workdirs folder too when no kept copy is in it."""
+    (workdirs / ".git-lock").unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        workdirs.rmdir()

@@ -1,6 +1,7 @@
 """`warpcode batch JOBS.jsonl --out RESULTS.jsonl`: headless agent jobs over many repositories (design.md section
-10), `--workers` at once in this process. Each job works in a throwaway copy of its repository; RESULTS.jsonl gets
-one row per job as it finishes, and a re-run with the same --out resumes where the last one stopped."""
+10), `--workers` at once in this process or on Ray actors (`--ray`). Each job works in a throwaway copy of its
+repository; RESULTS.jsonl gets one row per job as it finishes, and a re-run with the same --out resumes where the
+last one stopped."""
 
 from __future__ import annotations
 
@@ -17,16 +18,41 @@ def register(commands: argparse._SubParsersAction) -> None:
         "base, model, mode, test_command, timeout_s, max_turn_requests) as a headless agent turn in a throwaway "
         "copy of its repository, then its test_command, and append its result row (status, patch, tests, usage, "
         "...) to --out as it finishes. Re-running with the same --out skips the jobs already recorded. The source "
-        "repositories are never modified. Exit code 0 when every job has a row, 130 when interrupted.",
+        "repositories are never modified. Exit code 0 when every job has a row, 130 when interrupted. Progress and the "
+        "summary go to stderr; --json writes one event object a line to stdout.",
     )
     batch.add_argument("jobs", type=Path, metavar="JOBS.jsonl", help="the jobs, one JSON object a line")
     batch.add_argument("--out", type=Path, required=True, metavar="RESULTS.jsonl", help="where the rows go")
     batch.add_argument("--workers", type=int, default=1, metavar="N", help="jobs at once (default 1)")
+    batch.add_argument(
+        "--ray",
+        metavar="local|auto|ADDRESS",
+        help="run the jobs on Ray actors: local (a fresh local instance), auto (the running cluster) or an address "
+        "(needs pip install 'warpcode[distributed]')",
+    )
+    batch.add_argument(
+        "--replicas",
+        type=int,
+        default=0,
+        metavar="R",
+        help="with --ray and a local: model, serve it from R replica actors of one GPU each, shared by all workers",
+    )
+    batch.add_argument(
+        "--worker-cpus", type=float, default=1.0, metavar="C", help="CPUs Ray reserves per job worker (default 1)"
+    )
     batch.add_argument("--model", help="the jobs' model spec unless a job names one (default: WARPCODE_MODEL, config)")
     batch.add_argument(
         "--mode", choices=("auto", "accept-edits"), default="auto", help="permission mode unless a job names one"
     )
     batch.add_argument("--timeout-s", type=float, metavar="S", help="each job's time limit unless it names one")
+    batch.add_argument(
+        "--max-attempts",
+        type=int,
+        default=3,
+        metavar="N",
+        help="tries of a job whose copy or model could not be set up or whose worker died (default 3)",
+    )
+    batch.add_argument("--json", action="store_true", help="event lines on stdout (started, retry, finished, summary)")
     batch.add_argument("--redo", action="store_true", help="run every job again, even those already recorded")
     batch.add_argument("--retry-errors", action="store_true", help="run the jobs recorded as error again")
     batch.add_argument("--fail-fast", action="store_true", help="stop at the first job that does not succeed")
@@ -37,25 +63,31 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run_batch_command(args: argparse.Namespace) -> int:
-    from warpcode.agent.batch.driver import run_batch
+    from warpcode.agent.batch.driver import BatchConfig, run_batch
     from warpcode.agent.batch.runner import Options
 
-    if args.workers < 1:
-        raise ValueError("--workers must be at least 1")
+    config = BatchConfig(
+        workers=args.workers,
+        redo=args.redo,
+        retry_errors=args.retry_errors,
+        fail_fast=args.fail_fast,
+        ray=args.ray,
+        replicas=args.replicas,
+        worker_cpus=args.worker_cpus,
+        json_events=args.json,
+    )
+    if args.max_attempts < 1:
+        raise ValueError("--max-attempts must be at least 1")
     if args.timeout_s is not None and args.timeout_s <= 0:
         raise ValueError("--timeout-s must be positive")
     if not args.jobs.is_file():
         raise ValueError(f"{args.jobs} is not a file: give the JOBS.jsonl to run")
-    options = Options(model=args.model, mode=args.mode, timeout_s=args.timeout_s, keep_workdirs=args.keep_workdirs)
-    outcome = asyncio.run(
-        run_batch(
-            args.jobs,
-            args.out.expanduser().absolute(),
-            options,
-            workers=args.workers,
-            redo=args.redo,
-            retry_errors=args.retry_errors,
-            fail_fast=args.fail_fast,
-        )
+    options = Options(
+        model=args.model,
+        mode=args.mode,
+        timeout_s=args.timeout_s,
+        keep_workdirs=args.keep_workdirs,
+        max_attempts=args.max_attempts,
     )
+    outcome = asyncio.run(run_batch(args.jobs, args.out.expanduser().absolute(), options, config))
     return outcome.exit_code

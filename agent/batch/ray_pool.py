@@ -1,0 +1,214 @@
+"""`--ray`: the batch's jobs on a pool of long-lived Ray actors (`--workers` of them, one job at a time each), rows
+streaming back to the driver as jobs finish (`ray.wait`). A worker that dies under a job is replaced and the job
+tried again from a fresh copy, up to the attempts limit. With `--replicas R` and a `local:` model, R model replica
+actors (one GPU each) serve every worker's sessions, each job's session kept on one replica (its prefix cache).
+
+Every node must see the repositories and --out's folder at the same paths (a shared filesystem), as on one
+machine. Ray's own logs stay out of stdout (`log_to_driver=False`)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import secrets
+import socket
+import time
+from typing import TextIO
+
+try:
+    import ray
+    from ray.exceptions import GetTimeoutError, RayActorError, TaskCancelledError
+except ImportError:  # pragma: no cover - exercised only where the extra is missing
+    ray = None
+
+
+from warpcode.agent.batch import workspaces
+from warpcode.agent.batch.driver import BatchConfig, Recorder
+from warpcode.agent.batch.jobs import Job
+from warpcode.agent.batch.runner import Options, error_row, run_job
+
+INSTALL_RAY = "--ray needs Ray, an optional extra: pip install 'warpcode[distributed]'"
+START_TIMEOUT_S = 120  # for the workers to start; replicas get REPLICA_TIMEOUT_S to load their model
+REPLICA_TIMEOUT_S = 1800
+CANCEL_GRACE_S = 30  # for cancelled jobs to kill their processes and remove their copies
+POLL_S = 0.25
+
+
+def connect(address: str, workers: int, worker_cpus: float) -> bool:
+    """Joins (or starts, for `local`) the Ray instance; True when this process started it."""
+    if ray is None:
+        raise ValueError(INSTALL_RAY)
+    quiet = {"log_to_driver": False, "logging_level": logging.WARNING, "include_dashboard": False}
+    if address == "local":
+        # a fresh instance with room for every worker, whatever the core count (the workers mostly wait on the
+        # model and on subprocesses); a small object store, as only rows travel through it
+        cpus = max(os.cpu_count() or 1, int(workers * worker_cpus + 0.999))
+        ray.init(address="local", num_cpus=cpus, object_store_memory=256 * 2**20, **quiet)
+        return True
+    try:
+        ray.init(address=address, **quiet)
+    except ConnectionError as exc:
+        hint = "start one with `ray start --head`, or use --ray local" if address == "auto" else str(exc)
+        raise ValueError(f"--ray {address}: no Ray cluster answers ({hint})") from None
+    return False
+
+
+if ray is not None:
+
+    @ray.remote(max_restarts=0, max_task_retries=0)
+    class JobWorker:
+        """Runs one job at a time in its own process, with the same code as the in-process batch."""
+
+        def __init__(self, environment: dict[str, str]) -> None:
+            os.environ.update(environment)
+
+        def where(self) -> tuple[str, int]:
+            return socket.gethostname(), os.getpid()
+
+        async def run(self, job: Job, options: Options, worker: str, attempts_before: int) -> dict:
+            return await run_job(job, options, worker, attempts_before)
+
+
+@dataclasses.dataclass
+class _Worker:
+    actor: object
+    name: str
+    host: str
+    pid: int
+
+
+@dataclasses.dataclass
+class _Running:
+    job: Job
+    worker: _Worker
+    attempt: int
+    replica: int | None
+
+
+class RayPool:
+    def __init__(self, config: BatchConfig, options: Options, log: TextIO) -> None:
+        if ray is None:
+            raise ValueError(INSTALL_RAY)
+        self.config, self.options, self.log = config, options, log
+        self.idle: list[_Worker] = []
+        self.workers: list[_Worker] = []  # every live one, idle or not
+        self.started_here = False
+        self.replicas = None
+        self._environment: dict[str, str] = {}
+        self._serial = 0
+        self.checkpoint = None
+        if config.replicas:
+            from warpcode.agent.batch.replicas import replica_checkpoint
+
+            self.checkpoint = replica_checkpoint(options.model)  # a bad --model fails before Ray starts
+
+    def start(self, jobs: int) -> None:
+        """Connects, loads the replicas (if any), then starts min(--workers, jobs) workers."""
+        self.started_here = connect(self.config.ray, self.config.workers, self.config.worker_cpus)
+        if self.checkpoint is not None:
+            from warpcode.agent.batch.replicas import ReplicaSet
+
+            key = secrets.token_urlsafe(24)  # the replicas listen beyond loopback on a cluster
+            self._environment = {"WARPCODE_API_KEY": key}
+            replicas = self.config.replicas
+            self.replicas = ReplicaSet(self.checkpoint, replicas, key, local=self.started_here, log=self.log)
+            self.replicas.start(REPLICA_TIMEOUT_S)
+        count = max(1, min(self.config.workers, jobs))
+        self.idle = self._spawn(count)
+
+    def _spawn(self, count: int) -> list[_Worker]:
+        actors = [JobWorker.options(num_cpus=self.config.worker_cpus).remote(self._environment) for _ in range(count)]
+        try:
+            places = ray.get([actor.where.remote() for actor in actors], timeout=START_TIMEOUT_S)
+        except GetTimeoutError:
+            total = ray.cluster_resources().get("CPU", 0)
+            raise ValueError(
+                f"Ray did not start {count} workers of {self.config.worker_cpus:g} CPUs in {START_TIMEOUT_S}s (the "
+                f"cluster has {total:g} CPUs): lower --workers or --worker-cpus"
+            ) from None
+        workers = []
+        for actor, (host, pid) in zip(actors, places, strict=True):
+            self._serial += 1
+            workers.append(_Worker(actor, f"ray:{host}:{pid}/{self._serial}", host, pid))
+        self.workers.extend(workers)
+        return workers
+
+    async def run(self, pending: list[Job], recorder: Recorder) -> None:
+        import asyncio
+
+        queue: list[tuple[Job, int]] = [(job, 0) for job in reversed(pending)]  # (job, attempts spent)
+        running: dict[object, _Running] = {}
+        try:
+            while queue or running:
+                while queue and self.idle:
+                    job, spent = queue.pop()
+                    worker = self.idle.pop()
+                    replica = self.replicas.assign() if self.replicas and job.model is None else None
+                    options = self.options
+                    if replica is not None:
+                        options = dataclasses.replace(options, model=self.replicas.spec(replica))
+                    ref = worker.actor.run.remote(job, options, _worker_field(worker, replica), spent)
+                    running[ref] = _Running(job, worker, spent + 1, replica)
+                    place = {"host": worker.host, "pid": worker.pid, "replica": replica}
+                    recorder.started(job.id, worker.name, spent + 1, **place)
+                ready, _ = await asyncio.to_thread(ray.wait, list(running), num_returns=1, timeout=POLL_S)
+                for ref in ready:
+                    entry = running.pop(ref)
+                    if self.replicas and entry.replica is not None:
+                        self.replicas.release(entry.replica)
+                    try:
+                        row = ray.get(ref)
+                    except RayActorError:
+                        await asyncio.to_thread(self._replace, entry.worker)
+                        orphans = (entry.job.repo, self.options.workdirs, entry.job.id)
+                        await asyncio.to_thread(workspaces.remove_orphans, *orphans)
+                        if entry.attempt < self.options.max_attempts:
+                            recorder.retrying(entry.job.id, entry.attempt + 1, f"worker {entry.worker.name} died")
+                            queue.append((entry.job, entry.attempt))
+                            continue
+                        row = error_row(
+                            entry.job.id, str(entry.job.repo),
+                            f"the worker process died under the job {entry.attempt} times",
+                            entry.attempt, entry.worker.name,
+                        )  # fmt: skip
+                    else:
+                        self.idle.append(entry.worker)
+                    recorder.finished(row)
+        except asyncio.CancelledError:
+            await asyncio.to_thread(self._cancel, list(running))
+            raise
+
+    def _replace(self, dead: _Worker) -> None:
+        ray.kill(dead.actor, no_restart=True)
+        self.workers.remove(dead)
+        self.idle.extend(self._spawn(1))
+
+    def _cancel(self, refs: list) -> None:
+        """Cancels the running jobs (each kills its processes and removes its copy) and waits for them to end."""
+        for ref in refs:
+            ray.cancel(ref)
+        deadline = time.monotonic() + CANCEL_GRACE_S
+        while refs and time.monotonic() < deadline:
+            _, refs = ray.wait(refs, num_returns=len(refs), timeout=max(0.0, deadline - time.monotonic()))
+        for ref in refs:
+            with contextlib.suppress(TaskCancelledError, RayActorError, GetTimeoutError):
+                ray.get(ref, timeout=0)
+
+    def summary_notes(self) -> list[str]:
+        return self.replicas.summary() if self.replicas else []
+
+    def close(self) -> None:
+        """Stops the workers and replicas; a local instance stops with them, a cluster keeps running."""
+        for worker in self.workers:
+            ray.kill(worker.actor, no_restart=True)
+        self.workers, self.idle = [], []
+        if self.replicas:
+            self.replicas.stop()
+        if ray.is_initialized():
+            ray.shutdown()
+
+
+def _worker_field(worker: _Worker, replica: int | None) -> str:
+    return worker.name if replica is None else f"{worker.name} -> replica {replica}"

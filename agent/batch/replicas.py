@@ -1,0 +1,135 @@
+"""`--replicas R` on Ray: the `local:` model as R replica actors, each holding the serving engine on one GPU (on the
+CPU when the cluster has none) and serving it over the OpenAI API (`serve-model`'s app) on its node, with a key
+made for the batch. The job workers reach a replica as an `openai:` model; each job's session stays on the replica
+it was given (the one running the fewest jobs then), so every model request of the session finds its prefix
+cached there."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import TextIO
+
+import ray
+
+from warpcode.agent.backends.base import BackendError
+
+SERVED_NAME = "replica"
+
+
+def replica_checkpoint(model: str | None) -> Path:
+    """The checkpoint directory of a `local:DIR` (or bare DIR) spec; anything else is a clear error."""
+    path = model.removeprefix("local:") if model else None
+    if not path or not (model.startswith("local:") or Path(model).is_dir()):
+        raise ValueError(f"--replicas serves a local:DIR model; --model is {model!r} (an openai: endpoint serves "
+                         "itself: give the workers its URL instead)")  # fmt: skip
+    checkpoint = Path(path).expanduser().resolve()
+    if not (checkpoint / "config.json").is_file():
+        raise ValueError(f"--replicas: {checkpoint} is not a checkpoint directory (no config.json)")
+    return checkpoint
+
+
+@ray.remote(max_restarts=0)
+class ModelReplica:
+    def __init__(self, checkpoint: str, api_key: str, loopback: bool) -> None:
+        from warpcode.agent.backends.local import load_agent_engine
+        from warpcode.agent.model_server import ModelServer, base_url, bind, create_app
+
+        self.engine = load_agent_engine(Path(checkpoint))
+        host = "127.0.0.1" if loopback else ray.util.get_node_ip_address()
+        sock = bind(host, 0)
+        self.url = base_url(sock)
+        self.server = ModelServer(create_app(self.engine, SERVED_NAME, api_key), sock)
+        self.thread = threading.Thread(target=self.server.run, name="model-server", daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise BackendError(f"the model server of the replica on {socket.gethostname()} did not start")
+            time.sleep(0.05)
+
+    def address(self) -> tuple[str, str]:
+        return self.url, f"{self.engine.device}"
+
+    def counters(self) -> dict[str, int]:
+        counters = self.engine.core.counters
+        return {"prompt_tokens": counters.prompt_tokens, "cached_tokens": counters.cached_tokens,
+                "generated_tokens": counters.generated_tokens}  # fmt: skip
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+        self.engine.shutdown()
+
+
+class ReplicaSet:
+    """The driver's side: starts the replicas, gives each new session one, says how the sessions spread."""
+
+    def __init__(self, checkpoint: Path, count: int, api_key: str, local: bool, log: TextIO) -> None:
+        self.checkpoint, self.count, self.api_key, self.local, self.log = checkpoint, count, api_key, local, log
+        self.actors: list = []
+        self.urls: list[str] = []
+        self.running = [0] * count
+        self.sessions = [0] * count
+
+    def start(self, timeout_s: float) -> None:
+        gpus = ray.cluster_resources().get("GPU", 0)
+        per_replica = 1 if gpus else 0
+        where = f"one GPU each ({gpus:g} in the cluster)" if gpus else "on the CPU: the cluster has no GPU"
+        print(f"batch: loading {self.count} replicas of {self.checkpoint.name}, {where}...", file=self.log, flush=True)
+        options = {"num_gpus": per_replica, "num_cpus": 1 if gpus else 0}
+        self.actors = [
+            ModelReplica.options(**options).remote(str(self.checkpoint), self.api_key, self.local)
+            for _ in range(self.count)
+        ]
+        try:
+            addresses = ray.get([actor.address.remote() for actor in self.actors], timeout=timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            raise ValueError(f"the replicas did not load in {timeout_s:.0f}s (does the cluster have {self.count} "
+                             "free GPUs?)") from None  # fmt: skip
+        except ray.exceptions.RayActorError as exc:
+            raise ValueError(f"a replica could not load the model: {_cause(exc)}") from None
+        self.urls = [url for url, _ in addresses]
+        for number, (url, device) in enumerate(addresses):
+            print(f"batch: replica {number} serves on {url} ({device})", file=self.log, flush=True)
+
+    def spec(self, replica: int) -> str:
+        return f"openai:{self.urls[replica]}#{SERVED_NAME}"
+
+    def assign(self) -> int:
+        replica = min(range(self.count), key=lambda n: (self.running[n], self.sessions[n]))
+        self.running[replica] += 1
+        self.sessions[replica] += 1
+        return replica
+
+    def release(self, replica: int) -> None:
+        self.running[replica] -= 1
+
+    def summary(self) -> list[str]:
+        try:
+            counters = ray.get([actor.counters.remote() for actor in self.actors], timeout=30)
+        except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
+            counters = [None] * self.count
+        lines = []
+        for number, counts in enumerate(counters):
+            line = f"replica {number}: {self.sessions[number]} sessions"
+            if counts:
+                share = counts["cached_tokens"] / max(counts["prompt_tokens"], 1)
+                line += (f", {counts['prompt_tokens']} prompt tokens ({share:.0%} from the prefix cache), "
+                         f"{counts['generated_tokens']} generated")  # fmt: skip
+            lines.append(line)
+        return lines
+
+    def stop(self) -> None:
+        with contextlib.suppress(ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
+            ray.get([actor.stop.remote() for actor in self.actors], timeout=30)
+        for actor in self.actors:
+            ray.kill(actor, no_restart=True)
+
+
+def _cause(error: Exception) -> str:
+    text = str(error).strip().splitlines()
+    return next((line for line in reversed(text) if line.strip()), type(error).__name__)

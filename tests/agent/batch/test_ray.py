@@ -1,0 +1,154 @@
+"""`warpcode batch --ray local`: a real local Ray instance started by the command (2 CPUs here), long-lived job
+worker actors, a worker killed mid-job by the test, and `local:` model replicas serving the workers' sessions."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.agent.batch.conftest import PYTEST, fix_turns, make_project, read_rows, repo_state, run_command, write_jobs
+from tests.agent.conftest import write_script
+from tests.agent.model_server.conftest import agent_checkpoint, fast_tokenizer  # noqa: F401 (fixtures)
+from warpcode.agent.cli.main import main
+
+pytest.importorskip("ray")
+pytestmark = pytest.mark.slow
+
+TIMING_FIELDS = ("duration_s", "worker", "trajectory")
+
+
+def warpcode_batch(*arguments: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "warpcode.agent", "batch", *arguments]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+
+def comparable(rows: list[dict]) -> dict[str, dict]:
+    return {row["id"]: {k: v for k, v in row.items() if k not in TIMING_FIELDS} for row in rows}
+
+
+def test_ray_local_gives_the_same_rows_as_the_in_process_batch(tmp_path: Path):
+    repo = make_project(tmp_path / "repo", git_repo=True)
+    make_project(tmp_path / "plain", git_repo=False)
+    before = repo_state(repo)
+    model = f"scripted:{write_script(tmp_path / 'fix.json', fix_turns())}"
+    jobs = write_jobs(tmp_path / "jobs.jsonl", [
+        {"id": "git-fix", "repo": "repo", "instruction": "fix add", "test_command": PYTEST},
+        {"id": "plain-fix", "repo": "plain", "instruction": "fix add", "test_command": PYTEST},
+        {"id": "tests-fail", "repo": "repo", "instruction": "look", "test_command": PYTEST,
+         "model": f"scripted:{write_script(tmp_path / 'look.json', [{'text': 'ok'}])}"},
+        '{"id": "broken", ',
+        {"id": "gone", "repo": "missing", "instruction": "fix"},
+    ])  # fmt: skip
+    # folders of one length: the prompt names the job's copy, and the scripted model counts its characters
+    here, on_ray = tmp_path / "here" / "RESULTS.jsonl", tmp_path / "rays" / "RESULTS.jsonl"
+
+    assert main(["batch", str(jobs), "--out", str(here), "--model", model, "--workers", "2"]) == 0
+    done = warpcode_batch(str(jobs), "--out", str(on_ray), "--model", model, "--workers", "2", "--ray", "local")
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""  # without --json stdout stays empty: Ray's logs do not reach it
+    rows_here, rows_ray = read_rows(here), read_rows(on_ray)
+    assert comparable(rows_ray) == comparable(rows_here)
+    statuses = {row["id"]: row["status"] for row in rows_ray}
+    assert statuses == {"git-fix": "succeeded", "plain-fix": "succeeded", "tests-fail": "failed",
+                        "line:4": "error", "gone": "error"}  # fmt: skip
+    ray_workers = {row["worker"] for row in rows_ray if row["status"] != "error"}
+    assert all(worker.startswith("ray:") for worker in ray_workers)
+    assert all(Path(row["trajectory"]).is_file() for row in rows_ray if row["trajectory"])
+    assert repo_state(repo) == before
+    assert not (tmp_path / "rays" / "RESULTS.jsonl.workdirs").exists()
+
+
+def test_a_worker_killed_mid_job_is_replaced_and_the_job_retried(tmp_path: Path):
+    repo = make_project(tmp_path / "repo", git_repo=True)
+    before = repo_state(repo)
+    slow = f"scripted:{write_script(tmp_path / 'slow.json', fix_turns([run_command('sleep 3')]))}"
+    jobs = write_jobs(tmp_path / "jobs.jsonl", [
+        {"id": "victim", "repo": "repo", "instruction": "fix", "model": slow},
+        *({"id": f"other-{n}", "repo": "repo", "instruction": "fix"} for n in range(3)),
+    ])  # fmt: skip
+    out = tmp_path / "RESULTS.jsonl"
+    quick = f"scripted:{write_script(tmp_path / 'fix.json', fix_turns())}"
+    command = [sys.executable, "-m", "warpcode.agent", "batch", str(jobs), "--out", str(out), "--model", quick,
+               "--ray", "local", "--workers", "2", "--json"]  # fmt: skip
+    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    events, killed = [], None
+    try:
+        for line in driver.stdout:
+            event = json.loads(line)  # stdout holds the event lines and nothing else
+            events.append(event)
+            if event["event"] == "started" and event["id"] == "victim" and killed is None:
+                time.sleep(1.0)  # inside its turn's `sleep 3`
+                killed = event["pid"]
+                os.kill(killed, signal.SIGKILL)
+        assert driver.wait(timeout=240) == 0, driver.stderr.read()
+    finally:
+        driver.kill()
+    rows = {row["id"]: row for row in read_rows(out)}
+    assert sorted(rows) == ["other-0", "other-1", "other-2", "victim"]  # every job once
+    assert all(row["status"] == "succeeded" for row in rows.values()), rows
+    victim = rows["victim"]
+    assert victim["attempts"] == 2 and f":{killed}/" not in victim["worker"]
+    assert all(row["attempts"] == 1 for key, row in rows.items() if key != "victim")
+    assert [e["attempt"] for e in events if e["event"] == "retry"] == [2]
+    assert events[-1]["event"] == "summary" and events[-1]["succeeded"] == 4
+    assert repo_state(repo) == before  # the dead worker's worktree was not left registered
+
+
+def test_replicas_serve_every_session_of_the_batch(tmp_path: Path, agent_checkpoint: Path):  # noqa: F811
+    repo = make_project(tmp_path / "repo", git_repo=True)
+    before = repo_state(repo)
+    jobs = write_jobs(tmp_path / "jobs.jsonl", [{"id": f"j{n}", "repo": "repo", "instruction": "hi"} for n in range(4)])
+    out = tmp_path / "RESULTS.jsonl"
+    done = warpcode_batch(str(jobs), "--out", str(out), "--model", f"local:{agent_checkpoint}", "--ray", "local",
+                          "--replicas", "2", "--workers", "2", timeout=400)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = read_rows(out)
+    assert len(rows) == 4 and all(row["status"] == "succeeded" for row in rows), rows
+    assert all(row["usage"]["model_requests"] == 1 and row["usage"]["input_tokens"] > 0 for row in rows)
+    replicas = [row["worker"].rsplit("-> replica ", 1)[1] for row in rows]
+    assert set(replicas) == {"0", "1"}  # the sessions spread over both
+    for number in "01":
+        assert f"replica {number}: {replicas.count(number)} sessions" in done.stderr
+    assert repo_state(repo) == before
+
+
+def test_ray_options_are_checked_before_anything_runs(tmp_path: Path, capsys):
+    jobs = write_jobs(tmp_path / "jobs.jsonl", [{"id": "a", "repo": ".", "instruction": "x"}])
+    out = str(tmp_path / "RESULTS.jsonl")
+    assert main(["batch", str(jobs), "--out", out, "--replicas", "2"]) == 1
+    assert main(["batch", str(jobs), "--out", out, "--ray", "local", "--replicas", "1", "--model", "scripted:x"]) == 1
+    first, second = capsys.readouterr().err.strip().splitlines()[-2:]
+    assert first.startswith(
+        "warpcode batch: error: --replicas needs --ray (local, auto or a cluster address): replicas are Ray actors"
+    )
+    assert second.startswith("warpcode batch: error: --replicas serves a local:DIR model; --model is 'scripted:x'")
+
+
+def test_ray_auto_without_a_cluster_and_ray_not_installed_are_one_line_errors(tmp_path: Path):
+    jobs = write_jobs(tmp_path / "jobs.jsonl", [{"id": "a", "repo": ".", "instruction": "x"}])
+    out = str(tmp_path / "RESULTS.jsonl")
+    env = {key: value for key, value in os.environ.items() if key != "RAY_ADDRESS"}
+    command = [sys.executable, "-m", "warpcode.agent", "batch", str(jobs), "--out", out, "--model", "scripted:x"]
+    auto = subprocess.run([*command, "--ray", "auto"], capture_output=True, text=True, timeout=120, env=env)
+    assert auto.returncode == 1
+    assert auto.stderr.strip().splitlines()[-1].startswith(
+        "warpcode batch: error: --ray auto: no Ray cluster answers "
+        "(start one with `ray start --head`, or use --ray local)"
+    )
+    no_ray = "import sys; sys.modules['ray'] = None; from warpcode.agent.cli import main; sys.exit(main(sys.argv[1:]))"
+    missing = subprocess.run(
+        [sys.executable, "-c", no_ray, "batch", str(jobs), "--out", out, "--model", "scripted:x", "--ray", "local"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert missing.returncode == 1
+    assert missing.stderr.strip().splitlines()[-1].startswith(
+        "warpcode batch: error: --ray needs Ray, an optional extra: pip install 'warpcode[distributed]'"
+    )
