@@ -15,6 +15,21 @@ from typing import Any
 STATUSES = ("succeeded", "failed", "timeout", "error")
 
 
+def parse_rows(data: bytes) -> tuple[dict[str, dict[str, Any]], bool]:
+    """(the finished rows of a results file's bytes by id, the first row of an id kept; whether it holds anything
+    else: a torn last line, a line that is no row, a repeated id). Reading alone changes nothing."""
+    rows: dict[str, dict[str, Any]] = {}
+    whole = data[: data.rfind(b"\n") + 1]  # a torn last line (no newline yet) was never a finished row
+    for line in whole.decode("utf-8", errors="replace").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("id"), str):
+            rows.setdefault(row["id"], row)
+    return rows, whole != data or len(rows) != len(whole.splitlines())
+
+
 class ResultsFile:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -23,16 +38,8 @@ class ResultsFile:
             self._load()
 
     def _load(self) -> None:
-        data = self.path.read_bytes()
-        whole = data[: data.rfind(b"\n") + 1]  # a torn last line (no newline yet) was never a finished row
-        for line in whole.decode("utf-8", errors="replace").splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(row, dict) and isinstance(row.get("id"), str):
-                self.rows.setdefault(row["id"], row)
-        if whole != data or len(self.rows) != len(whole.splitlines()):
+        self.rows, untidy = parse_rows(self.path.read_bytes())
+        if untidy:
             self._rewrite(self.rows.values())
 
     def done(self, job_id: str, retry_errors: bool = False, redo: bool = False) -> bool:

@@ -60,6 +60,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--keep-workdirs", action="store_true", help="keep each job's copy (removed by the next run with this --out)"
     )
     batch.set_defaults(handler=run_batch_command)
+    add_apply_command(batch)
 
 
 def run_batch_command(args: argparse.Namespace) -> int:
@@ -91,3 +92,57 @@ def run_batch_command(args: argparse.Namespace) -> int:
     )
     outcome = asyncio.run(run_batch(args.jobs, args.out.expanduser().absolute(), options, config))
     return outcome.exit_code
+
+
+class _BatchParser(argparse.ArgumentParser):
+    """`warpcode batch`'s parser, which hands `warpcode batch apply ...` to its apply parser (a JOBS file named
+    `apply` is given as `./apply`)."""
+
+    apply_parser: argparse.ArgumentParser
+
+    def parse_known_args(self, args=None, namespace=None):
+        if args and args[0] == "apply":
+            return self.apply_parser.parse_known_args(args[1:], namespace)
+        return super().parse_known_args(args, namespace)
+
+
+def add_apply_command(batch: argparse.ArgumentParser) -> None:
+    """`warpcode batch apply RESULTS.jsonl`: a parser of its own, chosen when the first argument after `batch` is
+    `apply`, so that `warpcode batch JOBS.jsonl --out ...` stays as it is."""
+    from warpcode.agent.batch.apply import SELECTIONS
+
+    apply = argparse.ArgumentParser(
+        prog=f"{batch.prog} apply",
+        description="Turn each selected row of RESULTS.jsonl (written by `warpcode batch ... --out`) into a branch "
+        "of its repository: PREFIX + the job id, one commit on top of the job's base commit holding exactly its "
+        "patch. Made with git plumbing in a temporary index: the working tree, index, HEAD and other branches are "
+        "never touched, and an existing branch is never moved (the same content: already applied; other content: "
+        "a conflict). A line per row and a summary go to stderr. Exit code 0 when every selected row with a patch "
+        "and a base commit was applied or already applied, 1 otherwise.",
+    )
+    apply.add_argument("results", type=Path, metavar="RESULTS.jsonl", help="the batch's result rows")
+    apply.add_argument(
+        "--branch-prefix", default="warpcode/", metavar="PREFIX", help="what each branch name starts with (warpcode/)"
+    )
+    apply.add_argument(
+        "--only",
+        choices=SELECTIONS,
+        default="succeeded",
+        help="the rows of this status (default succeeded); any: every row with a patch",
+    )
+    apply.add_argument("--json", action="store_true", help="one JSON object per row on stdout (id, repo, outcome, "
+                       "branch, commit, reason), nothing else")  # fmt: skip
+    apply.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    apply.set_defaults(handler=run_apply_command)
+    batch.__class__ = _BatchParser  # the same parser, now dispatching `apply`
+    batch.apply_parser = apply
+    batch.epilog = (
+        "Afterwards, `warpcode batch apply RESULTS.jsonl [--branch-prefix warpcode/] [--only succeeded] [--json]` "
+        "turns the rows' patches into branches of their repositories (see `warpcode batch apply --help`)."
+    )
+
+
+def run_apply_command(args: argparse.Namespace) -> int:
+    from warpcode.agent.batch.apply import apply_results
+
+    return apply_results(args.results.expanduser().absolute(), args.branch_prefix, args.only, args.json)
