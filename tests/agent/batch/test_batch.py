@@ -217,3 +217,32 @@ def test_sigterm_cancels_running_jobs_cleanly(tmp_path: Path):
     assert not out.exists() or out.read_text() == ""
     assert repo_state(repo) == before
     assert not (tmp_path / "RESULTS.jsonl.workdirs").exists()
+
+
+def test_workers_run_jobs_at_once(tmp_path: Path):
+    make_project(tmp_path / "repo", git_repo=True)
+    slow = write_script(tmp_path / "slow.json", fix_turns([run_command("sleep 1.5")]))
+    jobs = write_jobs(tmp_path / "jobs.jsonl", [{"id": f"j{n}", "repo": "repo", "instruction": "x"} for n in range(4)])
+    out = tmp_path / "RESULTS.jsonl"
+    started = time.monotonic()
+    assert batch(jobs, out, "--model", f"scripted:{slow}", "--workers", "4") == 0
+    wall = time.monotonic() - started
+    rows = by_id(out)
+    assert all(row["status"] == "succeeded" for row in rows.values())
+    assert wall < 0.6 * sum(row["duration_s"] for row in rows.values())  # one at a time would take the sum
+    assert len({row["worker"] for row in rows.values()}) == 4
+
+
+def test_fail_fast_stops_at_the_first_job_that_does_not_succeed(tmp_path: Path, capsys):
+    make_project(tmp_path / "repo", git_repo=True)
+    looks = write_script(tmp_path / "look.json", [{"text": "ok"}])
+    jobs = write_jobs(tmp_path / "jobs.jsonl", [
+        {"id": "fails", "repo": "repo", "instruction": "look", "test_command": PYTEST},
+        *({"id": f"later-{n}", "repo": "repo", "instruction": "x"} for n in range(3)),
+    ])  # fmt: skip
+    out = tmp_path / "RESULTS.jsonl"
+    assert batch(jobs, out, "--model", f"scripted:{looks}", "--fail-fast") == 1
+    assert list(by_id(out)) == ["fails"] and by_id(out)["fails"]["status"] == "failed"
+    assert "3 jobs have no row (--fail-fast stopped the batch)" in capsys.readouterr().err
+    assert batch(jobs, out, "--model", f"scripted:{looks}") == 0  # the re-run finishes the rest
+    assert sorted(by_id(out)) == ["fails", "later-0", "later-1", "later-2"]

@@ -1,10 +1,14 @@
-"""The batch's parts: pytest summary counts, the results file's durability rules."""
+"""The batch's parts: pytest summary counts, the results file's durability rules, the live progress view."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
+from rich.console import Console
+
+from warpcode.agent.batch.progress import BatchProgress
 from warpcode.agent.batch.results import ResultsFile
 from warpcode.agent.batch.test_command import pytest_counts
 from warpcode.agent.batch.workspaces import safe_name
@@ -36,3 +40,21 @@ def test_results_file_drops_a_torn_line_and_keeps_one_row_per_id(tmp_path: Path)
 def test_safe_names_never_collide():
     assert safe_name("plain-id_1.x") == "plain-id_1.x"
     assert safe_name("a/b") != safe_name("a_b") and "/" not in safe_name("a/b")
+
+
+def test_the_live_view_shows_counts_eta_and_the_slowest_running_jobs():
+    log = io.StringIO()
+    progress = BatchProgress(total=4, skipped=1, log=log, events=io.StringIO())
+    progress.console = Console(file=log, force_terminal=True, width=120, color_system=None)
+    progress.started("slow-one", "local:host:1/0")
+    progress.started("quick", "local:host:1/1")
+    progress.running["slow-one"].since -= 90
+    row = {"id": "done", "status": "failed", "duration_s": 2.0, "error": "tests fail", "attempts": 1, "worker": "w"}
+    progress.finished(row)
+    with progress.console.capture() as captured:
+        progress.console.print(progress._view())
+    view = captured.get()
+    assert "1/4 done · 2 running · 1 failed · 0 errors" in view and "ETA" in view
+    lines = [line for line in view.splitlines() if "local:host" in line]
+    assert lines[0].split()[:3] == ["slow-one", "local:host:1/0", "1:30"]  # the slowest first
+    assert lines[1].split()[0] == "quick"

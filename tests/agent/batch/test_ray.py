@@ -139,9 +139,13 @@ def test_ray_auto_without_a_cluster_and_ray_not_installed_are_one_line_errors(tm
     command = [sys.executable, "-m", "warpcode.agent", "batch", str(jobs), "--out", out, "--model", "scripted:x"]
     auto = subprocess.run([*command, "--ray", "auto"], capture_output=True, text=True, timeout=120, env=env)
     assert auto.returncode == 1
-    assert auto.stderr.strip().splitlines()[-1].startswith(
-        "warpcode batch: error: --ray auto: no Ray cluster answers "
-        "(start one with `ray start --head`, or use --ray local)"
+    assert (
+        auto.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            "warpcode batch: error: --ray auto: no Ray cluster answers "
+            "(start one with `ray start --head`, or use --ray local)"
+        )
     )
     no_ray = "import sys; sys.modules['ray'] = None; from warpcode.agent.cli import main; sys.exit(main(sys.argv[1:]))"
     missing = subprocess.run(
@@ -149,6 +153,8 @@ def test_ray_auto_without_a_cluster_and_ray_not_installed_are_one_line_errors(tm
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert missing.returncode == 1
-    assert missing.stderr.strip().splitlines()[-1].startswith(
-        "warpcode batch: error: --ray needs Ray, an optional extra: pip install 'warpcode[distributed]'"
+    assert (
+        missing.stderr.strip()
+        .splitlines()[-1]
+        .startswith("warpcode batch: error: --ray needs Ray, an optional extra: pip install 'warpcode[distributed]'")
     )
