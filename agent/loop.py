@@ -14,7 +14,15 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from warpcode.agent import context, events
-from warpcode.agent.backends import BackendError, Finish, ModelBackend, TextDelta, ThoughtDelta, ToolCallReady
+from warpcode.agent.backends import (
+    BackendError,
+    Finish,
+    ModelBackend,
+    ModelUnavailable,
+    TextDelta,
+    ThoughtDelta,
+    ToolCallReady,
+)
 from warpcode.agent.messages import Message, ToolCall
 from warpcode.agent.permissions import PermissionPolicy, mode_policy, rejection_message
 from warpcode.agent.prompt import repo_overview, system_prompt
@@ -39,6 +47,7 @@ class Limits:
 class TurnResult:
     stop_reason: StopReason
     error: str | None = None  # why the model could not answer (stop_reason "refusal")
+    model_unavailable: bool = False  # that error: its server could not be reached (trying later may work)
     input_tokens: int = 0
     output_tokens: int = 0
 
@@ -160,6 +169,7 @@ class Agent:
         except BackendError as error:
             self.emit(events.message_chunk(f"\n\nThe model could not answer: {error}"))
             result.stop_reason, result.error = "refusal", str(error)
+            result.model_unavailable = isinstance(error, ModelUnavailable)
             return result
         except asyncio.CancelledError:
             self._answer_open_calls("Not run: the user cancelled the turn.")

@@ -24,6 +24,11 @@ class BackendError(Exception):
     """The model could not answer (server error, bad configuration, missing model): ends the turn with a message."""
 
 
+class ModelUnavailable(BackendError):
+    """The model's server could not be reached or kept failing (refused, timed out, 5xx): trying again later may
+    work, unlike a bad request or a missing key. A batch retries such a job."""
+
+
 @dataclass
 class TextDelta:
     text: str

@@ -21,6 +21,7 @@ from warpcode.agent.backends.base import (
     BackendError,
     Finish,
     ModelEvent,
+    ModelUnavailable,
     TextDelta,
     ThoughtDelta,
     ToolCallReady,
@@ -92,15 +93,16 @@ class OpenAIBackend:
                             yield event
                         return
                 except httpx.ConnectError as exc:  # refused or unresolvable: final, retrying only delays the news
-                    raise BackendError(
+                    raise ModelUnavailable(
                         f"nothing answers at {self.url} ({_describe(exc)}): start the model server, or check the URL "
                         f"given with --model"
                     ) from exc
                 except (_Retryable, httpx.TransportError) as exc:
                     if streamed:  # a retry would repeat what the user already saw
-                        raise BackendError(f"{self.url}: the stream broke off: {_describe(exc)}") from exc
+                        raise ModelUnavailable(f"{self.url}: the stream broke off: {_describe(exc)}") from exc
                     if attempt == self.retry.attempts:
-                        raise BackendError(f"{self.url}: {_describe(exc)} (gave up after {attempt} attempts)") from exc
+                        gave_up = f"{self.url}: {_describe(exc)} (gave up after {attempt} attempts)"
+                        raise ModelUnavailable(gave_up) from exc
                     retry_after = exc.retry_after if isinstance(exc, _Retryable) else None
                     await asyncio.sleep(min(delay if retry_after is None else retry_after, self.retry.max_delay_s))
                     delay *= 2

@@ -14,6 +14,12 @@ from warpcode.agent.batch import workspaces
 from warpcode.agent.batch.jobs import BadRow, Job
 from warpcode.agent.batch.test_command import run_tests
 
+RETRY_PAUSE_S = 1.0  # before trying a job again whose model could not be reached: times the attempts so far
+
+
+class ModelUnreachable(RuntimeError):
+    """The job's model server could not be reached: an infrastructure failure, tried again from a fresh copy."""
+
 
 @dataclass
 class Options:
@@ -61,6 +67,8 @@ async def run_job(job: Job | BadRow, options: Options, worker: str, attempts_bef
             problem = str(exc) or type(exc).__name__
             if isinstance(exc, ValueError | workspaces.WorkspaceError | BackendError):
                 break  # a bad base or model spec: trying again gives the same answer
+            if isinstance(exc, ModelUnreachable) and attempt < options.max_attempts:
+                await asyncio.sleep(RETRY_PAUSE_S * attempt)
             continue
         row["attempts"] = attempt
         return row
@@ -109,6 +117,8 @@ async def _attempt(job: Job, options: Options, worker: str, started: float) -> d
                 agent.cancel()
                 await asyncio.shield(turn)
         result = turn.result()
+        if result.model_unavailable:
+            raise ModelUnreachable(result.error)
         timed_out = result.stop_reason == "cancelled"
         tests = None
         if job.test_command and not timed_out:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -246,3 +247,24 @@ def test_fail_fast_stops_at_the_first_job_that_does_not_succeed(tmp_path: Path, 
     assert "3 jobs have no row (--fail-fast stopped the batch)" in capsys.readouterr().err
     assert batch(jobs, out, "--model", f"scripted:{looks}") == 0  # the re-run finishes the rest
     assert sorted(by_id(out)) == ["fails", "later-0", "later-1", "later-2"]
+
+
+def test_an_unreachable_model_is_retried_then_an_error_row(tmp_path: Path):
+    repo = make_project(tmp_path / "repo", git_repo=True)
+    before = repo_state(repo)
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    fine = f"scripted:{write_script(tmp_path / 'fix.json', fix_turns())}"
+    jobs = write_jobs(tmp_path / "jobs.jsonl", [
+        {"id": "down", "repo": "repo", "instruction": "fix", "model": f"openai:http://127.0.0.1:{port}/v1"},
+        {"id": "up", "repo": "repo", "instruction": "fix"},
+    ])  # fmt: skip
+    out = tmp_path / "RESULTS.jsonl"
+    assert batch(jobs, out, "--model", fine, "--max-attempts", "2") == 0
+    rows = by_id(out)
+    down = rows["down"]
+    assert (down["status"], down["attempts"]) == ("error", 2)
+    assert down["error"].startswith(f"nothing answers at http://127.0.0.1:{port}/v1/chat/completions")
+    assert (rows["up"]["status"], rows["up"]["attempts"]) == ("succeeded", 1)
+    assert repo_state(repo) == before  # each attempt's copy removed
