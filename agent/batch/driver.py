@@ -164,11 +164,13 @@ async def _run_here(pending: list[Job], options: Options, workers: int, recorder
 
     tasks = [asyncio.ensure_future(worker(slot)) for slot in range(max(1, min(workers, len(pending))))]
     try:
-        await asyncio.gather(*tasks)
-    finally:
+        await asyncio.gather(*tasks)  # cancelled, it cancels the workers once
+    except BaseException:
         for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+            if not task.done() and not task.cancelling():
+                task.cancel()
+        await asyncio.wait(tasks)  # their jobs' clean-up: commands killed, copies removed
+        raise
 
 
 @contextlib.contextmanager

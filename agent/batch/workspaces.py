@@ -136,9 +136,14 @@ def _copy_plain(source: Path, root: Path, git_dir: Path) -> None:
 
 
 async def remove(workspace: JobWorkspace) -> None:
-    """Unregister the worktree (if it is one) and delete the job's folder; shielded, so a cancelled job still
-    leaves nothing behind."""
-    await asyncio.shield(_remove(workspace))
+    """Unregister the worktree (if it is one) and delete the job's folder; a cancelled job still waits for it, so
+    it leaves nothing behind when it ends."""
+    removal = asyncio.ensure_future(_remove(workspace))
+    try:
+        await asyncio.shield(removal)
+    except asyncio.CancelledError:
+        await removal
+        raise
 
 
 async def _remove(workspace: JobWorkspace) -> None:
