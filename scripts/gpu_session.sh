@@ -2,7 +2,7 @@
 # One device call: install, GPU tests, warp-decode tuning and the MoE benchmarks, logs under $OUT.
 # Usage (on the GPU machine, from the repository root):
 #   bash scripts/gpu_session.sh [tests] [tune] [tune-centric] [bench] [pdl] [decode-tests] [profile] [decode] [decode-hf] [gemv]
-#       [attention] [small] [variants] [moe-small] [boundaries] [pytest] [ab] [serve] [prefill]
+#       [attention] [small] [variants] [moe-small] [boundaries] [pytest] [ab] [serve] [prefill] [prefill-attention]
 # ab: decode of this tree against a base tree made here with `git archive REF -o ab_base.tar` (an untracked file in
 # the repository root travels with the working tree), alternating AB_ROUNDS times in one call.
 set -uo pipefail
@@ -77,6 +77,8 @@ for step in $steps; do
         python3 -m warpcode.agent bench serve --preset qwen3-30b-a3b --random-weights ${SERVE_FLAGS:-} --json \
             2>"$OUT/serve_err.log" | tee -a "$OUT/bench_serve.jsonl"
         tail -5 "$OUT/serve_err.log" ;;
+    prefill-attention)  # one layer's prefill attention: the paged Triton kernel against gather + SDPA
+        python3 scripts/sweep_prefill_attention.py 2>&1 | tee -a "$OUT/prefill_attention.log" ;;
     prefill)  # cold prefill per chunk budget, and a profile of the longest
         python3 scripts/sweep_prefill.py ${PREFILL_FLAGS:-} 2>&1 | tee -a "$OUT/prefill.log" | tail -45 ;;
     decode-hf)

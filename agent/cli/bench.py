@@ -55,6 +55,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--kv-cache-gb", type=float, help="KV cache size (default: half the free GPU memory)")
     serve.add_argument("--block-size", type=int, help="KV-cache block in tokens (default: the engine's)")
     serve.add_argument("--no-static", action="store_true", help="skip the static-batch decode reference")
+    serve.add_argument(
+        "--no-prefill-graphs", action="store_true", help="prefill every chunk eagerly (no prefill CUDA graphs)"
+    )
     serve.add_argument("--device", default="auto", help="cuda, cuda:N or cpu (default: as bench decode)")
     serve.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
     serve.set_defaults(handler=_run_serve)
@@ -207,7 +210,10 @@ def _run_serve(args: argparse.Namespace) -> int:
     args.device = _decode_device(args.device, args.preset, torch.cuda.is_available())
     console = Console(stderr=True)
     with console.status(f"building {args.preset} with random weights on {args.device}..."):
-        engine = load_random(args.preset, device=args.device, kv_cache_gb=args.kv_cache_gb, block_size=args.block_size)
+        engine = load_random(
+            args.preset, device=args.device, kv_cache_gb=args.kv_cache_gb, block_size=args.block_size,
+            prefill_graphs=False if args.no_prefill_graphs else None,
+        )  # fmt: skip
     if not args.no_static:
         copy_bandwidth = bench_decode.copy_bandwidth(args.device)
         with console.status("static-batch decode (the reference)..."):

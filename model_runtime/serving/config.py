@@ -24,6 +24,7 @@ class EngineConfig:
     interleaved_prefill_tokens: int = 1024  # per forward pass while streams decode,
     prefill_layers_per_step: int = 8  # run between two decode steps: with the above, bounds the streams' gaps
     use_graphs: bool | None = None  # CUDA graphs for decode steps; None: on the GPU
+    prefill_graphs: bool | None = None  # CUDA graphs for one sequence's chunk of up to 1,024 tokens; None: as above
 
     def __post_init__(self) -> None:
         positive = {

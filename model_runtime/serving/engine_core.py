@@ -27,6 +27,7 @@ from warpcode.model_runtime.decode_step import DecodeState
 from warpcode.model_runtime.detokenize import IncrementalDetokenizer, StopStringFilter
 from warpcode.model_runtime.model import MoeForCausalLM
 from warpcode.model_runtime.prefill import PrefillChunk, prefill_in_steps
+from warpcode.model_runtime.prefill_graphs import PrefillGraphs, token_bucket
 from warpcode.model_runtime.sampling import SamplingParams
 from warpcode.model_runtime.serving.block_manager import BlockManager
 from warpcode.model_runtime.serving.config import EngineConfig
@@ -98,6 +99,10 @@ class EngineCore:
             model_config, self.rows_capacity, num_blocks + 1, config.block_size, max_blocks, self.device, self.dtype
         )
         self.runner.use_state(self.state)
+        graphed_prefill = self.runner.use_graphs if config.prefill_graphs is None else config.prefill_graphs
+        self.prefill_graphs = (
+            PrefillGraphs(model, self.state, config.prefill_layers_per_step) if graphed_prefill else None
+        )
         self.blocks = BlockManager(num_blocks + 1, config.block_size, reserved=1)
         self.scheduler = Scheduler(self.blocks, config.max_num_seqs)
         self.counters = EngineCounters()
@@ -250,14 +255,19 @@ class EngineCore:
         if self._pass is None:
             budget = self.config.interleaved_prefill_tokens if self._rows else self.config.max_prefill_tokens
             if plan := self.scheduler.prefill_plan(budget):
-                chunks = [PrefillChunk(s.tokens(s.computed, s.computed + n), s.computed, s.block_table)
-                          for s, n in plan]  # fmt: skip
-                layers = self.config.prefill_layers_per_step if self._rows else len(self.model.model.layers)
-                self._pass = _PrefillPass(plan, prefill_in_steps(self.model, self.state, chunks, layers))
+                self._pass = _PrefillPass(plan, self._prefill_steps(plan))
         if self._pass is not None:
             self._advance_prefill()
         if self._in_flight:
             self._read(self._in_flight.popleft())
+
+    def _prefill_steps(self, plan: list[tuple[Sequence, int]]) -> Generator[None, None, torch.Tensor]:
+        """One sequence's chunk that fits a token bucket replays the prefill graphs; anything else runs eagerly."""
+        chunks = [PrefillChunk(s.tokens(s.computed, s.computed + n), s.computed, s.block_table) for s, n in plan]
+        if self.prefill_graphs is not None and len(chunks) == 1 and token_bucket(len(chunks[0].token_ids)):
+            return self.prefill_graphs.steps(chunks[0].token_ids, chunks[0].start, chunks[0].block_table)
+        layers = self.config.prefill_layers_per_step if self._rows else len(self.model.model.layers)
+        return prefill_in_steps(self.model, self.state, chunks, layers)
 
     def _capture_graphs(self, max_batch: int, max_tokens: int, done: threading.Event, counts: list[int]) -> None:
         """Every row points at the scratch block (the rows' buffers are written again before real steps), so the
@@ -276,6 +286,8 @@ class EngineCore:
                         break
                     tokens *= 2
                 bucket = batch_bucket(bucket + 1)
+            if self.prefill_graphs is not None:
+                made += self.prefill_graphs.capture(self.config.interleaved_prefill_tokens)
             counts.append(made)
             self._rows_stale = True
         finally:
@@ -428,8 +440,9 @@ class EngineCore:
 
     def warm_up(self, max_batch: int, max_tokens: int) -> int:
         """Captures the greedy decode graphs of every batch bucket up to `max_batch` and every column count up
-        to `max_tokens` slots now, instead of at a stream's first step there (each capture compiles and records
-        for a second or more on the qwen3 shape). Call it while the engine is idle; returns the graphs made."""
+        to `max_tokens` slots, and the prefill graphs of every token bucket up to interleaved_prefill_tokens, now
+        instead of at first use (each capture compiles and records for a second or more on the qwen3 shape). Call
+        it while the engine is idle; returns the graphs made."""
         if not self.scheduler.idle or self._in_flight:
             raise RuntimeError("warm the engine up before it serves requests")
         done = threading.Event()

@@ -57,6 +57,7 @@ def test_graphs_are_used(served):
     engine, _ = served
     engine.generate([1, 2], 3)
     assert engine.core.runner.use_graphs and engine.core.runner._graphs
+    assert engine.core.prefill_graphs._graphs  # the prompt's chunk replayed the prefill graphs
 
 
 def test_concurrent_threads_match_one_at_a_time(served):

@@ -1,0 +1,155 @@
+"""Prefill attention over the paged KV cache: a chunk of one sequence's new tokens attends causally to the
+sequence's cached prefix and to itself (GQA, fp32 online softmax), reading the keys through its block table.
+
+Query token t of the chunk (t in [0, T)) sits at position p_t = start + t. For query head j = h*G + g of KV head h,
+with c = scale * log2(e) and S = columns * block_size:
+    s_tn = c * <q[t, j], K[h, n]>                                  n in [0, min(p_t + 1, S))
+    out[t, j] = sum_n 2^(s_tn - m_t) V[h, n] / sum_n 2^(s_tn - m_t)      m_t = max_n s_tn
+    K[h, n] = k_pool[block_table[n // block_size], h, n % block_size]                (V likewise)
+`start` is read from a device tensor inside the kernel, so one launch (and one captured CUDA graph) serves every
+prefix length. A program takes TOKENS consecutive tokens and all G query heads of one KV head, stacked as the
+TOKENS*G rows of one tl.dot (each K/V tile is loaded once for the group), and walks the key tiles up to its last
+token's position; a tile of BLOCK_N keys lies in one cache block (block_size is a multiple of BLOCK_N): one table
+entry per tile, clamped into the pool. T may be read on the device too (`rows`): a captured graph for a padded
+chunk of N >= T rows then serves every T; rows past T are neither read nor written.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from warpcode.kernels.launch import INTERPRETER
+
+_TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}
+# Query rows (tokens x heads of a group) per program, the tl.dot's M: 128 once that still makes this many programs
+# per KV head (fewer K/V tile loads per query), else 64 (more programs for a short chunk).
+_PROGRAMS_FOR_BIG_TILES = 64
+
+
+@triton.jit
+def _paged_prefill_attention_kernel(
+    q_ptr, k_ptr, v_ptr, table_ptr, start_ptr, rows_ptr, out_ptr,
+    T, S, num_blocks, qk_scale,
+    stride_qt, stride_qh,
+    stride_kb, stride_kh, stride_kn,
+    stride_vb, stride_vh, stride_vn,
+    stride_ot, stride_oh,
+    D: tl.constexpr, G: tl.constexpr, TOKENS: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr, CACHE_BLOCK: tl.constexpr, DOT_DTYPE: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    ROWS_ON_DEVICE: tl.constexpr,
+):  # fmt: skip
+    tile, kv = tl.program_id(0), tl.program_id(1)
+    if ROWS_ON_DEVICE:
+        T = tl.load(rows_ptr)
+    rows = tl.arange(0, ROWS)
+    token = tile * TOKENS + rows // G  # [ROWS]
+    head = kv * G + rows % G
+    row_mask = (rows < TOKENS * G) & (token < T)
+    offs_d = tl.arange(0, BLOCK_D)
+    d_mask = offs_d < D
+    q = tl.load(
+        q_ptr + token[:, None] * stride_qt + head[:, None] * stride_qh + offs_d[None, :],
+        mask=row_mask[:, None] & d_mask[None, :], other=0.0,
+    ).to(DOT_DTYPE)  # fmt: skip
+    start = tl.load(start_ptr)
+    position = start + token  # [ROWS]
+    end = tl.minimum(start + tl.minimum(tile * TOKENS + TOKENS, T), S)  # keys the tile's last token sees
+    end = tl.where(tile * TOKENS < T, end, 0)  # a tile wholly past T reads nothing
+    offs_n = tl.arange(0, BLOCK_N)
+    k_tile = k_ptr + kv * stride_kh + offs_n[:, None] * stride_kn + offs_d[None, :]
+    v_tile = v_ptr + kv * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :]
+    m_i = tl.full([ROWS], float("-inf"), tl.float32)
+    l_i = tl.zeros([ROWS], tl.float32)
+    acc = tl.zeros([ROWS, BLOCK_D], tl.float32)
+    for n_start in range(0, end, BLOCK_N):
+        block = tl.load(table_ptr + n_start // CACHE_BLOCK)
+        block = tl.minimum(tl.maximum(block, 0), num_blocks - 1).to(tl.int64)
+        keys = n_start + offs_n
+        tile_mask = (keys < end)[:, None] & d_mask[None, :]
+        offset = n_start % CACHE_BLOCK
+        k = tl.load(k_tile + block * stride_kb + offset * stride_kn, mask=tile_mask, other=0.0)
+        v = tl.load(v_tile + block * stride_vb + offset * stride_vn, mask=tile_mask, other=0.0)
+        s = tl.dot(q, tl.trans(k.to(DOT_DTYPE)), input_precision=DOT_PRECISION) * qk_scale
+        s = tl.where((keys[None, :] <= position[:, None]) & (keys < end)[None, :], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))  # finite from the first tile on: key 0 is every row's
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(DOT_DTYPE), v.to(DOT_DTYPE), input_precision=DOT_PRECISION)
+        m_i = m_new
+    out = acc / l_i[:, None]
+    tl.store(
+        out_ptr + token[:, None] * stride_ot + head[:, None] * stride_oh + offs_d[None, :],
+        out.to(out_ptr.dtype.element_ty), mask=row_mask[:, None] & d_mask[None, :],
+    )  # fmt: skip
+
+
+def paged_prefill_attention(
+    q: torch.Tensor,  # [T, Hq, D]: the chunk's queries, normalised and rotated
+    k_pool: torch.Tensor,  # [num_blocks, Hkv, block_size, D]
+    v_pool: torch.Tensor,  # [num_blocks, Hkv, block_size, D]
+    block_table: torch.Tensor,  # int32 [columns]: the sequence's blocks
+    start: torch.Tensor,  # int32 [1] on the device: the chunk's first position (its cached prefix length)
+    scale: float | None = None,
+    out: torch.Tensor | None = None,  # [T, Hq, D] q.dtype
+    rows: torch.Tensor | None = None,  # int32 [1] on the device: only q's first `rows` rows are real
+) -> torch.Tensor:
+    """The chunk's attention output [T, Hq, D] (with `rows`, rows past it are left as they are in `out`); its own
+    keys must already be in the pool."""
+    tokens, q_heads, dim = q.shape
+    num_blocks, kv_heads, cache_block, pool_dim = k_pool.shape
+    if v_pool.shape != k_pool.shape or pool_dim != dim or q_heads % kv_heads:
+        raise ValueError(f"q {tuple(q.shape)} does not match the pools {tuple(k_pool.shape)}/{tuple(v_pool.shape)}")
+    if block_table.dtype != torch.int32 or block_table.dim() != 1 or start.dtype != torch.int32 or start.numel() != 1:
+        raise ValueError("block_table must be int32 [columns] and start int32 [1]")
+    if rows is not None and (rows.dtype != torch.int32 or rows.numel() != 1):
+        raise ValueError("rows must be int32 [1]")
+    if q.stride(-1) != 1 or k_pool.stride(-1) != 1 or v_pool.stride(-1) != 1:
+        raise ValueError("the head dimension must be contiguous in q and in the pools")
+    out = torch.empty_like(q) if out is None else out
+    if out.shape != q.shape or out.stride(-1) != 1:
+        raise ValueError(f"out must be {tuple(q.shape)} with a contiguous head dimension")
+    group = q_heads // kv_heads
+    rows_per_program = 128 if tokens * group >= 128 * _PROGRAMS_FOR_BIG_TILES else 64
+    token_tile = max(1, rows_per_program // group)
+    block_n = min(64, cache_block)
+    if cache_block % block_n:
+        raise ValueError(f"the cache block ({cache_block} slots) must be a multiple of {block_n}")
+    dot_dtype = _TL_DTYPES[q.dtype]
+    if dot_dtype == tl.bfloat16 and INTERPRETER:
+        dot_dtype = tl.float32  # the CPU interpreter multiplies bf16 dot operands as their raw uint16 bits
+    grid = (triton.cdiv(tokens, token_tile), kv_heads)
+    _paged_prefill_attention_kernel[grid](
+        q, k_pool, v_pool, block_table, start, start if rows is None else rows, out,
+        tokens, block_table.numel() * cache_block, num_blocks, (scale or dim**-0.5) * math.log2(math.e),
+        q.stride(0), q.stride(1),
+        k_pool.stride(0), k_pool.stride(1), k_pool.stride(2),
+        v_pool.stride(0), v_pool.stride(1), v_pool.stride(2),
+        out.stride(0), out.stride(1),
+        D=dim, G=group, TOKENS=token_tile, ROWS=max(16, triton.next_power_of_2(token_tile * group)),
+        BLOCK_N=block_n, BLOCK_D=max(16, triton.next_power_of_2(dim)), CACHE_BLOCK=cache_block,
+        DOT_DTYPE=dot_dtype, DOT_PRECISION="ieee" if dot_dtype == tl.float32 else "tf32",
+        ROWS_ON_DEVICE=rows is not None, num_warps=8 if rows_per_program == 128 else 4, num_stages=2,
+    )  # fmt: skip
+    return out
+
+
+def paged_prefill_attention_reference(q, k_pool, v_pool, block_table, start: int, scale: float | None = None):
+    """float64: the sequence's first start + T keys gathered through the table, causal attention (lower right)."""
+    tokens, q_heads, dim = q.shape
+    kv_heads, cache_block = k_pool.shape[1], k_pool.shape[2]
+    end = start + tokens
+    slots = torch.arange(end)
+    blocks = block_table.long()[slots // cache_block]
+    keys = k_pool[blocks, :, slots % cache_block].double()  # [end, Hkv, D]
+    values = v_pool[blocks, :, slots % cache_block].double()
+    group = q_heads // kv_heads
+    keys, values = keys.repeat_interleave(group, dim=1), values.repeat_interleave(group, dim=1)  # [end, Hq, D]
+    scores = torch.einsum("thd,nhd->htn", q.double(), keys) * (scale or dim**-0.5)
+    visible = slots[None, :] <= (start + torch.arange(tokens))[:, None]  # [T, end]
+    weights = torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1)
+    return torch.einsum("htn,nhd->thd", weights, values)
