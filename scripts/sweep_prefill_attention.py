@@ -31,35 +31,38 @@ def median_ms(function, repeats: int = 20) -> float:
     return statistics.median(times)
 
 
+def time_case(tokens: int, start: int) -> str:
+    end = start + tokens
+    used = -(-end // BLOCK)
+    k_pool = torch.randn(used + 1, KV_HEADS, BLOCK, DIM, device="cuda", dtype=torch.bfloat16)
+    v_pool = torch.randn_like(k_pool)
+    table = torch.randperm(used + 1, device="cuda")[:used].to(torch.int32)
+    q = torch.randn(tokens, HEADS, DIM, device="cuda", dtype=torch.bfloat16)
+    start_tensor = torch.tensor([start], dtype=torch.int32, device="cuda")
+
+    def triton_kernel():
+        paged_prefill_attention(q, k_pool, v_pool, table, start_tensor)
+
+    def gather_sdpa():
+        keys = k_pool[table.long()].transpose(0, 1).reshape(1, KV_HEADS, used * BLOCK, DIM)[:, :, :end]
+        values = v_pool[table.long()].transpose(0, 1).reshape(1, KV_HEADS, used * BLOCK, DIM)[:, :, :end]
+        mask = None if start == 0 else causal_lower_right(tokens, end)
+        F.scaled_dot_product_attention(q.transpose(0, 1)[None], keys, values, attn_mask=mask,
+                                       is_causal=start == 0, enable_gqa=True)  # fmt: skip
+
+    flops = 4 * tokens * (start + tokens / 2) * DIM * HEADS
+    ours, eager = median_ms(triton_kernel), median_ms(gather_sdpa)
+    return (f"T={tokens:5d} prefix={start:6d}: triton {ours:7.3f} ms ({flops / ours / 1e9:6.1f} TFLOP/s), "
+            f"gather+sdpa {eager:7.3f} ms ({flops / eager / 1e9:6.1f} TFLOP/s), ratio {eager / ours:.2f}x")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", default="64:2000,300:16000,384:16000,1024:7000,1024:31000")
     args = parser.parse_args()
     for case in args.cases.split(","):
         tokens, start = (int(part) for part in case.split(":"))
-        end = start + tokens
-        used = -(-end // BLOCK)
-        k_pool = torch.randn(used + 1, KV_HEADS, BLOCK, DIM, device="cuda", dtype=torch.bfloat16)
-        v_pool = torch.randn_like(k_pool)
-        table = torch.randperm(used + 1, device="cuda")[:used].to(torch.int32)
-        q = torch.randn(tokens, HEADS, DIM, device="cuda", dtype=torch.bfloat16)
-        start_tensor = torch.tensor([start], dtype=torch.int32, device="cuda")
-
-        def triton_kernel():
-            paged_prefill_attention(q, k_pool, v_pool, table, start_tensor)
-
-        def gather_sdpa():
-            keys = k_pool[table.long()].transpose(0, 1).reshape(1, KV_HEADS, used * BLOCK, DIM)[:, :, :end]
-            values = v_pool[table.long()].transpose(0, 1).reshape(1, KV_HEADS, used * BLOCK, DIM)[:, :, :end]
-            mask = None if start == 0 else causal_lower_right(tokens, end)
-            F.scaled_dot_product_attention(q.transpose(0, 1)[None], keys, values, attn_mask=mask,
-                                           is_causal=start == 0, enable_gqa=True)  # fmt: skip
-
-        flops = 4 * tokens * (start + tokens / 2) * DIM * HEADS
-        ours, eager = median_ms(triton_kernel), median_ms(gather_sdpa)
-        print(f"T={tokens:5d} prefix={start:6d}: triton {ours:7.3f} ms ({flops / ours / 1e9:6.1f} TFLOP/s), "
-              f"gather+sdpa {eager:7.3f} ms ({flops / eager / 1e9:6.1f} TFLOP/s), ratio {eager / ours:.2f}x",
-              flush=True)  # fmt: skip
+        print(time_case(tokens, start), flush=True)
 
 
 if __name__ == "__main__":
