@@ -31,6 +31,41 @@ _PROGRAMS_FOR_BIG_TILES = 64
 
 
 @triton.jit
+def _attend_tile(
+    q, k_tile, v_tile, table_ptr, n_start, end, position, offs_n, d_mask, m_i, l_i, acc, qk_scale, num_blocks,
+    stride_kb, stride_kn, stride_vb, stride_vn, CACHE_BLOCK: tl.constexpr, DOT_DTYPE: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, MASKED: tl.constexpr, EVEN_D: tl.constexpr,
+):  # fmt: skip
+    """The BLOCK_N keys from n_start into the rows' running (max, sum, accumulator); MASKED: keys past `end` or
+    past a row's position are dropped (else every key of the tile is every row's)."""
+    block = tl.load(table_ptr + n_start // CACHE_BLOCK)
+    block = tl.minimum(tl.maximum(block, 0), num_blocks - 1).to(tl.int64)
+    offset = n_start % CACHE_BLOCK
+    keys = n_start + offs_n
+    k_ptrs = k_tile + block * stride_kb + offset * stride_kn
+    v_ptrs = v_tile + block * stride_vb + offset * stride_vn
+    if MASKED:
+        tile_mask = (keys < end)[:, None] & d_mask[None, :]
+        k = tl.load(k_ptrs, mask=tile_mask, other=0.0)
+        v = tl.load(v_ptrs, mask=tile_mask, other=0.0)
+    elif EVEN_D:
+        k = tl.load(k_ptrs)
+        v = tl.load(v_ptrs)
+    else:
+        k = tl.load(k_ptrs, mask=d_mask[None, :], other=0.0)
+        v = tl.load(v_ptrs, mask=d_mask[None, :], other=0.0)
+    s = tl.dot(q, tl.trans(k.to(DOT_DTYPE)), input_precision=DOT_PRECISION) * qk_scale
+    if MASKED:
+        s = tl.where((keys[None, :] <= position[:, None]) & (keys < end)[None, :], s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, axis=1))  # finite from the first tile on: key 0 is every row's
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    l_i = l_i * alpha + tl.sum(p, axis=1)
+    acc = acc * alpha[:, None] + tl.dot(p.to(DOT_DTYPE), v.to(DOT_DTYPE), input_precision=DOT_PRECISION)
+    return m_new, l_i, acc
+
+
+@triton.jit
 def _paged_prefill_attention_kernel(
     q_ptr, k_ptr, v_ptr, table_ptr, start_ptr, rows_ptr, out_ptr,
     T, S, num_blocks, qk_scale,
@@ -65,22 +100,18 @@ def _paged_prefill_attention_kernel(
     m_i = tl.full([ROWS], float("-inf"), tl.float32)
     l_i = tl.zeros([ROWS], tl.float32)
     acc = tl.zeros([ROWS, BLOCK_D], tl.float32)
-    for n_start in range(0, end, BLOCK_N):
-        block = tl.load(table_ptr + n_start // CACHE_BLOCK)
-        block = tl.minimum(tl.maximum(block, 0), num_blocks - 1).to(tl.int64)
-        keys = n_start + offs_n
-        tile_mask = (keys < end)[:, None] & d_mask[None, :]
-        offset = n_start % CACHE_BLOCK
-        k = tl.load(k_tile + block * stride_kb + offset * stride_kn, mask=tile_mask, other=0.0)
-        v = tl.load(v_tile + block * stride_vb + offset * stride_vn, mask=tile_mask, other=0.0)
-        s = tl.dot(q, tl.trans(k.to(DOT_DTYPE)), input_precision=DOT_PRECISION) * qk_scale
-        s = tl.where((keys[None, :] <= position[:, None]) & (keys < end)[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))  # finite from the first tile on: key 0 is every row's
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(DOT_DTYPE), v.to(DOT_DTYPE), input_precision=DOT_PRECISION)
-        m_i = m_new
+    # Keys before the tile's first token are every row's: those whole tiles need no mask; the rest do.
+    unmasked_end = tl.minimum(start + tile * TOKENS + 1, end) // BLOCK_N * BLOCK_N
+    for n_start in range(0, unmasked_end, BLOCK_N):
+        m_i, l_i, acc = _attend_tile(
+            q, k_tile, v_tile, table_ptr, n_start, end, position, offs_n, d_mask, m_i, l_i, acc, qk_scale, num_blocks,
+            stride_kb, stride_kn, stride_vb, stride_vn, CACHE_BLOCK, DOT_DTYPE, DOT_PRECISION, False, D == BLOCK_D,
+        )  # fmt: skip
+    for n_start in range(unmasked_end, end, BLOCK_N):
+        m_i, l_i, acc = _attend_tile(
+            q, k_tile, v_tile, table_ptr, n_start, end, position, offs_n, d_mask, m_i, l_i, acc, qk_scale, num_blocks,
+            stride_kb, stride_kn, stride_vb, stride_vn, CACHE_BLOCK, DOT_DTYPE, DOT_PRECISION, True, D == BLOCK_D,
+        )  # fmt: skip
     out = acc / l_i[:, None]
     tl.store(
         out_ptr + token[:, None] * stride_ot + head[:, None] * stride_oh + offs_d[None, :],
@@ -97,6 +128,7 @@ def paged_prefill_attention(
     scale: float | None = None,
     out: torch.Tensor | None = None,  # [T, Hq, D] q.dtype
     rows: torch.Tensor | None = None,  # int32 [1] on the device: only q's first `rows` rows are real
+    config: tuple[int, int, int, int] | None = None,  # (rows per program, BLOCK_N, warps, stages): a sweep's
 ) -> torch.Tensor:
     """The chunk's attention output [T, Hq, D] (with `rows`, rows past it are left as they are in `out`); its own
     keys must already be in the pool."""
@@ -114,9 +146,8 @@ def paged_prefill_attention(
     if out.shape != q.shape or out.stride(-1) != 1:
         raise ValueError(f"out must be {tuple(q.shape)} with a contiguous head dimension")
     group = q_heads // kv_heads
-    rows_per_program = 128 if tokens * group >= 128 * _PROGRAMS_FOR_BIG_TILES else 64
+    rows_per_program, block_n, warps, stages = config or _config(tokens * group, cache_block)
     token_tile = max(1, rows_per_program // group)
-    block_n = min(64, cache_block)
     if cache_block % block_n:
         raise ValueError(f"the cache block ({cache_block} slots) must be a multiple of {block_n}")
     dot_dtype = _TL_DTYPES[q.dtype]
@@ -133,9 +164,14 @@ def paged_prefill_attention(
         D=dim, G=group, TOKENS=token_tile, ROWS=max(16, triton.next_power_of_2(token_tile * group)),
         BLOCK_N=block_n, BLOCK_D=max(16, triton.next_power_of_2(dim)), CACHE_BLOCK=cache_block,
         DOT_DTYPE=dot_dtype, DOT_PRECISION="ieee" if dot_dtype == tl.float32 else "tf32",
-        ROWS_ON_DEVICE=rows is not None, num_warps=8 if rows_per_program == 128 else 4, num_stages=2,
+        ROWS_ON_DEVICE=rows is not None, num_warps=warps, num_stages=stages,
     )  # fmt: skip
     return out
+
+
+def _config(query_rows: int, cache_block: int) -> tuple[int, int, int, int]:
+    rows_per_program = 128 if query_rows >= 128 * _PROGRAMS_FOR_BIG_TILES else 64
+    return rows_per_program, min(64, cache_block), 8 if rows_per_program == 128 else 4, 2
 
 
 def paged_prefill_attention_reference(q, k_pool, v_pool, block_table, start: int, scale: float | None = None):

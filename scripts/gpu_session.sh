@@ -78,7 +78,7 @@ for step in $steps; do
             2>"$OUT/serve_err.log" | tee -a "$OUT/bench_serve.jsonl"
         tail -5 "$OUT/serve_err.log" ;;
     prefill-attention)  # one layer's prefill attention: the paged Triton kernel against gather + SDPA
-        python3 scripts/sweep_prefill_attention.py 2>&1 | tee -a "$OUT/prefill_attention.log" ;;
+        python3 scripts/sweep_prefill_attention.py ${PREFILL_ATTENTION_FLAGS:-} 2>&1 | tee -a "$OUT/prefill_attention.log" ;;
     prefill)  # cold prefill per chunk budget, and a profile of the longest
         python3 scripts/sweep_prefill.py ${PREFILL_FLAGS:-} 2>&1 | tee -a "$OUT/prefill.log" | tail -45 ;;
     decode-hf)

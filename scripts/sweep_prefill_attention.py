@@ -1,12 +1,15 @@
 """Prefill attention of one layer at the qwen3-30b-a3b shape: the paged Triton kernel (what the prefill graphs run)
 against the eager prefill's gather + PyTorch SDPA, per (chunk tokens, cached prefix), CUDA events, median of 20.
 
-python3 scripts/sweep_prefill_attention.py [--cases 300:16000,1024:31000]
+python3 scripts/sweep_prefill_attention.py [--cases 300:16000,1024:31000] [--configs]
+
+--configs also times the kernel's tile configurations (rows per program, BLOCK_N, warps, stages) per case.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 
 import torch
@@ -31,7 +34,10 @@ def median_ms(function, repeats: int = 20) -> float:
     return statistics.median(times)
 
 
-def time_case(tokens: int, start: int) -> str:
+CONFIGS = list(itertools.product((64, 128), (64, 128), (4, 8), (2, 3)))
+
+
+def time_case(tokens: int, start: int, sweep: bool) -> str:
     end = start + tokens
     used = -(-end // BLOCK)
     k_pool = torch.randn(used + 1, KV_HEADS, BLOCK, DIM, device="cuda", dtype=torch.bfloat16)
@@ -52,6 +58,16 @@ def time_case(tokens: int, start: int) -> str:
 
     flops = 4 * tokens * (start + tokens / 2) * DIM * HEADS
     ours, eager = median_ms(triton_kernel), median_ms(gather_sdpa)
+    if sweep:
+        timed = []
+        for config in CONFIGS:
+            try:
+                run = lambda c=config: paged_prefill_attention(q, k_pool, v_pool, table, start_tensor, config=c)
+                timed.append((median_ms(run), config))
+            except Exception as error:  # a configuration that does not fit the SM (shared memory, registers)
+                print(f"  {config}: {type(error).__name__}", flush=True)
+        for ms, config in sorted(timed)[:4]:
+            print(f"  T={tokens} prefix={start} config {config}: {ms:.3f} ms ({flops / ms / 1e9:.1f} TFLOP/s)")
     return (f"T={tokens:5d} prefix={start:6d}: triton {ours:7.3f} ms ({flops / ours / 1e9:6.1f} TFLOP/s), "
             f"gather+sdpa {eager:7.3f} ms ({flops / eager / 1e9:6.1f} TFLOP/s), ratio {eager / ours:.2f}x")  # fmt: skip
 
@@ -59,10 +75,11 @@ def time_case(tokens: int, start: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", default="64:2000,300:16000,384:16000,1024:7000,1024:31000")
+    parser.add_argument("--configs", action="store_true", help="also time every tile configuration")
     args = parser.parse_args()
     for case in args.cases.split(","):
         tokens, start = (int(part) for part in case.split(":"))
-        print(time_case(tokens, start), flush=True)
+        print(time_case(tokens, start, args.configs), flush=True)
 
 
 if __name__ == "__main__":
