@@ -12,6 +12,9 @@ TOKENS*G rows of one tl.dot (each K/V tile is loaded once for the group), and wa
 token's position; a tile of BLOCK_N keys lies in one cache block (block_size is a multiple of BLOCK_N): one table
 entry per tile, clamped into the pool. T may be read on the device too (`rows`): a captured graph for a padded
 chunk of N >= T rows then serves every T; rows past T are neither read nor written.
+A short chunk makes few programs, so the keys are cut into NUM_SPLITS ranges read in parallel (grid: token tiles,
+KV heads, splits), each writing fp32 partials (m_i, l_i, acc_i) that a second kernel merges per (token, head):
+    M = max_i m_i,   out = sum_i 2^(m_i - M) acc_i / sum_i 2^(m_i - M) l_i          (empty splits: m_i = -inf)
 """
 
 from __future__ import annotations
@@ -25,9 +28,7 @@ import triton.language as tl
 from warpcode.kernels.launch import INTERPRETER
 
 _TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}
-# Query rows (tokens x heads of a group) per program, the tl.dot's M: 128 once that still makes this many programs
-# per KV head (fewer K/V tile loads per query), else 64 (more programs for a short chunk).
-_PROGRAMS_FOR_BIG_TILES = 64
+_MAX_SPLITS = 8
 
 
 @triton.jit
@@ -57,9 +58,10 @@ def _attend_tile(
     s = tl.dot(q, tl.trans(k.to(DOT_DTYPE)), input_precision=DOT_PRECISION) * qk_scale
     if MASKED:
         s = tl.where((keys[None, :] <= position[:, None]) & (keys < end)[None, :], s, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, axis=1))  # finite from the first tile on: key 0 is every row's
-    alpha = tl.exp2(m_i - m_new)
-    p = tl.exp2(s - m_new[:, None])
+    m_new = tl.maximum(m_i, tl.max(s, axis=1))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no key yet (in its split): all weights 0
+    alpha = tl.exp2(m_i - m_safe)
+    p = tl.exp2(s - m_safe[:, None])
     l_i = l_i * alpha + tl.sum(p, axis=1)
     acc = acc * alpha[:, None] + tl.dot(p.to(DOT_DTYPE), v.to(DOT_DTYPE), input_precision=DOT_PRECISION)
     return m_new, l_i, acc
@@ -67,7 +69,7 @@ def _attend_tile(
 
 @triton.jit
 def _paged_prefill_attention_kernel(
-    q_ptr, k_ptr, v_ptr, table_ptr, start_ptr, rows_ptr, out_ptr,
+    q_ptr, k_ptr, v_ptr, table_ptr, start_ptr, rows_ptr, out_ptr, m_ptr, l_ptr, acc_ptr,
     T, S, num_blocks, qk_scale,
     stride_qt, stride_qh,
     stride_kb, stride_kh, stride_kn,
@@ -75,9 +77,9 @@ def _paged_prefill_attention_kernel(
     stride_ot, stride_oh,
     D: tl.constexpr, G: tl.constexpr, TOKENS: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr, CACHE_BLOCK: tl.constexpr, DOT_DTYPE: tl.constexpr, DOT_PRECISION: tl.constexpr,
-    ROWS_ON_DEVICE: tl.constexpr,
+    ROWS_ON_DEVICE: tl.constexpr, NUM_SPLITS: tl.constexpr, HQ: tl.constexpr,
 ):  # fmt: skip
-    tile, kv = tl.program_id(0), tl.program_id(1)
+    tile, kv, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     if ROWS_ON_DEVICE:
         T = tl.load(rows_ptr)
     rows = tl.arange(0, ROWS)
@@ -100,23 +102,58 @@ def _paged_prefill_attention_kernel(
     m_i = tl.full([ROWS], float("-inf"), tl.float32)
     l_i = tl.zeros([ROWS], tl.float32)
     acc = tl.zeros([ROWS, BLOCK_D], tl.float32)
-    # Keys before the tile's first token are every row's: those whole tiles need no mask; the rest do.
-    unmasked_end = tl.minimum(start + tile * TOKENS + 1, end) // BLOCK_N * BLOCK_N
-    for n_start in range(0, unmasked_end, BLOCK_N):
+    # This split's keys [low, high); keys before the tile's first token are every row's: those whole tiles need no
+    # mask, the rest do.
+    chunk = tl.cdiv(tl.cdiv(end, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    low = split * chunk
+    high = tl.minimum(low + chunk, end)
+    unmasked_end = tl.maximum(tl.minimum(tl.minimum(start + tile * TOKENS + 1, end) // BLOCK_N * BLOCK_N, high), low)
+    for n_start in range(low, unmasked_end, BLOCK_N):
         m_i, l_i, acc = _attend_tile(
             q, k_tile, v_tile, table_ptr, n_start, end, position, offs_n, d_mask, m_i, l_i, acc, qk_scale, num_blocks,
             stride_kb, stride_kn, stride_vb, stride_vn, CACHE_BLOCK, DOT_DTYPE, DOT_PRECISION, False, D == BLOCK_D,
         )  # fmt: skip
-    for n_start in range(unmasked_end, end, BLOCK_N):
+    for n_start in range(unmasked_end, high, BLOCK_N):
         m_i, l_i, acc = _attend_tile(
             q, k_tile, v_tile, table_ptr, n_start, end, position, offs_n, d_mask, m_i, l_i, acc, qk_scale, num_blocks,
             stride_kb, stride_kn, stride_vb, stride_vn, CACHE_BLOCK, DOT_DTYPE, DOT_PRECISION, True, D == BLOCK_D,
         )  # fmt: skip
-    out = acc / l_i[:, None]
-    tl.store(
-        out_ptr + token[:, None] * stride_ot + head[:, None] * stride_oh + offs_d[None, :],
-        out.to(out_ptr.dtype.element_ty), mask=row_mask[:, None] & d_mask[None, :],
-    )  # fmt: skip
+    if NUM_SPLITS == 1:
+        out = acc / l_i[:, None]
+        tl.store(
+            out_ptr + token[:, None] * stride_ot + head[:, None] * stride_oh + offs_d[None, :],
+            out.to(out_ptr.dtype.element_ty), mask=row_mask[:, None] & d_mask[None, :],
+        )  # fmt: skip
+    else:  # partials [T, Hq, NUM_SPLITS] (+ D), contiguous; an empty split writes (-inf, 0, 0)
+        partial = (token * HQ + head) * NUM_SPLITS + split
+        tl.store(m_ptr + partial, m_i, mask=row_mask)
+        tl.store(l_ptr + partial, l_i, mask=row_mask)
+        tl.store(acc_ptr + partial[:, None] * D + offs_d[None, :], acc, mask=row_mask[:, None] & d_mask[None, :])
+
+
+@triton.jit
+def _merge_splits_kernel(
+    m_ptr, l_ptr, acc_ptr, rows_ptr, out_ptr, T, stride_ot, stride_oh,
+    D: tl.constexpr, HQ: tl.constexpr, NUM_SPLITS: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr,
+    ROWS_ON_DEVICE: tl.constexpr,
+):  # fmt: skip
+    """out[t, j] = sum_i 2^(m_i - M) acc_i / sum_i 2^(m_i - M) l_i over the splits i, M = max_i m_i."""
+    token, head = tl.program_id(0), tl.program_id(1)
+    if ROWS_ON_DEVICE:
+        T = tl.load(rows_ptr)
+    if token < T:
+        splits = tl.arange(0, BLOCK_S)
+        s_mask = splits < NUM_SPLITS
+        offs_d = tl.arange(0, BLOCK_D)
+        base = (token * HQ + head) * NUM_SPLITS
+        m = tl.load(m_ptr + base + splits, mask=s_mask, other=float("-inf"))
+        l = tl.load(l_ptr + base + splits, mask=s_mask, other=0.0)
+        acc = tl.load(acc_ptr + (base + splits)[:, None] * D + offs_d[None, :],
+                      mask=s_mask[:, None] & (offs_d < D)[None, :], other=0.0)  # fmt: skip
+        weight = tl.exp2(m - tl.max(m, axis=0))  # the empty splits' m is -inf: weight 0
+        out = tl.sum(acc * weight[:, None], axis=0) / tl.sum(l * weight, axis=0)
+        tl.store(out_ptr + token * stride_ot + head * stride_oh + offs_d, out.to(out_ptr.dtype.element_ty),
+                 mask=offs_d < D)  # fmt: skip
 
 
 def paged_prefill_attention(
@@ -128,7 +165,7 @@ def paged_prefill_attention(
     scale: float | None = None,
     out: torch.Tensor | None = None,  # [T, Hq, D] q.dtype
     rows: torch.Tensor | None = None,  # int32 [1] on the device: only q's first `rows` rows are real
-    config: tuple[int, int, int, int] | None = None,  # (rows per program, BLOCK_N, warps, stages): a sweep's
+    config: tuple[int, int, int, int, int] | None = None,  # (rows per program, BLOCK_N, warps, stages, splits)
 ) -> torch.Tensor:
     """The chunk's attention output [T, Hq, D] (with `rows`, rows past it are left as they are in `out`); its own
     keys must already be in the pool."""
@@ -146,16 +183,22 @@ def paged_prefill_attention(
     if out.shape != q.shape or out.stride(-1) != 1:
         raise ValueError(f"out must be {tuple(q.shape)} with a contiguous head dimension")
     group = q_heads // kv_heads
-    rows_per_program, block_n, warps, stages = config or _config(tokens * group, cache_block)
+    rows_per_program, block_n, warps, stages, splits = config or _config(tokens, group, kv_heads, cache_block, q)
     token_tile = max(1, rows_per_program // group)
     if cache_block % block_n:
         raise ValueError(f"the cache block ({cache_block} slots) must be a multiple of {block_n}")
     dot_dtype = _TL_DTYPES[q.dtype]
     if dot_dtype == tl.bfloat16 and INTERPRETER:
         dot_dtype = tl.float32  # the CPU interpreter multiplies bf16 dot operands as their raw uint16 bits
-    grid = (triton.cdiv(tokens, token_tile), kv_heads)
+    grid = (triton.cdiv(tokens, token_tile), kv_heads, splits)
+    if splits == 1:  # the kernel writes out itself: no partials (never dereferenced)
+        m = l = acc = out
+    else:
+        m = torch.empty((tokens, q_heads, splits), device=q.device, dtype=torch.float32)
+        l = torch.empty_like(m)
+        acc = torch.empty((tokens, q_heads, splits, dim), device=q.device, dtype=torch.float32)
     _paged_prefill_attention_kernel[grid](
-        q, k_pool, v_pool, block_table, start, start if rows is None else rows, out,
+        q, k_pool, v_pool, block_table, start, start if rows is None else rows, out, m, l, acc,
         tokens, block_table.numel() * cache_block, num_blocks, (scale or dim**-0.5) * math.log2(math.e),
         q.stride(0), q.stride(1),
         k_pool.stride(0), k_pool.stride(1), k_pool.stride(2),
@@ -164,14 +207,30 @@ def paged_prefill_attention(
         D=dim, G=group, TOKENS=token_tile, ROWS=max(16, triton.next_power_of_2(token_tile * group)),
         BLOCK_N=block_n, BLOCK_D=max(16, triton.next_power_of_2(dim)), CACHE_BLOCK=cache_block,
         DOT_DTYPE=dot_dtype, DOT_PRECISION="ieee" if dot_dtype == tl.float32 else "tf32",
-        ROWS_ON_DEVICE=rows is not None, num_warps=warps, num_stages=stages,
+        ROWS_ON_DEVICE=rows is not None, NUM_SPLITS=splits, HQ=q_heads, num_warps=warps, num_stages=stages,
     )  # fmt: skip
+    if splits > 1:
+        _merge_splits_kernel[(tokens, q_heads)](
+            m, l, acc, start if rows is None else rows, out, tokens, out.stride(0), out.stride(1),
+            D=dim, HQ=q_heads, NUM_SPLITS=splits, BLOCK_S=triton.next_power_of_2(splits),
+            BLOCK_D=triton.next_power_of_2(dim), ROWS_ON_DEVICE=rows is not None,
+        )  # fmt: skip
     return out
 
 
-def _config(query_rows: int, cache_block: int) -> tuple[int, int, int, int]:
-    rows_per_program = 128 if query_rows >= 128 * _PROGRAMS_FOR_BIG_TILES else 64
-    return rows_per_program, min(64, cache_block), 8 if rows_per_program == 128 else 4, 2
+def _config(tokens: int, group: int, kv_heads: int, cache_block: int, q: torch.Tensor) -> tuple[int, ...]:
+    """(rows per program, BLOCK_N, warps, stages, key splits). H200 (scripts/sweep_prefill_attention.py, qwen3
+    attention, 300-1024 tokens after 7-31K): 128 rows, 128 keys, 8 warps, 3 stages fastest from 256 tokens on; below
+    them 64 rows; splits of the keys until the programs fill the SMs twice over."""
+    big = tokens * group >= 128 * 16 and cache_block % 128 == 0
+    rows, block_n, warps, stages = (128, 128, 8, 3) if big else (64, min(64, cache_block), 4, 2)
+    programs = triton.cdiv(tokens, max(1, rows // group)) * kv_heads
+    slots = 2 * _sm_count(q.device) if q.is_cuda else programs
+    return rows, block_n, warps, stages, max(1, min(_MAX_SPLITS, slots // programs))
+
+
+def _sm_count(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def paged_prefill_attention_reference(q, k_pool, v_pool, block_table, start: int, scale: float | None = None):

@@ -60,6 +60,17 @@ def test_the_reference_is_causal_attention_lower_right():
                                expected[0].transpose(0, 1))  # fmt: skip
 
 
+@pytest.mark.parametrize("splits", [2, 3, 5])
+def test_key_splits_merge_to_the_same_answer(splits):
+    """Splits past the keys' end are empty (m = -inf) and weigh nothing in the merge."""
+    for case in [(33, 40, 8, 2, 16, 16), (5, 0, 4, 2, 16, 16)]:
+        q, k_pool, v_pool, table = make_case(*case, torch.float32)
+        start = torch.tensor([case[1]], dtype=torch.int32)
+        out = paged_prefill_attention(q, k_pool, v_pool, table, start, config=(64, 16, 4, 2, splits))
+        expected = paged_prefill_attention_reference(q, k_pool, v_pool, table, case[1])
+        torch.testing.assert_close(out.double(), expected, **TOLERANCE[torch.float32])
+
+
 def test_one_launch_serves_every_prefix_length():
     """start is read on the device: the same arguments with another start value give that prefix's answer."""
     q, k_pool, v_pool, table = make_case(4, 20, 4, 2, 16, 16, torch.float32)
@@ -81,11 +92,13 @@ def test_bad_shapes_are_refused():
         paged_prefill_attention(q, k_pool, v_pool, table.long(), start)
 
 
-def test_rows_on_the_device_leave_the_padding_rows_alone():
+@pytest.mark.parametrize("splits", [1, 2])
+def test_rows_on_the_device_leave_the_padding_rows_alone(splits):
     q, k_pool, v_pool, table = make_case(9, 5, 4, 2, 16, 16, torch.float32)
     out = torch.full_like(q, 7.0)
     rows = torch.tensor([6], dtype=torch.int32)
-    paged_prefill_attention(q, k_pool, v_pool, table, torch.tensor([5], dtype=torch.int32), out=out, rows=rows)
+    start = torch.tensor([5], dtype=torch.int32)
+    paged_prefill_attention(q, k_pool, v_pool, table, start, out=out, rows=rows, config=(64, 16, 4, 2, splits))
     expected = paged_prefill_attention_reference(q[:6], k_pool, v_pool, table, 5)
     torch.testing.assert_close(out[:6].double(), expected, **TOLERANCE[torch.float32])
     assert (out[6:] == 7.0).all()
