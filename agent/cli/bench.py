@@ -58,6 +58,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     serve.add_argument(
         "--no-prefill-graphs", action="store_true", help="prefill every chunk eagerly (no prefill CUDA graphs)"
     )
+    serve.add_argument(
+        "--prefill-layers-per-step", type=int, help="layers of a prefill pass between two decode steps (default: 8)"
+    )
     serve.add_argument("--device", default="auto", help="cuda, cuda:N or cpu (default: as bench decode)")
     serve.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
     serve.set_defaults(handler=_run_serve)
@@ -213,6 +216,7 @@ def _run_serve(args: argparse.Namespace) -> int:
         engine = load_random(
             args.preset, device=args.device, kv_cache_gb=args.kv_cache_gb, block_size=args.block_size,
             prefill_graphs=False if args.no_prefill_graphs else None,
+            **({"prefill_layers_per_step": args.prefill_layers_per_step} if args.prefill_layers_per_step else {}),
         )  # fmt: skip
     if not args.no_static:
         copy_bandwidth = bench_decode.copy_bandwidth(args.device)
