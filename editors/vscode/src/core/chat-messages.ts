@@ -1,0 +1,20 @@
+// The messages between the chat webview and the extension (the webview script and the chat controller).
+
+import type { ChatViewState } from "./view-state.js";
+
+export type ToExtension =
+  | { type: "ready" }
+  | { type: "prompt"; text: string }
+  | { type: "stop" }
+  | { type: "set-mode"; modeId: string }
+  | { type: "answer"; requestId: number; optionId: string }
+  | { type: "open-diff"; toolCallId: string; index: number }
+  | { type: "open-file"; path: string }
+  | { type: "open-permission-diff"; requestId: number; index: number }
+  | { type: "new-session" }
+  | { type: "list-sessions" }
+  | { type: "close-sessions" }
+  | { type: "open-session"; sessionId: string; cwd: string }
+  | { type: "connect" };
+
+export type ToWebview = { type: "state"; state: ChatViewState };

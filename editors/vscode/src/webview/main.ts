@@ -1,0 +1,95 @@
+// The chat webview's script (bundled to dist/webview.js): renders each state the extension posts with
+// renderChat, keeps the open/closed state of <details> and the scroll position across renders, and turns clicks,
+// the mode picker and the prompt box into messages for the extension.
+
+import type { ChatViewState } from "../core/view-state.js";
+import type { ToExtension, ToWebview } from "../core/chat-messages.js";
+import { renderChat } from "./render.js";
+
+declare function acquireVsCodeApi(): { postMessage(message: ToExtension): void };
+
+const vscode = acquireVsCodeApi();
+const chat = document.getElementById("chat")!;
+const composer = document.getElementById("composer") as HTMLFormElement;
+const prompt = document.getElementById("prompt") as HTMLTextAreaElement;
+const send = document.getElementById("send") as HTMLButtonElement;
+const stop = document.getElementById("stop") as HTMLButtonElement;
+const toggled = new Map<string, boolean>(); // <details data-key> the user opened or closed
+
+window.addEventListener("message", (event: MessageEvent<ToWebview>) => {
+  if (event.data.type === "state") render(event.data.state);
+});
+
+function render(state: ChatViewState): void {
+  const following = chat.scrollHeight - chat.scrollTop - chat.clientHeight < 40;
+  chat.innerHTML = renderChat(state);
+  for (const details of chat.querySelectorAll<HTMLDetailsElement>("details[data-key]")) {
+    const open = toggled.get(details.dataset.key!);
+    if (open !== undefined) details.open = open;
+  }
+  const running = state.session?.running ?? false;
+  send.disabled = running || state.connection.state === "reconnecting";
+  stop.hidden = !running;
+  if (following) chat.scrollTop = chat.scrollHeight;
+}
+
+chat.addEventListener(
+  "toggle",
+  (event) => {
+    const details = event.target as HTMLDetailsElement;
+    if (details.dataset.key) toggled.set(details.dataset.key, details.open);
+  },
+  true, // toggle does not bubble
+);
+
+chat.addEventListener("click", (event) => {
+  const target = (event.target as Element).closest<HTMLElement>("[data-action]");
+  if (target === null || target.tagName === "SELECT") return;
+  const data = target.dataset;
+  const message = ((): ToExtension | null => {
+    switch (data.action) {
+      case "answer":
+        return { type: "answer", requestId: Number(data.request), optionId: data.option! };
+      case "open-diff":
+        return data.permission !== undefined
+          ? { type: "open-permission-diff", requestId: Number(data.permission), index: Number(data.index) }
+          : { type: "open-diff", toolCallId: data.tool!, index: Number(data.index) };
+      case "open-file":
+        return { type: "open-file", path: data.path! };
+      case "open-session":
+        return { type: "open-session", sessionId: data.session!, cwd: data.cwd! };
+      case "new-session":
+      case "list-sessions":
+      case "close-sessions":
+      case "connect":
+        return { type: data.action };
+      default:
+        return null;
+    }
+  })();
+  if (message !== null) vscode.postMessage(message);
+});
+
+chat.addEventListener("change", (event) => {
+  const select = event.target as HTMLSelectElement;
+  if (select.dataset.action === "set-mode") vscode.postMessage({ type: "set-mode", modeId: select.value });
+});
+
+composer.addEventListener("submit", (event) => {
+  event.preventDefault();
+  const text = prompt.value.trim();
+  if (text === "" || send.disabled) return;
+  vscode.postMessage({ type: "prompt", text });
+  prompt.value = "";
+});
+
+prompt.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    composer.requestSubmit();
+  }
+});
+
+stop.addEventListener("click", () => vscode.postMessage({ type: "stop" }));
+
+vscode.postMessage({ type: "ready" });

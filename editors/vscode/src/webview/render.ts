@@ -1,0 +1,155 @@
+// The chat view's HTML from a ChatViewState: status bar, session list, transcript (markdown text, collapsed
+// thoughts, tool calls with status, output and diffs), plan, stop reason and permission questions. Pure string
+// building with every text escaped (markdown-it without raw HTML); buttons carry `data-action` for main.ts.
+
+import MarkdownIt from "markdown-it";
+import type { DiffView } from "../core/diff-model.js";
+import type { ChatViewState, ConnectionStatus, PermissionView, PlanItem, SessionSummary, ToolItem, TranscriptItem } from "../core/view-state.js";
+
+const markdown = new MarkdownIt({ html: false, linkify: true });
+
+const STOP_REASONS: Record<string, string> = {
+  end_turn: "Done",
+  cancelled: "Cancelled",
+  max_tokens: "Stopped: the model reached its token limit",
+  max_turn_requests: "Stopped: the turn reached its limit of model requests",
+  refusal: "The model refused to go on",
+};
+const STATUS_ICONS: Record<string, string> = { pending: "○", in_progress: "◐", completed: "✓", failed: "✗" };
+const PLAN_ICONS: Record<string, string> = { pending: "○", in_progress: "◐", completed: "✓" };
+
+export function renderChat(state: ChatViewState): string {
+  const session = state.session;
+  return [
+    renderStatus(state.connection, session?.modes ?? [], session?.transcript.modeId ?? null, session?.running ?? false),
+    session?.transcript.title ? `<h2 class="session-heading">${escape(session.transcript.title)}</h2>` : "",
+    state.sessions === null ? "" : renderSessionList(state.sessions, session?.sessionId ?? null),
+    `<section class="transcript" data-region="transcript">`,
+    session === null ? renderWelcome() : session.transcript.items.map(renderItem).join(""),
+    session?.running ? `<div class="working">Working…</div>` : "",
+    session?.stopReason ? `<div class="stop-reason stop-${escape(session.stopReason)}">${escape(STOP_REASONS[session.stopReason] ?? session.stopReason)}</div>` : "",
+    session?.error ? `<div class="error">${escape(session.error)}</div>` : "",
+    session?.transcript.usage ? renderUsage(session.transcript.usage) : "",
+    `</section>`,
+    session && session.transcript.plan.length > 0 ? renderPlan(session.transcript.plan) : "",
+    state.permissions.map(renderPermission).join(""),
+  ].join("");
+}
+
+function renderStatus(connection: ConnectionStatus, modes: { id: string; name: string; description: string }[], modeId: string | null, running: boolean): string {
+  const picker = modes.length === 0
+    ? ""
+    : `<select class="mode" data-action="set-mode" title="Permission mode"${running ? " disabled" : ""}>${modes
+        .map((m) => `<option value="${escape(m.id)}" title="${escape(m.description)}"${m.id === modeId ? " selected" : ""}>${escape(m.name)}</option>`)
+        .join("")}</select>`;
+  const connect = connection.state === "disconnected" ? `<button data-action="connect">Connect</button>` : "";
+  return (
+    `<header class="status status-${connection.state}" title="${escape(connection.url)}">` +
+    `<span class="dot"></span><span class="status-text">${escape(statusText(connection))}</span>${connect}</header>` +
+    `<nav class="toolbar"><button data-action="new-session" title="Start a new session">New</button>` +
+    `<button data-action="list-sessions" title="Reopen a stored session">Sessions</button>${picker}</nav>`
+  );
+}
+
+function statusText(connection: ConnectionStatus): string {
+  switch (connection.state) {
+    case "connecting":
+      return `Connecting to ${connection.url}…`;
+    case "connected":
+      return `Connected: ${connection.agent}`;
+    case "reconnecting":
+      return `Reconnecting (attempt ${connection.attempt}): ${connection.error}`;
+    case "disconnected":
+      return connection.error;
+  }
+}
+
+function renderSessionList(sessions: SessionSummary[], current: string | null): string {
+  const rows = sessions.map(
+    (s) =>
+      `<li><button class="session${s.sessionId === current ? " current" : ""}" data-action="open-session" data-session="${escape(s.sessionId)}" data-cwd="${escape(s.cwd)}">` +
+      `<span class="session-title">${escape(s.title ?? "(untitled)")}</span><span class="session-when">${escape(s.updatedAt ?? "")}</span></button></li>`,
+  );
+  return (
+    `<section class="sessions"><div class="sessions-head">Stored sessions<button data-action="close-sessions" title="Close the list">×</button></div>` +
+    (rows.length === 0 ? `<p class="muted">No stored sessions yet.</p>` : `<ul>${rows.join("")}</ul>`) +
+    `</section>`
+  );
+}
+
+function renderWelcome(): string {
+  return `<p class="muted welcome">Ask warpcode to change your code. It reads, edits and runs tests in this workspace; in mode Ask, every edit and command waits for your permission.</p>`;
+}
+
+function renderItem(item: TranscriptItem, index: number): string {
+  switch (item.kind) {
+    case "user":
+      return `<div class="message user"><div class="who">You</div><div class="text">${escape(item.text)}</div></div>`;
+    case "agent":
+      return `<div class="message agent markdown">${markdown.render(item.text)}</div>`;
+    case "thought":
+      return `<details class="thought" data-key="thought-${index}"><summary>Thought</summary><div class="text">${escape(item.text)}</div></details>`;
+    case "tool":
+      return renderTool(item);
+  }
+}
+
+function renderTool(tool: ToolItem): string {
+  const diffs = tool.diffs.map((diff, index) => renderDiff(diff, `data-tool="${escape(tool.id)}" data-index="${index}"`)).join("");
+  const output = tool.output === "" ? "" : tool.toolKind === "execute"
+    ? `<pre class="output">${escape(tool.output)}</pre>`
+    : `<details class="output-box" data-key="output-${escape(tool.id)}"><summary>Output</summary><pre class="output">${escape(tool.output)}</pre></details>`;
+  return (
+    `<div class="tool tool-${escape(tool.status)} kind-${escape(tool.toolKind)}" data-tool-id="${escape(tool.id)}">` +
+    `<div class="tool-head"><span class="tool-icon">${STATUS_ICONS[tool.status] ?? "·"}</span>` +
+    (tool.paths.length > 0
+      ? `<button class="tool-title" data-action="open-file" data-path="${escape(tool.paths[0]!)}" title="Open ${escape(tool.paths[0]!)}">${escape(tool.title)}</button>`
+      : `<span class="tool-title">${escape(tool.title)}</span>`) +
+    `<span class="tool-status">${escape(tool.status.replace("_", " "))}</span></div>` +
+    diffs +
+    output +
+    `</div>`
+  );
+}
+
+function renderDiff(diff: DiffView, target: string): string {
+  const name = diff.path.split(/[\\/]/).pop() ?? diff.path;
+  const hunks = diff.hunks
+    .map(
+      (hunk) =>
+        `<div class="hunk-head">@@ -${hunk.oldStart} +${hunk.newStart} @@</div>` +
+        hunk.lines.map((line) => `<div class="line ${line.type}"><span class="sign">${line.type === "added" ? "+" : line.type === "removed" ? "−" : " "}</span>${escape(line.text)}</div>`).join(""),
+    )
+    .join("");
+  return (
+    `<div class="diff"><div class="diff-head" title="${escape(diff.path)}"><span class="diff-path">${escape(name)}</span>` +
+    `${diff.isNew ? `<span class="diff-new">new</span>` : ""}${diff.excerpt ? `<span class="diff-excerpt">${diff.excerpt.cut ? "excerpt, cut" : "excerpt"}</span>` : ""}<span class="diff-stat"><span class="plus">+${diff.added}</span> <span class="minus">−${diff.removed}</span></span>` +
+    `<button class="link" data-action="open-diff" ${target}>Open diff</button></div><div class="diff-body">${hunks}</div></div>`
+  );
+}
+
+function renderUsage({ used, size }: { used: number; size: number }): string {
+  return `<div class="usage" title="The context window the next model request uses">Context: ${used.toLocaleString("en")} of ${size.toLocaleString("en")} tokens</div>`;
+}
+
+function renderPlan(plan: PlanItem[]): string {
+  const entries = plan.map((entry) => `<li class="plan-${entry.status}"><span class="plan-icon">${PLAN_ICONS[entry.status]}</span>${escape(entry.content)}</li>`);
+  return `<section class="plan" data-region="plan"><div class="plan-head">Plan</div><ul>${entries.join("")}</ul></section>`;
+}
+
+function renderPermission(question: PermissionView): string {
+  const subject = question.command !== null
+    ? `<pre class="command">$ ${escape(question.command)}</pre>`
+    : question.diffs.map((diff, index) => renderDiff(diff, `data-permission="${question.requestId}" data-index="${index}"`)).join("");
+  const buttons = question.options.map(
+    (option) => `<button class="answer answer-${escape(option.kind)}" data-action="answer" data-request="${question.requestId}" data-option="${escape(option.optionId)}">${escape(option.name)}</button>`,
+  );
+  return (
+    `<section class="permission kind-${escape(question.toolKind)}" data-region="permission"><div class="permission-head">Allow <b>${escape(question.title)}</b>?</div>` +
+    `${subject}<div class="answers">${buttons.join("")}</div></section>`
+  );
+}
+
+export function escape(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
