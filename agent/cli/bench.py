@@ -59,7 +59,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--no-prefill-graphs", action="store_true", help="prefill every chunk eagerly (no prefill CUDA graphs)"
     )
     serve.add_argument(
-        "--prefill-layers-per-step", type=int, help="layers of a prefill pass between two decode steps (default: 8)"
+        "--prefill-layers-per-step", type=int, help="layers of a prefill pass between two decode steps (default: 4)"
     )
     serve.add_argument("--device", default="auto", help="cuda, cuda:N or cpu (default: as bench decode)")
     serve.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")

@@ -22,7 +22,7 @@ class EngineConfig:
     max_model_len: int | None = None  # tokens per sequence; None: the model's max_position_embeddings
     max_prefill_tokens: int = 16384  # prompt tokens per forward pass while nothing decodes
     interleaved_prefill_tokens: int = 1024  # per forward pass while streams decode,
-    prefill_layers_per_step: int = 8  # run between two decode steps: with the above, bounds the streams' gaps
+    prefill_layers_per_step: int = 4  # run between two decode steps: with the above, bounds the streams' gaps
     use_graphs: bool | None = None  # CUDA graphs for decode steps; None: on the GPU
     prefill_graphs: bool | None = None  # CUDA graphs for one sequence's chunk of up to 1,024 tokens; None: as above
 
