@@ -35,6 +35,7 @@ class BatchConfig:
     ray: str | None = None  # local | auto | a cluster address; None: in this process
     replicas: int = 0  # `local:` model replicas as Ray actors (0: each worker process loads its own)
     worker_cpus: float = 1.0  # CPUs Ray reserves for each job worker
+    replica_gpus: float = 1.0  # GPUs each replica takes (0.5: two share one)
     json_events: bool = False
 
     def __post_init__(self) -> None:
@@ -46,6 +47,8 @@ class BatchConfig:
             raise ValueError("--replicas needs --ray (local, auto or a cluster address): replicas are Ray actors")
         if self.worker_cpus <= 0:
             raise ValueError("--worker-cpus must be positive")
+        if self.replica_gpus <= 0 or (self.replica_gpus > 1 and not self.replica_gpus.is_integer()):
+            raise ValueError("--replica-gpus is a share of one GPU (0.5: two replicas on each) or a whole number")
 
 
 @dataclass

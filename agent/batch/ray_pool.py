@@ -113,7 +113,8 @@ class RayPool:
             key = secrets.token_urlsafe(24)  # the replicas listen beyond loopback on a cluster
             self._environment = {"WARPCODE_API_KEY": key}
             replicas = self.config.replicas
-            self.replicas = ReplicaSet(self.checkpoint, replicas, key, local=self.started_here, log=self.log)
+            gpus = self.config.replica_gpus
+            self.replicas = ReplicaSet(self.checkpoint, replicas, gpus, key, local=self.started_here, log=self.log)
             self.replicas.start(REPLICA_TIMEOUT_S)
         count = max(1, min(self.config.workers, jobs))
         self.idle = self._spawn(count)

@@ -32,6 +32,20 @@ def replica_checkpoint(model: str | None) -> Path:
     return checkpoint
 
 
+def replica_resources(cluster_gpus: float, count: int, gpus_per_replica: float) -> tuple[dict, str]:
+    """(the replica actors' Ray resources, where they run, in words). Without GPUs they run on the CPU; too few for
+    `count` replicas is an error now rather than replicas waiting for GPUs that never come."""
+    if not cluster_gpus:
+        return {"num_gpus": 0, "num_cpus": 0}, "on the CPU: the cluster has no GPU"
+    if cluster_gpus < count * gpus_per_replica:
+        raise ValueError(
+            f"--replicas {count} with --replica-gpus {gpus_per_replica:g} needs {count * gpus_per_replica:g} GPUs and "
+            f"the cluster has {cluster_gpus:g}: lower --replicas, or share GPUs with --replica-gpus 0.5"
+        )
+    share = "one GPU" if gpus_per_replica == 1 else f"{gpus_per_replica:g} GPU"
+    return {"num_gpus": gpus_per_replica, "num_cpus": 1}, f"{share} each ({cluster_gpus:g} in the cluster)"
+
+
 @ray.remote(max_restarts=0)
 class ModelReplica:
     def __init__(self, checkpoint: str, api_key: str, loopback: bool) -> None:
@@ -68,19 +82,19 @@ class ModelReplica:
 class ReplicaSet:
     """The driver's side: starts the replicas, gives each new session one, says how the sessions spread."""
 
-    def __init__(self, checkpoint: Path, count: int, api_key: str, local: bool, log: TextIO) -> None:
-        self.checkpoint, self.count, self.api_key, self.local, self.log = checkpoint, count, api_key, local, log
+    def __init__(
+        self, checkpoint: Path, count: int, gpus_per_replica: float, api_key: str, local: bool, log: TextIO
+    ) -> None:
+        self.checkpoint, self.count, self.gpus_per_replica = checkpoint, count, gpus_per_replica
+        self.api_key, self.local, self.log = api_key, local, log
         self.actors: list = []
         self.urls: list[str] = []
         self.running = [0] * count
         self.sessions = [0] * count
 
     def start(self, timeout_s: float) -> None:
-        gpus = ray.cluster_resources().get("GPU", 0)
-        per_replica = 1 if gpus else 0
-        where = f"one GPU each ({gpus:g} in the cluster)" if gpus else "on the CPU: the cluster has no GPU"
+        options, where = replica_resources(ray.cluster_resources().get("GPU", 0), self.count, self.gpus_per_replica)
         print(f"batch: loading {self.count} replicas of {self.checkpoint.name}, {where}...", file=self.log, flush=True)
-        options = {"num_gpus": per_replica, "num_cpus": 1 if gpus else 0}
         self.actors = [
             ModelReplica.options(**options).remote(str(self.checkpoint), self.api_key, self.local)
             for _ in range(self.count)

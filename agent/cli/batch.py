@@ -38,6 +38,13 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="with --ray and a local: model, serve it from R replica actors of one GPU each, shared by all workers",
     )
     batch.add_argument(
+        "--replica-gpus",
+        type=float,
+        default=1.0,
+        metavar="G",
+        help="GPUs per replica (default 1; 0.5 puts two replicas on each GPU)",
+    )
+    batch.add_argument(
         "--worker-cpus", type=float, default=1.0, metavar="C", help="CPUs Ray reserves per job worker (default 1)"
     )
     batch.add_argument("--model", help="the jobs' model spec unless a job names one (default: WARPCODE_MODEL, config)")
@@ -75,6 +82,7 @@ def run_batch_command(args: argparse.Namespace) -> int:
         ray=args.ray,
         replicas=args.replicas,
         worker_cpus=args.worker_cpus,
+        replica_gpus=args.replica_gpus,
         json_events=args.json,
     )
     if args.max_attempts < 1:

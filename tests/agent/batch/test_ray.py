@@ -108,7 +108,7 @@ def test_replicas_serve_every_session_of_the_batch(tmp_path: Path, agent_checkpo
     jobs = write_jobs(tmp_path / "jobs.jsonl", [{"id": f"j{n}", "repo": "repo", "instruction": "hi"} for n in range(4)])
     out = tmp_path / "RESULTS.jsonl"
     done = warpcode_batch(str(jobs), "--out", str(out), "--model", f"local:{agent_checkpoint}", "--ray", "local",
-                          "--replicas", "2", "--workers", "2", timeout=400)  # fmt: skip
+                          "--replicas", "2", "--replica-gpus", "0.5", "--workers", "2", timeout=400)  # fmt: skip
     assert done.returncode == 0, done.stderr
     rows = read_rows(out)
     assert len(rows) == 4 and all(row["status"] == "succeeded" for row in rows), rows
@@ -158,3 +158,13 @@ def test_ray_auto_without_a_cluster_and_ray_not_installed_are_one_line_errors(tm
         .splitlines()[-1]
         .startswith("warpcode batch: error: --ray needs Ray, an optional extra: pip install 'warpcode[distributed]'")
     )
+
+
+def test_replica_resources_fail_fast_when_the_cluster_lacks_gpus():
+    from warpcode.agent.batch.replicas import replica_resources
+
+    assert replica_resources(0, 2, 1.0) == ({"num_gpus": 0, "num_cpus": 0}, "on the CPU: the cluster has no GPU")
+    assert replica_resources(2, 2, 1.0)[0] == {"num_gpus": 1.0, "num_cpus": 1}
+    assert replica_resources(1, 2, 0.5) == ({"num_gpus": 0.5, "num_cpus": 1}, "0.5 GPU each (1 in the cluster)")
+    with pytest.raises(ValueError, match=r"--replicas 2 with --replica-gpus 1 needs 2 GPUs and the cluster has 1"):
+        replica_resources(1, 2, 1.0)
