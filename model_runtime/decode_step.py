@@ -55,6 +55,8 @@ from warpcode.model_runtime.model import DecoderLayer, MoeForCausalLM
 from warpcode.model_runtime.moe_block import SparseMoeBlock
 from warpcode.model_runtime.sampling import SamplingParams, SamplingTensors, sample_on_device
 
+SCRATCH_BLOCK = 0  # the pool's reserved block: padding rows (of a batch or a padded chunk) write their keys there
+
 
 @dataclass
 class DecodeState:
@@ -157,7 +159,7 @@ def decode_step(
         if pending is None and uses_gemv(h, attn.qkv_weight):
             qkv = gemv(h, attn.qkv_weight, attn.qkv_bias, norm_weight=norm_weight, eps=eps)
         else:
-            normed, h = _add_rmsnorm(h, pending, norm_weight, eps)
+            normed, h = add_pending_rmsnorm(h, pending, norm_weight, eps)
             qkv, pending = linear(normed, attn.qkv_weight, attn.qkv_bias), None
         out = _attention(
             attn, model.model.rotary, eps, qkv, seq_lens, attend_lens, state, tables, index, attention_fetches_early
@@ -171,7 +173,7 @@ def decode_step(
         else:
             pending = linear(out, attn.o_proj.weight, attn.o_proj.bias)
         h, pending = _mlp(layer, h, pending, eps)
-    normed, _ = _add_rmsnorm(h, pending, model.model.norm.weight, eps)
+    normed, _ = add_pending_rmsnorm(h, pending, model.model.norm.weight, eps)
     logits = F.linear(normed, model.output_weight)  # [B, V]
     if sampling == "greedy":  # argmax into tokens, steps and seq_lens + 1: two launches
         greedy_finish(logits, state.tokens[:batch], (state.steps[:batch], seq_lens))
@@ -236,13 +238,13 @@ def _mlp(
     last kernel added it to h). The routed experts read the normed input the router's GEMV stored."""
     mlp, norm_weight = layer.mlp, layer.post_attention_layernorm.weight
     if not isinstance(mlp, SparseMoeBlock):
-        normed, h = _add_rmsnorm(h, pending, norm_weight, eps)
+        normed, h = add_pending_rmsnorm(h, pending, norm_weight, eps)
         return h, mlp(normed)
     if pending is None and uses_gemv(h, mlp.gate.weight):
         normed = torch.empty_like(h)
         router_logits = gemv(h, mlp.gate.weight, norm_weight=norm_weight, eps=eps, normed_out=normed)
     else:
-        normed, h = _add_rmsnorm(h, pending, norm_weight, eps)
+        normed, h = add_pending_rmsnorm(h, pending, norm_weight, eps)
         router_logits = linear(normed, mlp.gate.weight, None)
     topk_weights, topk_ids = route(router_logits, mlp.top_k, mlp.normalize)
     if mlp.adds_residual(normed):
@@ -266,7 +268,7 @@ def _o_proj_and_routed_experts(
     return mlp.experts_forward(normed, topk_weights, topk_ids, residual=h_new)
 
 
-def _add_rmsnorm(
+def add_pending_rmsnorm(
     h: torch.Tensor, pending: torch.Tensor | None, weight: torch.Tensor, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(RMSNorm(h + pending), h + pending) in one kernel; the norm alone when nothing is pending."""

@@ -21,7 +21,7 @@ from torch.nn.attention.bias import causal_lower_right
 from warpcode.kernels.norm import add_rmsnorm
 from warpcode.kernels.rope_cache import qk_norm_rope_cache
 from warpcode.model_runtime.attention import Attention
-from warpcode.model_runtime.decode_step import DecodeState
+from warpcode.model_runtime.decode_step import DecodeState, add_pending_rmsnorm
 from warpcode.model_runtime.layers import RotaryEmbedding
 from warpcode.model_runtime.model import MoeForCausalLM
 
@@ -72,9 +72,9 @@ def prefill_in_steps(
     h = model.model.embed_tokens(input_ids)  # [N, H]: the residual stream
     pending = None  # a layer output [N, H] not yet added to h
     for index, layer in enumerate(model.model.layers):
-        normed, h = _add_rmsnorm(h, pending, layer.input_layernorm.weight, eps)
+        normed, h = add_pending_rmsnorm(h, pending, layer.input_layernorm.weight, eps)
         out = _attention(layer.self_attn, model.model.rotary, eps, normed, state, index, packed)
-        normed, h = _add_rmsnorm(h, F.linear(out, layer.self_attn.o_proj.weight, layer.self_attn.o_proj.bias),
+        normed, h = add_pending_rmsnorm(h, F.linear(out, layer.self_attn.o_proj.weight, layer.self_attn.o_proj.bias),
                                  layer.post_attention_layernorm.weight, eps)  # fmt: skip
         pending = layer.mlp(normed)
         if (index + 1) % layers_per_step == 0 and index + 1 < len(model.model.layers):
@@ -82,11 +82,6 @@ def prefill_in_steps(
     last = torch.tensor([first + rows - 1 for first, rows, _ in bounds], device=device)
     normed, _ = add_rmsnorm(pending[last], model.model.norm.weight, eps, h[last])
     return F.linear(normed, model.output_weight).float()
-
-
-def _add_rmsnorm(h: torch.Tensor, pending: torch.Tensor | None, weight: torch.Tensor, eps: float):
-    """(RMSNorm(h + pending), h + pending); the norm alone when nothing is pending."""
-    return add_rmsnorm(h, weight, eps, None) if pending is None else add_rmsnorm(pending, weight, eps, h)
 
 
 def _attention(

@@ -22,11 +22,10 @@ import torch.nn.functional as F
 from warpcode.kernels.norm import add_rmsnorm
 from warpcode.kernels.prefill_attention import paged_prefill_attention
 from warpcode.kernels.rope_cache import qk_norm_rope_cache
-from warpcode.model_runtime.decode_step import DecodeState
+from warpcode.model_runtime.decode_step import SCRATCH_BLOCK, DecodeState, add_pending_rmsnorm
 from warpcode.model_runtime.model import MoeForCausalLM
 
 TOKEN_BUCKETS = (16, 32, 64, 128, 192, 256, 384, 512, 768, 1024)
-SCRATCH_BLOCK = 0  # the pool's reserved block: padding rows write their keys there
 
 
 def token_bucket(tokens: int) -> int | None:
@@ -76,6 +75,7 @@ def run_layers(model: MoeForCausalLM, state: DecodeState, buffers: ChunkBuffers,
     Static shapes, no host synchronisation: what a CUDA graph captures (and what runs eagerly off the GPU)."""
     config, layers = model.config, model.model.layers
     eps, device = config.rms_norm_eps, buffers.h.device
+    inv_freq, rope_scaling = model.model.rotary.frequencies(device)
     index = torch.arange(bucket, device=device, dtype=torch.int32)
     real = index < buffers.rows
     positions = torch.minimum(buffers.start + index, buffers.start + buffers.rows - 1)  # padding: the last one
@@ -88,10 +88,9 @@ def run_layers(model: MoeForCausalLM, state: DecodeState, buffers: ChunkBuffers,
     for number in range(first, last):
         layer = layers[number]
         attn = layer.self_attn
-        normed, h = _add_rmsnorm(h, pending, layer.input_layernorm.weight, eps)
+        normed, h = add_pending_rmsnorm(h, pending, layer.input_layernorm.weight, eps)
         qkv = attn.norm_and_clip_fused(F.linear(normed, attn.qkv_weight, attn.qkv_bias))
         per_head = attn.qk_norm == "per_head"
-        inv_freq, rope_scaling = model.model.rotary.frequencies(device)
         keys, values = state.keys[number], state.values[number]
         q = qk_norm_rope_cache(
             qkv, attn.num_heads, attn.num_kv_heads, attn.head_dim,
@@ -110,10 +109,6 @@ def run_layers(model: MoeForCausalLM, state: DecodeState, buffers: ChunkBuffers,
     final = (buffers.rows - 1).long()
     normed, _ = add_rmsnorm(pending.index_select(0, final), model.model.norm.weight, eps, h.index_select(0, final))
     buffers.logits.copy_(F.linear(normed, model.output_weight).float())
-
-
-def _add_rmsnorm(h: torch.Tensor, pending: torch.Tensor | None, weight: torch.Tensor, eps: float):
-    return add_rmsnorm(h, weight, eps, None) if pending is None else add_rmsnorm(pending, weight, eps, h)
 
 
 class PrefillGraphs:

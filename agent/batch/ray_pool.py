@@ -8,6 +8,7 @@ machine. Ray's own logs stay out of stdout (`log_to_driver=False`)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import logging
@@ -38,8 +39,6 @@ POLL_S = 0.25
 
 def connect(address: str, workers: int, worker_cpus: float) -> bool:
     """Joins (or starts, for `local`) the Ray instance; True when this process started it."""
-    if ray is None:
-        raise ValueError(INSTALL_RAY)
     quiet = {"log_to_driver": False, "logging_level": logging.WARNING, "include_dashboard": False}
     if address == "local":
         # a fresh instance with room for every worker, whatever the core count (the workers mostly wait on the
@@ -137,8 +136,6 @@ class RayPool:
         return workers
 
     async def run(self, pending: list[Job], recorder: Recorder) -> None:
-        import asyncio
-
         queue: list[tuple[Job, int]] = [(job, 0) for job in reversed(pending)]  # (job, attempts spent)
         running: dict[object, _Running] = {}
         try:

@@ -60,7 +60,7 @@ async def run_job(job: Job | BadRow, options: Options, worker: str, attempts_bef
     started = time.monotonic()
     problem = ""
     attempt = attempts_before
-    for attempt in range(attempts_before + 1, max(options.max_attempts, attempts_before + 1) + 1):
+    for attempt in range(attempts_before + 1, options.max_attempts + 1):  # callers leave at least one
         try:
             row = await _attempt(job, options, worker, started)
         except Exception as exc:

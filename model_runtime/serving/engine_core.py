@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from warpcode.model_runtime.decode_runner import DecodeRunner, batch_bucket
-from warpcode.model_runtime.decode_step import DecodeState
+from warpcode.model_runtime.decode_step import SCRATCH_BLOCK, DecodeState
 from warpcode.model_runtime.detokenize import IncrementalDetokenizer, StopStringFilter
 from warpcode.model_runtime.model import MoeForCausalLM
 from warpcode.model_runtime.prefill import PrefillChunk, prefill_in_steps
@@ -38,7 +38,6 @@ from warpcode.model_runtime.serving.scheduler import Scheduler
 from warpcode.model_runtime.serving.sequence import Sequence
 
 STEPS_IN_FLIGHT = 2  # eager steps too: the CPU then runs the GPU's pipeline, one token computed past each end
-SCRATCH_BLOCK = 0  # the block padding rows point at
 MIN_COLUMN_SLOTS = 1024  # the smallest attention span of a step's graph
 
 

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from warpcode.model_runtime import load_random
-from warpcode.model_runtime.decode_step import DecodeState, prepare_for_decode
+from warpcode.model_runtime.decode_step import SCRATCH_BLOCK, DecodeState, prepare_for_decode
 from warpcode.model_runtime.prefill import PrefillChunk, prefill_forward
-from warpcode.model_runtime.prefill_graphs import SCRATCH_BLOCK, ChunkBuffers, run_layers, token_bucket
+from warpcode.model_runtime.prefill_graphs import ChunkBuffers, run_layers, token_bucket
 
 BLOCK = 16
 PROMPT = [(11 * i + 5) % 400 + 1 for i in range(45)]
