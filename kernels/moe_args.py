@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from warpcode.kernels.mx import MXTensor
+
 
 def check_moe_args(x, topk_weights, topk_ids, w13, w2) -> None:
     if x.dim() != 2:
@@ -28,7 +30,8 @@ def check_moe_args(x, topk_weights, topk_ids, w13, w2) -> None:
 
 
 def check_kernel_layout(x, topk_weights, topk_ids, w13, w2) -> None:
-    """The kernels index with row strides and assume unit stride along the reduced dimension."""
+    """The kernels index with row strides and assume unit stride along the reduced dimension; MXFP8 weights
+(kernels/mx.py) come as a pair."""
     for name, tensor in (("x", x), ("w13", w13), ("w2", w2)):
         if tensor.stride(-1) != 1:
             raise ValueError(f"{name} must be contiguous in its last dimension (stride {tensor.stride()})")
@@ -37,7 +40,9 @@ def check_kernel_layout(x, topk_weights, topk_ids, w13, w2) -> None:
     devices = {t.device for t in (x, topk_weights, topk_ids, w13, w2)}
     if len(devices) != 1:
         raise ValueError(f"all MoE tensors must be on one device, got {sorted(map(str, devices))}")
-    if w13.dtype != w2.dtype:
+    if isinstance(w13, MXTensor) != isinstance(w2, MXTensor):
+        raise ValueError("w13 and w2 must both be MXFP8 (MXTensor) or both plain tensors")
+    if not isinstance(w13, MXTensor) and w13.dtype != w2.dtype:
         raise ValueError(f"w13 and w2 must share a dtype, got {w13.dtype} and {w2.dtype}")
 
 

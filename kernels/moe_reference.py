@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from warpcode.kernels.moe_args import check_moe_args
+from warpcode.kernels.mx import MXTensor, dequantize_any
 
 
 def route_reference(
@@ -37,11 +38,12 @@ def moe_reference(
     x: torch.Tensor,  # [T, H]
     topk_weights: torch.Tensor,  # [T, K]
     topk_ids: torch.Tensor,  # [T, K]
-    w13: torch.Tensor,  # [E, 2I, H]
-    w2: torch.Tensor,  # [E, H, I]
+    w13: torch.Tensor | MXTensor,  # [E, 2I, H]
+    w2: torch.Tensor | MXTensor,  # [E, H, I]
     compute_dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:  # [T, H], x.dtype
-    """Loops over the experts that received tokens; upcasts every operand to `compute_dtype` (fp32 or fp64)."""
+    """Loops over the experts that received tokens; upcasts every operand to `compute_dtype` (fp32 or fp64), MXFP8
+    weights dequantised exactly."""
     check_moe_args(x, topk_weights, topk_ids, w13, w2)
     intermediate = w2.shape[2]
     xc = x.to(compute_dtype)
@@ -52,8 +54,8 @@ def moe_reference(
     for expert in torch.unique(flat_ids).tolist():
         slots = (flat_ids == expert).nonzero(as_tuple=True)[0]
         tokens = token_of_slot[slots]
-        gate_up = xc[tokens] @ w13[expert].to(compute_dtype).T  # [n, 2I]
+        gate_up = xc[tokens] @ dequantize_any(w13[expert], compute_dtype).T  # [n, 2I]
         hidden = torch.nn.functional.silu(gate_up[:, :intermediate]) * gate_up[:, intermediate:]  # [n, I]
-        expert_out = hidden @ w2[expert].to(compute_dtype).T  # [n, H]
+        expert_out = hidden @ dequantize_any(w2[expert], compute_dtype).T  # [n, H]
         out.index_add_(0, tokens, expert_out * flat_weights[slots, None])
     return out.to(x.dtype)
