@@ -31,7 +31,7 @@ def check_moe_args(x, topk_weights, topk_ids, w13, w2) -> None:
 
 def check_kernel_layout(x, topk_weights, topk_ids, w13, w2) -> None:
     """The kernels index with row strides and assume unit stride along the reduced dimension; MXFP8 weights
-(kernels/mx.py) come as a pair."""
+    (kernels/mx.py) come as a pair."""
     for name, tensor in (("x", x), ("w13", w13), ("w2", w2)):
         if tensor.stride(-1) != 1:
             raise ValueError(f"{name} must be contiguous in its last dimension (stride {tensor.stride()})")
