@@ -77,3 +77,24 @@ def test_mx_config_choice_and_checks(tmp_path, monkeypatch):
         monkeypatch.delenv("WARPCODE_WARP_DECODE_CONFIGS")
         for cached in (tuning.measured, tuning._measured_grouped_gemm_config, expert_centric._measured_mx_config):
             cached.cache_clear()
+
+
+def test_tuner_writes_mx_results_under_their_own_key(tmp_path, monkeypatch):
+    from warpcode.kernels.bench import tune_expert_centric
+    from warpcode.kernels.bench.bench_moe import MoeShape
+
+    shape = MoeShape(2048, 768, 128, 8)
+    mx_candidates = tune_expert_centric.candidates(shape, 128, mx=True)
+    assert all(c.block_k % 32 == 0 for c in mx_candidates)
+    assert set(tune_expert_centric.candidates(shape, 128)) < set(mx_candidates)
+    path = tmp_path / "configs.json"
+    path.write_text(json.dumps({"expert_centric": {"2048,768,128,8": {"32": {"block_m": 16}}}}))
+    best = GroupedGemmConfig(block_m=16, block_n=128, block_k=256, num_warps=4, num_stages=3)
+    seen = []
+    monkeypatch.setattr(tune_expert_centric, "tune", lambda shape, batch, mx=False: seen.append(mx) or (best, 1, 2))
+    argv = ["--shape", "2048,768,128,8", "--batch", "32", "--write", str(path), "--weights", "mxfp8"]
+    tune_expert_centric.main(argv)
+    data = json.loads(path.read_text())["expert_centric"]
+    assert seen == [True]
+    assert data["2048,768,128,8"] == {"32": {"block_m": 16}}  # the bf16 entry untouched
+    assert data["2048,768,128,8,mxfp8"] == {"32": dataclasses.asdict(best)}
