@@ -8,9 +8,19 @@
 
 Every step reads and writes device memory, and stages 1, 3 and 5 exist only for data layout: that is the cost
 warp decode removes at small batch. The alignment is one single-program kernel (no host sync, graph-capturable).
+
+MXFP8 weights (kernels/mx.py; weight-only, activations and intermediates stay in x.dtype): w13 and w2 as
+MXTensors, data fp8 [E, N, K] and scales uint8 [E, N, ceil(K / 32)]. Each weight tile is loaded as rows
+[BLOCK_N, BLOCK_K] with its scales [BLOCK_N, BLOCK_K / 32] (BLOCK_K a multiple of 32, so tiles hold whole scale
+groups; the last K tile is masked, its scales too), dequantised in registers to x.dtype, data * 2**(s - 127)
+(exact in bf16 down to its subnormals), and multiplied on tensor cores with fp32 accumulation as for bf16.
+Tiles come from mx_grouped_gemm_config: measured entries under their own key (mx_shape_key), else bf16's.
 """
 
 from __future__ import annotations
+
+import dataclasses
+import functools
 
 import torch
 import triton
@@ -18,7 +28,17 @@ import triton.language as tl
 
 from warpcode.kernels.launch import INTERPRETER
 from warpcode.kernels.moe_args import check_kernel_layout, check_moe_args, output_buffer
-from warpcode.kernels.tuning import GroupedGemmConfig, grouped_gemm_config
+from warpcode.kernels.mx import BLOCK as MX_GROUP
+from warpcode.kernels.mx import MXTensor, is_mx
+from warpcode.kernels.mx_tile import dequantize_tile
+from warpcode.kernels.tuning import (
+    TOKEN_BUCKETS,
+    GroupedGemmConfig,
+    grouped_gemm_config,
+    measured,
+    shape_key,
+    token_bucket,
+)
 
 # Triton's CPU interpreter multiplies bf16 dot operands as their raw uint16 bits (triton 3.6-3.9); there the
 # kernel upcasts them first, which is also exactly what the tensor cores compute (bf16 products, fp32 sums).
@@ -75,6 +95,29 @@ def _align_slots_kernel(
         tl.store(sorted_slots_ptr + group_start + place, slots, mask=slot_mask)
 
 
+def mx_shape_key(hidden: int, intermediate: int, experts: int, top_k: int) -> str:
+    """The config file's "expert_centric" key of MXFP8 weights: the bf16 key plus ",mxfp8"."""
+    return shape_key(hidden, intermediate, experts, top_k) + ",mxfp8"
+
+
+def mx_grouped_gemm_config(hidden: int, intermediate: int, experts: int, top_k: int, tokens: int) -> GroupedGemmConfig:
+    """The grouped GEMMs' tiles for MXFP8 weights: the measured entry under mx_shape_key (tune_expert_centric
+    --weights mxfp8) for the token count's bucket, else the bf16 choice (tuning.grouped_gemm_config) with block_k
+    at least one scale group."""
+    if tokens <= TOKEN_BUCKETS[-1]:
+        tuned = _measured_mx_config(hidden, intermediate, experts, top_k, token_bucket(tokens))
+        if tuned is not None:
+            return tuned
+    config = grouped_gemm_config(hidden, intermediate, experts, top_k, tokens)
+    return dataclasses.replace(config, block_k=max(MX_GROUP, config.block_k))
+
+
+@functools.cache
+def _measured_mx_config(hidden: int, intermediate: int, experts: int, top_k: int, bucket: int):
+    values = measured()["expert_centric"].get(mx_shape_key(hidden, intermediate, experts, top_k), {}).get(str(bucket))
+    return None if values is None else GroupedGemmConfig(**values)
+
+
 def align_slots_by_expert(topk_ids: torch.Tensor, experts: int, block_m: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Returns (sorted_slots [P], block_expert [P // block_m]) with P = T*K + E*(block_m - 1), a static bound.
 
@@ -101,6 +144,7 @@ def align_slots_by_expert(topk_ids: torch.Tensor, experts: int, block_m: int) ->
 def _grouped_gemm_kernel(
     a_ptr,
     b_ptr,
+    b_scales_ptr,
     c_ptr,
     slot_weights_ptr,
     sorted_slots_ptr,
@@ -113,6 +157,8 @@ def _grouped_gemm_kernel(
     stride_am,
     stride_be,
     stride_bn,
+    stride_se,
+    stride_sn,
     stride_cm,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -120,8 +166,11 @@ def _grouped_gemm_kernel(
     MUL_SLOT_WEIGHT: tl.constexpr,
     UPCAST_DOT_OPERANDS: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
+    IS_MX: tl.constexpr,
 ):
-    """C[s, n] = (w[s] *) sum_k A[s // div, k] * B[e, n, k] for the slots s of one expert block."""
+    """C[s, n] = (w[s] *) sum_k A[s // div, k] * B[e, n, k] for the slots s of one expert block; an MX B's tiles are
+    loaded as rows [BLOCK_N, BLOCK_K] (16 fp8 weights per 16-byte load) with their scales, dequantised to A's dtype
+    and transposed for tl.dot."""
     block_m = tl.program_id(0)
     block_n = tl.program_id(1)
     expert = tl.load(block_expert_ptr + block_m).to(tl.int64)
@@ -134,12 +183,24 @@ def _grouped_gemm_kernel(
     n_mask = offs_n < N
     offs_k = tl.arange(0, BLOCK_K)
     a_ptrs = a_ptr + a_rows[:, None] * stride_am + offs_k[None, :]
-    b_ptrs = b_ptr + expert * stride_be + offs_n[None, :].to(tl.int64) * stride_bn + offs_k[:, None]
+    if IS_MX:
+        groups = tl.arange(0, BLOCK_K // 32)
+        b_ptrs = b_ptr + expert * stride_be + offs_n[:, None].to(tl.int64) * stride_bn + offs_k[None, :]
+        s_ptrs = b_scales_ptr + expert * stride_se + offs_n[:, None].to(tl.int64) * stride_sn + groups[None, :]
+        num_groups = tl.cdiv(K_DIM, 32)
+    else:
+        b_ptrs = b_ptr + expert * stride_be + offs_n[None, :].to(tl.int64) * stride_bn + offs_k[:, None]
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     for k_start in range(0, K_DIM, BLOCK_K):
         k_mask = offs_k < K_DIM - k_start
         a = tl.load(a_ptrs + k_start, mask=slot_mask[:, None] & k_mask[None, :], other=0.0)
-        b = tl.load(b_ptrs + k_start, mask=k_mask[:, None] & n_mask[None, :], other=0.0)
+        if IS_MX:
+            b = tl.load(b_ptrs + k_start, mask=n_mask[:, None] & k_mask[None, :], other=0.0)
+            s_mask = n_mask[:, None] & (groups < num_groups - k_start // 32)[None, :]
+            s = tl.load(s_ptrs + k_start // 32, mask=s_mask, other=0)
+            b = tl.trans(dequantize_tile(b, s, BLOCK_N, BLOCK_K, a_ptr.dtype.element_ty))
+        else:
+            b = tl.load(b_ptrs + k_start, mask=k_mask[:, None] & n_mask[None, :], other=0.0)
         if UPCAST_DOT_OPERANDS:
             a = a.to(tl.float32)
             b = b.to(tl.float32)
@@ -162,15 +223,17 @@ def _silu_and_mul_kernel(gate_up_ptr, out_ptr, I, stride_in, stride_out, BLOCK: 
 
 def _grouped_gemm(a, b, c, slot_weights, sorted_slots, block_expert, a_div, config: GroupedGemmConfig) -> None:
     experts, n, k_dim = b.shape
+    mx = is_mx(b)
+    data, scales = (b.data, b.scales) if mx else (b, b)
     grid = (block_expert.numel(), triton.cdiv(n, config.block_n))
     _grouped_gemm_kernel[grid](
-        a, b, c, slot_weights, sorted_slots, block_expert,
+        a, data, scales, c, slot_weights, sorted_slots, block_expert,
         n, k_dim, c.shape[0], experts, a_div,
-        a.stride(0), b.stride(0), b.stride(1), c.stride(0),
+        a.stride(0), data.stride(0), data.stride(1), scales.stride(0), scales.stride(1), c.stride(0),
         BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
         MUL_SLOT_WEIGHT=slot_weights is not None, UPCAST_DOT_OPERANDS=_UPCAST_DOT_OPERANDS,
         # fp32 models get fp32 products (Triton's default for fp32 is tf32); bf16 operands are exact either way.
-        DOT_PRECISION="ieee" if a.dtype == torch.float32 else "tf32",
+        DOT_PRECISION="ieee" if a.dtype == torch.float32 else "tf32", IS_MX=mx,
         num_warps=config.num_warps, num_stages=config.num_stages,
     )  # fmt: skip
 
@@ -179,9 +242,9 @@ def moe_expert_centric(
     x: torch.Tensor,  # [T, H]
     topk_weights: torch.Tensor,  # [T, K]
     topk_ids: torch.Tensor,  # [T, K]
-    w13: torch.Tensor,  # [E, 2I, H]
-    w2: torch.Tensor,  # [E, H, I]
-    config: GroupedGemmConfig | None = None,
+    w13: torch.Tensor | MXTensor,  # [E, 2I, H]
+    w2: torch.Tensor | MXTensor,  # [E, H, I]
+    config: GroupedGemmConfig | None = None,  # MX weights: block_k >= 32
     out: torch.Tensor | None = None,  # [T, H] x.dtype: a preallocated output
 ) -> torch.Tensor:  # [T, H], x.dtype
     check_moe_args(x, topk_weights, topk_ids, w13, w2)
@@ -192,7 +255,11 @@ def moe_expert_centric(
     top_k = topk_ids.shape[1]
     if tokens == 0:
         return out
-    config = config or grouped_gemm_config(hidden_size, two_i // 2, experts, top_k, tokens)
+    mx = is_mx(w13)
+    choose = mx_grouped_gemm_config if mx else grouped_gemm_config
+    config = config or choose(hidden_size, two_i // 2, experts, top_k, tokens)
+    if mx and config.block_k < MX_GROUP:
+        raise ValueError(f"MX weights need GroupedGemmConfig.block_k >= {MX_GROUP} (whole scale groups), got {config}")
     sorted_slots, block_expert = align_slots_by_expert(topk_ids, experts, config.block_m)
     slots = tokens * top_k
     gate_up = torch.empty((slots, two_i), device=x.device, dtype=x.dtype)

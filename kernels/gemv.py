@@ -26,10 +26,19 @@ pass over x after its sums: done by a program of the product, it made that progr
 batch-1 decode step: -0.3 to -0.4%). gamma is a weight: its first tile is fetched before `gdc_wait` with the first
 weight tile. Each output element has one owner program, the only one that reads its residual element (right after
 the wait, so the load overlaps the product), so `out` may be `residual` itself.
+
+MXFP8 weights (kernels/mx.py, weight-only: x, bias, gamma, residual and y keep x.dtype), under the IS_MX switch:
+w is data fp8 [N, H] plus scales uint8 [N, ceil(H / 32)], and each weight tile [BLOCK_N, BLOCK_K] (BLOCK_K a
+multiple of 32) comes with its scale tile [BLOCK_N, BLOCK_K / 32], loaded alike (first tiles before the wait, the
+next after using the current). Where a tile is used it becomes w[n, k] = data[n, k] * 2**(scales[n, k // 32] - 127)
+(mx_tile.py): fp32 for the broadcast product (exact), x.dtype for tl.dot (exact in bf16 but for values below
+bf16's subnormals). A 16-byte load is 16 fp8 weights, so MX configs carry twice the block_k for the same bytes
+in flight (default_mx_gemv_config, MX_TUNED_CONFIGS).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -37,6 +46,9 @@ import triton
 import triton.language as tl
 
 from warpcode.kernels.launch import INTERPRETER, pdl_options
+from warpcode.kernels.mx import BLOCK as MX_GROUP
+from warpcode.kernels.mx import MXTensor, dequantize_any, is_mx
+from warpcode.kernels.mx_tile import dequantize_tile
 from warpcode.kernels.norm import SUPPORTED_DTYPES, round_to, rounded_rmsnorm
 from warpcode.kernels.tuning import require_powers_of_two, token_bucket
 
@@ -76,15 +88,24 @@ TUNED_CONFIGS: dict[tuple[int, int, int], GemvConfig] = {
 }
 
 
-def default_gemv_config(n: int, h: int, batch: int) -> GemvConfig:
-    """A tuned entry when there is one, else a heuristic. Each program keeps about one tile in flight (the next
-    tile is loaded after the current one is used), so by Little's law the grid needs ~3-4 MB of tiles in flight to
-    reach the 4.8 TB/s roofline: >= ~256 programs where N allows, tiles of up to 8192 elements (<= 64 per thread,
-    16-byte loads), input tiles [B, block_k] kept as small. From B = 8 on, tensor cores (the CUDA-core FMAs and
-    shuffles of the broadcast product would rival the loads there), pipelined over 3 stages."""
-    tuned = TUNED_CONFIGS.get((n, h, token_bucket(batch)))
+# MXFP8 weights (fp8 data + one scale byte per 32), by `bench_gemv --weights mxfp8`; none measured yet.
+MX_TUNED_CONFIGS: dict[tuple[int, int, int], GemvConfig] = {}
+
+
+def default_gemv_config(n: int, h: int, batch: int, mx: bool = False) -> GemvConfig:
+    """A tuned entry (TUNED_CONFIGS, or MX_TUNED_CONFIGS for MX weights) when there is one, else a heuristic."""
+    tuned = (MX_TUNED_CONFIGS if mx else TUNED_CONFIGS).get((n, h, token_bucket(batch)))
     if tuned is not None:
         return tuned
+    return default_mx_gemv_config(n, h, batch) if mx else _heuristic_config(n, h, batch)
+
+
+def _heuristic_config(n: int, h: int, batch: int) -> GemvConfig:
+    """Each program keeps about one tile in flight (the next tile is loaded after the current one is used), so by
+    Little's law the grid needs ~3-4 MB of tiles in flight to reach the 4.8 TB/s roofline: >= ~256 programs where
+    N allows, tiles of up to 8192 elements (<= 64 per thread, 16-byte loads), input tiles [B, block_k] kept as
+    small. From B = 8 on, tensor cores (the CUDA-core FMAs and shuffles of the broadcast product would rival the
+    loads there), pipelined over 3 stages."""
     if batch >= 8 and n >= 2048:
         return GemvConfig(block_n=16, block_k=256, num_warps=4, num_stages=3, use_dot=True)
     rows_b = triton.next_power_of_2(batch)
@@ -94,6 +115,16 @@ def default_gemv_config(n: int, h: int, batch: int) -> GemvConfig:
     block_k = min(triton.next_power_of_2(h), 1 << (tile // block_n).bit_length() - 1, max(128, 8192 // rows_b))
     num_warps = max(1, min(4, max(block_n, rows_b) * block_k // 2048))
     return GemvConfig(block_n=block_n, block_k=max(16, block_k), num_warps=num_warps, num_stages=1)
+
+
+def default_mx_gemv_config(n: int, h: int, batch: int) -> GemvConfig:
+    """The bf16 heuristic's tiles with twice the K extent (a 16-byte load is 16 fp8 weights, so the same bytes in
+    flight), at least one scale group (32) and at most the row; warps so that a thread holds <= 64 weights, as in
+    the bf16 heuristic (they are widened to fp32 in registers either way)."""
+    base = _heuristic_config(n, h, batch)
+    block_k = max(MX_GROUP, min(2 * base.block_k, triton.next_power_of_2(h)))
+    num_warps = max(base.num_warps, min(8, base.block_n * block_k // (32 * 64)))
+    return dataclasses.replace(base, block_k=block_k, num_warps=num_warps)
 
 
 @triton.jit
@@ -107,6 +138,16 @@ def _accumulate(acc, a, w, USE_DOT: tl.constexpr, DOT_IN_FP32: tl.constexpr):
     else:
         acc += tl.sum(w.to(tl.float32)[None, :, :] * a.to(tl.float32)[:, None, :], axis=2)
     return acc
+
+
+@triton.jit
+def _mx_tile(w, s, x_ptr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, TO_X_DTYPE: tl.constexpr):
+    """An MX weight tile dequantised where it is used (its loads stay in flight until then): in x.dtype for the
+    tensor cores, else fp32 (exact) for the broadcast product."""
+    w = dequantize_tile(w, s, BLOCK_N, BLOCK_K, tl.float32)
+    if TO_X_DTYPE:
+        w = w.to(x_ptr.dtype.element_ty)
+    return w
 
 
 @triton.jit
@@ -129,12 +170,13 @@ def _store_rmsnorm(x_ptrs, gamma_ptr, normed_ptrs, rstd, batch_mask, H, BLOCK_K:
 
 @triton.jit
 def _gemv_kernel(
-    x_ptr, w_ptr, bias_ptr, gamma_ptr, residual_ptr, y_ptr, normed_ptr,
+    x_ptr, w_ptr, scales_ptr, bias_ptr, gamma_ptr, residual_ptr, y_ptr, normed_ptr,
     B, N, H, eps,
-    stride_x, stride_w, stride_r, stride_y, stride_n,
+    stride_x, stride_w, stride_s, stride_r, stride_y, stride_n,
     BLOCK_B: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     HAS_BIAS: tl.constexpr, HAS_NORM: tl.constexpr, STORE_NORMED: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
     EVEN_K: tl.constexpr, USE_DOT: tl.constexpr, DOT_IN_FP32: tl.constexpr, USE_PDL: tl.constexpr,
+    IS_MX: tl.constexpr, MX_TO_X_DTYPE: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0)
     rows = pid * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -146,6 +188,10 @@ def _gemv_kernel(
     x_ptrs = x_ptr + batch[:, None].to(tl.int64) * stride_x + cols[None, :]
     normed_ptrs = normed_ptr + batch[:, None].to(tl.int64) * stride_n + cols[None, :]
     last_k = (H - 1) // BLOCK_K * BLOCK_K  # the last tile, the only one that can be ragged (EVEN_K: none is)
+    if IS_MX:  # one scale per 32 weights: a [BLOCK_N, BLOCK_K / 32] tile beside each weight tile
+        groups = tl.arange(0, BLOCK_K // 32)
+        s_ptrs = scales_ptr + rows[:, None].to(tl.int64) * stride_s + groups[None, :]
+        s_groups = tl.cdiv(H, 32)
     if USE_PDL:
         tl.extra.cuda.gdc_launch_dependents()
     # Weights never change: their first tiles are fetched before waiting for the kernel that writes x (gamma's
@@ -154,6 +200,10 @@ def _gemv_kernel(
         w = tl.load(w_ptrs, mask=row_mask[:, None], other=0.0, eviction_policy="evict_first")
     else:
         w = tl.load(w_ptrs, mask=row_mask[:, None] & (cols < H)[None, :], other=0.0, eviction_policy="evict_first")
+    if IS_MX:
+        s = tl.load(
+            s_ptrs, mask=row_mask[:, None] & (groups < s_groups)[None, :], other=0, eviction_policy="evict_first"
+        )
     if HAS_NORM:
         gamma = tl.load(gamma_ptr + cols, mask=cols < H, other=0.0)
     if USE_PDL:
@@ -168,7 +218,10 @@ def _gemv_kernel(
         a = tl.load(x_ptrs + k, mask=batch_mask[:, None], other=0.0)  # k + BLOCK_K < H: no column mask
         if HAS_NORM:
             a, sum_sq = _norm_prologue_tile(a, gamma, sum_sq)
-        acc = _accumulate(acc, a, w, USE_DOT, DOT_IN_FP32)
+        if IS_MX:
+            acc = _accumulate(acc, a, _mx_tile(w, s, x_ptr, BLOCK_N, BLOCK_K, MX_TO_X_DTYPE), USE_DOT, DOT_IN_FP32)
+        else:
+            acc = _accumulate(acc, a, w, USE_DOT, DOT_IN_FP32)
         if EVEN_K:
             w = tl.load(w_ptrs + k + BLOCK_K, mask=row_mask[:, None], other=0.0, eviction_policy="evict_first")
         else:
@@ -178,13 +231,23 @@ def _gemv_kernel(
                 other=0.0,
                 eviction_policy="evict_first",
             )
+        if IS_MX:
+            s = tl.load(
+                s_ptrs + (k + BLOCK_K) // 32,
+                mask=row_mask[:, None] & (groups + (k + BLOCK_K) // 32 < s_groups)[None, :],
+                other=0,
+                eviction_policy="evict_first",
+            )
         if HAS_NORM:
             gamma = tl.load(gamma_ptr + cols + k + BLOCK_K, mask=cols + k + BLOCK_K < H, other=0.0)
     x_mask = batch_mask[:, None] if EVEN_K else batch_mask[:, None] & (cols + last_k < H)[None, :]
     a = tl.load(x_ptrs + last_k, mask=x_mask, other=0.0)
     if HAS_NORM:
         a, sum_sq = _norm_prologue_tile(a, gamma, sum_sq)
-    acc = _accumulate(acc, a, w, USE_DOT, DOT_IN_FP32)
+    if IS_MX:
+        acc = _accumulate(acc, a, _mx_tile(w, s, x_ptr, BLOCK_N, BLOCK_K, MX_TO_X_DTYPE), USE_DOT, DOT_IN_FP32)
+    else:
+        acc = _accumulate(acc, a, w, USE_DOT, DOT_IN_FP32)
     if HAS_NORM:
         rstd = tl.rsqrt(sum_sq / H + eps)
         acc *= rstd[:, None]
@@ -230,7 +293,7 @@ def check_apart(name: str, t: torch.Tensor, read_name: str, read: torch.Tensor) 
 
 def gemv(
     x: torch.Tensor,  # [B, H], 1 <= B <= 16
-    w: torch.Tensor,  # [N, H], rows contiguous
+    w: torch.Tensor | MXTensor,  # [N, H], rows contiguous; or MXFP8 (data [N, H], scales [N, ceil(H / 32)])
     bias: torch.Tensor | None = None,  # [N]
     config: GemvConfig | None = None,
     *,
@@ -241,7 +304,8 @@ def gemv(
     residual: torch.Tensor | None = None,  # [B, N] x.dtype: add the projection to it
 ) -> torch.Tensor:
     """y [B, N] = x @ w.T (+ bias) in x.dtype, accumulated in fp32 and rounded once; with norm_weight, x is replaced
-    by RMSNorm(x), unrounded; with residual, y = round(residual + y) (module docstring)."""
+    by RMSNorm(x), unrounded; with residual, y = round(residual + y) (module docstring). An MX w is dequantised
+    in the kernel (exactly, to fp32; to x.dtype for the tensor cores)."""
     if x.dim() != 2:
         raise ValueError(f"x must be [B, H], got shape {tuple(x.shape)}")
     if x.dtype not in SUPPORTED_DTYPES:
@@ -255,7 +319,14 @@ def gemv(
     if w.dim() != 2 or w.shape[1] != hidden or w.shape[0] < 1:
         raise ValueError(f"w must be [N >= 1, H = {hidden}], got shape {tuple(w.shape)}")
     n = w.shape[0]
-    _check_rows("w", w, (n, hidden), x)
+    mx = is_mx(w)
+    if mx:
+        if w.device != x.device:
+            raise ValueError(f"w must be on {x.device}, got {w.device}")
+        data, scales = w.data, w.scales
+    else:
+        _check_rows("w", w, (n, hidden), x)
+        data, scales = w, w
     if bias is not None:
         _check_vector("bias", bias, n, x)
     if norm_weight is None:
@@ -273,27 +344,31 @@ def gemv(
     out = torch.empty((batch, n), device=x.device, dtype=x.dtype) if out is None else out
     _check_rows("out", out, (batch, n), x)
     check_apart("out", out, "x", x)
-    config = config or default_gemv_config(n, hidden, batch)
+    config = config or default_gemv_config(n, hidden, batch, mx=mx)
+    if mx and config.block_k < MX_GROUP:
+        raise ValueError(f"MX weights need GemvConfig.block_k >= {MX_GROUP} (whole scale groups), got {config.block_k}")
+    dot_in_fp32 = x.dtype == torch.float32 or INTERPRETER
     programs = triton.cdiv(n, config.block_n) + (normed_out is not None)
     _gemv_kernel[(programs,)](
-        x, w, x if bias is None else bias, x if norm_weight is None else norm_weight,
+        x, data, scales, x if bias is None else bias, x if norm_weight is None else norm_weight,
         x if residual is None else residual, out, x if normed_out is None else normed_out,
         batch, n, hidden, 0.0 if eps is None else float(eps),
-        x.stride(0), w.stride(0), 0 if residual is None else residual.stride(0), out.stride(0),
+        x.stride(0), data.stride(0), scales.stride(0), 0 if residual is None else residual.stride(0), out.stride(0),
         0 if normed_out is None else normed_out.stride(0),
         BLOCK_B=max(16 if config.use_dot else 1, triton.next_power_of_2(batch)), BLOCK_N=config.block_n,
         BLOCK_K=config.block_k, HAS_BIAS=bias is not None, HAS_NORM=norm_weight is not None,
         STORE_NORMED=normed_out is not None, HAS_RESIDUAL=residual is not None, EVEN_K=hidden % config.block_k == 0,
-        USE_DOT=config.use_dot, DOT_IN_FP32=x.dtype == torch.float32 or INTERPRETER,
+        USE_DOT=config.use_dot, DOT_IN_FP32=dot_in_fp32, IS_MX=mx, MX_TO_X_DTYPE=config.use_dot and not dot_in_fp32,
         num_warps=config.num_warps, num_stages=config.num_stages, **pdl_options(x.device),
     )  # fmt: skip
     return out
 
 
-def gemv_reference(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """x @ w.T (+ bias) accumulated in fp32 (float64 for float64 inputs), rounded once to x.dtype."""
+def gemv_reference(x: torch.Tensor, w: torch.Tensor | MXTensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x @ w.T (+ bias) accumulated in fp32 (float64 for float64 inputs), rounded once to x.dtype; an MX w is
+    dequantised exactly first."""
     wide = torch.promote_types(x.dtype, torch.float32)
-    y = x.to(wide) @ w.to(wide).T
+    y = x.to(wide) @ dequantize_any(w, wide).T
     if bias is not None:
         y = y + bias.to(wide)
     return y.to(x.dtype)

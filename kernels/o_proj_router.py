@@ -15,6 +15,11 @@ z uses h + Wo attn before the two roundings of h_new: the logits differ from the
 
 Grid: cdiv(H, BLOCK_N) programs of o_proj rows (whole rows of Wo: one tile each, fetched before the PDL wait), then
 E programs of one router row each (both folded rows, also fetched before the wait). One row of input only.
+
+Wo may be MXFP8 (kernels/mx.py; weight-only): an o_proj program then loads its fp8 rows [BLOCK_N, K] and their
+scales [BLOCK_N, ceil(K / 32)] before the wait and dequantises them exactly to fp32 after it, data * 2**(s - 127)
+per 32 columns (mx_tile.py). The folded router weights are plain tensors in the router's dtype, folded from the
+dequantised Wo (router_fold), so z is that of the MX model.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ import triton.language as tl
 from warpcode.kernels.gemv import check_apart
 from warpcode.kernels.launch import pdl_options
 from warpcode.kernels.moe_args import check_like_x
+from warpcode.kernels.mx import MXTensor, dequantize_any, is_mx
+from warpcode.kernels.mx_tile import dequantize_tile
 from warpcode.kernels.norm import round_to
 
 BLOCK_N = 4  # o_proj rows per program: the tuned batch-1 o_proj GEMV tile (kernels/gemv.py)
@@ -35,10 +42,10 @@ MAX_TILE = 16384  # elements of one program's weight tile: beyond it, the unfuse
 
 @triton.jit
 def _o_proj_router_kernel(
-    x_ptr, wo_ptr, h_ptr, out_ptr, wa_ptr, wh_ptr, z_ptr,
+    x_ptr, wo_ptr, scales_ptr, h_ptr, out_ptr, wa_ptr, wh_ptr, z_ptr,
     H, K, E,
-    stride_wo, stride_wa, stride_wh,
-    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr, USE_PDL: tl.constexpr,
+    stride_wo, stride_s, stride_wa, stride_wh,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr, IS_MX: tl.constexpr, USE_PDL: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0)
     o_programs = tl.cdiv(H, BLOCK_N)
@@ -51,10 +58,17 @@ def _o_proj_router_kernel(
         row_mask = rows < H
         w_ptrs = wo_ptr + rows[:, None].to(tl.int64) * stride_wo + cols[None, :]
         w = tl.load(w_ptrs, mask=row_mask[:, None] & col_mask[None, :], other=0.0, eviction_policy="evict_first")
+        if IS_MX:
+            groups = tl.arange(0, BLOCK_K // 32)
+            s_ptrs = scales_ptr + rows[:, None].to(tl.int64) * stride_s + groups[None, :]
+            s_mask = row_mask[:, None] & (groups < tl.cdiv(K, 32))[None, :]
+            s = tl.load(s_ptrs, mask=s_mask, other=0, eviction_policy="evict_first")
         if USE_PDL:
             tl.extra.cuda.gdc_wait()
         r = tl.load(h_ptr + rows, mask=row_mask, other=0.0)
         x = tl.load(x_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+        if IS_MX:
+            w = dequantize_tile(w, s, BLOCK_N, BLOCK_K, tl.float32)
         y = round_to(tl.sum(w.to(tl.float32) * x[None, :], axis=1), out_ptr.dtype.element_ty)
         y = round_to(y.to(tl.float32) + r.to(tl.float32), out_ptr.dtype.element_ty)
         tl.store(out_ptr + rows, y, mask=row_mask)
@@ -75,12 +89,13 @@ def _o_proj_router_kernel(
 def router_fold(
     router: torch.Tensor,  # [E, H]
     norm_weight: torch.Tensor,  # [H]: the post-attention RMSNorm's gamma
-    o_proj: torch.Tensor,  # [H, K]
+    o_proj: torch.Tensor | MXTensor,  # [H, K]
 ) -> tuple[torch.Tensor, torch.Tensor]:  # ([E, K] Wr diag(gamma) Wo, [E, H] Wr diag(gamma)), router.dtype
-    """The folded router weights, computed in fp32 (fp64 for fp64 weights) and rounded once."""
+    """The folded router weights, computed in fp32 (fp64 for fp64 weights) and rounded once; an MX o_proj is
+    dequantised exactly first (the folded weights stay plain tensors in the router's dtype)."""
     wide = torch.promote_types(router.dtype, torch.float32)
     scaled = router.to(wide) * norm_weight.to(wide)[None, :]
-    return (scaled @ o_proj.to(wide)).to(router.dtype).contiguous(), scaled.to(router.dtype).contiguous()
+    return (scaled @ dequantize_any(o_proj, wide)).to(router.dtype).contiguous(), scaled.to(router.dtype).contiguous()
 
 
 def fits(hidden: int, k: int) -> bool:
@@ -90,7 +105,7 @@ def fits(hidden: int, k: int) -> bool:
 
 def o_proj_router(
     x: torch.Tensor,  # [1, K]: the attention output
-    o_proj: torch.Tensor,  # [H, K]
+    o_proj: torch.Tensor | MXTensor,  # [H, K]; or MXFP8 (data [H, K], scales [H, ceil(K / 32)])
     h: torch.Tensor,  # [1, H]: the residual stream before the projection
     fold: tuple[torch.Tensor, torch.Tensor],  # router_fold(...): [E, K], [E, H]
     out: torch.Tensor | None = None,  # [1, H]: h + attn @ o_proj.T; must not overlap h or x
@@ -107,7 +122,13 @@ def o_proj_router(
                          f"{tuple(folded_h.shape)}")  # fmt: skip
     if not fits(hidden, k):
         raise ValueError(f"H = {hidden}, K = {k} do not fit one launch's tiles (see fits())")
-    for name, t in (("x", x), ("o_proj", o_proj), ("h", h), ("fold[0]", folded_attn), ("fold[1]", folded_h)):
+    mx = is_mx(o_proj)
+    if mx and o_proj.device != x.device:
+        raise ValueError(f"o_proj must be on {x.device}, got {o_proj.device}")
+    checked = [("x", x), ("h", h), ("fold[0]", folded_attn), ("fold[1]", folded_h)]
+    if not mx:  # MXTensor checks its own dtypes and layout
+        checked.append(("o_proj", o_proj))
+    for name, t in checked:
         if t.dtype != x.dtype or t.device != x.device or t.stride(-1) != 1:
             raise ValueError(f"{name} must be {x.dtype} on {x.device}, contiguous in its last dimension")
     if out is None:
@@ -116,11 +137,12 @@ def o_proj_router(
     check_apart("out", out, "h", h)  # the router rows read all of h, the o_proj rows all of x
     check_apart("out", out, "x", x)
     z = torch.empty((1, experts), device=x.device, dtype=torch.float32)
+    data, scales = (o_proj.data, o_proj.scales) if mx else (o_proj, o_proj)
     _o_proj_router_kernel[(triton.cdiv(hidden, BLOCK_N) + experts,)](
-        x, o_proj, h, out, folded_attn, folded_h, z,
+        x, data, scales, h, out, folded_attn, folded_h, z,
         hidden, k, experts,
-        o_proj.stride(0), folded_attn.stride(0), folded_h.stride(0),
-        BLOCK_N=BLOCK_N, BLOCK_K=triton.next_power_of_2(k), BLOCK_H=triton.next_power_of_2(hidden),
-        num_warps=NUM_WARPS, **pdl_options(x.device),
+        data.stride(0), scales.stride(0), folded_attn.stride(0), folded_h.stride(0),
+        BLOCK_N=BLOCK_N, BLOCK_K=max(32 if mx else 1, triton.next_power_of_2(k)),
+        BLOCK_H=triton.next_power_of_2(hidden), IS_MX=mx, num_warps=NUM_WARPS, **pdl_options(x.device),
     )  # fmt: skip
     return out, z

@@ -2,6 +2,13 @@
 
     python -m warpcode.kernels.bench.bench_gemv --shapes 5120x2048,2048x4096,128x2048 --batch 1,2,4,8,16 [--json]
     python -m warpcode.kernels.bench.bench_gemv --whole-row-only  # the default config and the whole-row ones only
+    python -m warpcode.kernels.bench.bench_gemv --weights mxfp8 --shapes 5120x2048,2048x4096 [--quick]
+
+With `--weights mxfp8` (M up to 2048 by default) each (shape, M) times the MXFP8 paths: gemv with MX weights
+(M <= 16, swept over MX configs), mx_linear (the Triton GEMM, swept over a few tiles), dequantise + cuBLAS
+(kernels/mx_linear.dequantize_weight then F.linear, per call) and, for scale, cuBLAS on bf16 weights. It prints
+MX_TUNED_CONFIGS candidates for kernels/gemv.py and, per shape, the largest M where mx_linear beats dequantise +
+cuBLAS (kernels/mx_linear.MX_LINEAR_MAX_ROWS).
 
 Every path is timed by CUDA-graph replay over enough rotated weight copies to exceed L2 several times. GB/s counts
 the unique bytes a call must move (weights, inputs, outputs once); % is of the device-to-device copy bandwidth
@@ -25,7 +32,9 @@ import torch.nn.functional as F
 import triton
 
 from warpcode.kernels.bench.timing import L2_BYTES, measure_copy_bandwidth, time_per_call
-from warpcode.kernels.gemv import GemvConfig, default_gemv_config, gemv
+from warpcode.kernels.gemv import MAX_BATCH, GemvConfig, default_gemv_config, gemv
+from warpcode.kernels.mx import quantize_mxfp8_torch
+from warpcode.kernels.mx_linear import MxLinearConfig, default_mx_linear_config, dequantize_weight, mx_linear
 from warpcode.kernels.tuning import token_bucket
 
 MAX_COPIES = 512
@@ -153,10 +162,134 @@ def bench_batch(weights, batch, args, copy_bw, emit) -> dict:
     return {"cublas": cublas, "gemv": gemv_rows[0] if gemv_rows else None}
 
 
+# ------------------------------------------------------------------------------------------------ MXFP8 weights
+
+MX_BATCHES = "1,2,4,8,16,32,64,128,256,512,1024,2048"
+
+
+def mx_gemv_configs(n: int, hidden: int, batch: int, args) -> list[GemvConfig]:
+    """The MX default, then (unless --quick) the bf16 candidates with twice the block_k (16 fp8 weights per
+    16-byte load), at least 32."""
+    default = default_gemv_config(n, hidden, batch, mx=True)
+    if args.quick:
+        return [default]
+    bf16 = candidate_configs(n, batch) + whole_row_configs(n, hidden, batch)
+    doubled = [
+        dataclasses.replace(c, block_k=max(32, min(2 * c.block_k, triton.next_power_of_2(hidden)))) for c in bf16
+    ]
+    return list(dict.fromkeys([default, *doubled]))
+
+
+def mx_linear_configs(m: int, args) -> list[MxLinearConfig]:
+    """The default, then (unless --quick) the two tallest row blocks that M fills (16..128), 64/128 wide, 64..256
+    deep, 4 or 8 warps as the tile needs, 3 or 4 stages: <= 24 configs."""
+    default = default_mx_linear_config(m, 0, 0)
+    if args.quick:
+        return [default]
+    tallest = min(128, max(16, triton.next_power_of_2(m)))
+    heights = [h for h in (tallest // 2, tallest) if h >= 16]
+    configs = [
+        MxLinearConfig(block_m=h, block_n=n, block_k=k, num_warps=8 if h * n >= 128 * 64 else 4, num_stages=stages)
+        for h in heights
+        for n in (64, 128)
+        for k in (64, 128, 256)
+        for stages in (3, 4)
+    ]
+    return list(dict.fromkeys([default, *configs]))
+
+
+def bench_mx(shapes, batches, dtype, args, copy_bw) -> None:
+    """Times the MX paths per (shape, M) (module docstring) and prints the best of each and the crossovers."""
+
+    def emit(row: dict) -> None:
+        if args.json:
+            print(json.dumps(row), flush=True)
+        else:
+            config = row["config"]
+            label = "" if config is None else " ".join(f"{k}={v}" for k, v in config.items())
+            print(f"{row['shape']:>11} M={row['batch']:<5} {row['path']:<15} {row['us']:9.2f} us "
+                  f"{row['pct_copy']:5.1f}%  err {row['rel_err']:.1e}  {label}", flush=True)  # fmt: skip
+
+    best = {}
+    for n, hidden in shapes:
+        mx_bytes = n * hidden + n * -(-hidden // 32)
+        count = max(1, min(MAX_COPIES, math.ceil(args.l2_multiple * L2_BYTES / mx_bytes)))
+        weights = [quantize_mxfp8_torch(torch.randn(n, hidden, device=DEVICE) / hidden**0.5) for _ in range(count)]
+        plain = [dequantize_weight(w, dtype) for w in weights]  # the bf16 baseline, rotated alike
+        for m in batches:
+            best[(n, hidden, m)] = bench_mx_batch(weights, plain, m, args, copy_bw, emit)
+        del weights, plain
+        torch.cuda.empty_cache()
+    report_mx(best, sys.stderr if args.json else sys.stdout)
+
+
+def bench_mx_batch(weights, plain, m, args, copy_bw, emit) -> dict:
+    """{path: the fastest row or None} for one MX weight shape and M rows."""
+    n, hidden = weights[0].shape
+    dtype = plain[0].dtype
+    x = torch.randn(m, hidden, device=DEVICE).to(dtype)
+    error = relative_error(F.linear(x, plain[0]))
+    io_bytes = (m * hidden + m * n) * torch.finfo(dtype).bits // 8
+    mx_bytes = n * hidden + n * -(-hidden // 32)
+
+    def run(path: str, config, call: Callable, argument_weights: list, weight_bytes: int) -> dict | None:
+        result = measure(f"{path} {config or ''}", call, argument_weights, error, args.replays)
+        if result is None:
+            return None
+        seconds, rel_err = result
+        nbytes = weight_bytes + io_bytes
+        row = {
+            "shape": f"{n}x{hidden}", "n": n, "h": hidden, "batch": m, "dtype": str(dtype), "weights": "mxfp8",
+            "path": path, "config": None if config is None else dataclasses.asdict(config), "us": seconds * 1e6,
+            "gbps": nbytes / seconds / 1e9, "pct_copy": 100 * nbytes / seconds / copy_bw, "rel_err": rel_err,
+        }  # fmt: skip
+        emit(row)
+        return row
+
+    def fastest(found) -> dict | None:
+        found = [row for row in found if row is not None]
+        return min(found, key=lambda row: row["us"]) if found else None
+
+    cell = {
+        "cublas_bf16": run("cublas_bf16", None, lambda w: F.linear(x, w), plain, 2 * n * hidden),
+        "dequant_cublas": run(
+            "dequant_cublas", None, lambda w: F.linear(x, dequantize_weight(w, dtype)), weights, mx_bytes
+        ),
+        "mx_linear": fastest(
+            run("mx_linear", c, lambda w, c=c: mx_linear(x, w, config=c), weights, mx_bytes)
+            for c in mx_linear_configs(m, args)
+        ),
+    }
+    if m <= MAX_BATCH:
+        cell["gemv"] = fastest(
+            run("gemv", c, lambda w, c=c: gemv(x, w, config=c), weights, mx_bytes)
+            for c in mx_gemv_configs(n, hidden, m, args)
+        )
+    return cell
+
+
+def report_mx(best: dict, stream) -> None:
+    print("\n# MXFP8, best per (shape, M): us", file=stream)
+    tuned_lines, crossover = [], {}
+    for (n, hidden, m), cell in best.items():
+        cells = ", ".join(f"{path} " + ("failed" if row is None else f"{row['us']:.2f}") for path, row in cell.items())
+        print(f"# {n}x{hidden} M={m}: {cells}", file=stream)
+        if cell.get("gemv") is not None:
+            tuned_lines.append(f"    ({n}, {hidden}, {token_bucket(m)}): {GemvConfig(**cell['gemv']['config'])!r},")
+        triton_row, cublas_row = cell["mx_linear"], cell["dequant_cublas"]
+        if triton_row is not None and (cublas_row is None or triton_row["us"] <= cublas_row["us"]):
+            crossover[(n, hidden)] = max(crossover.get((n, hidden), 0), m)
+    print("# MX_TUNED_CONFIGS candidates for kernels/gemv.py (the fastest MX gemv config per batch):", file=stream)
+    print("\n".join(tuned_lines), file=stream)
+    for (n, hidden), m in crossover.items():
+        print(f"# {n}x{hidden}: mx_linear beats dequantise + cuBLAS up to M = {m} (MX_LINEAR_MAX_ROWS)", file=stream)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shapes", default="5120x2048,2048x4096,128x2048", help="comma-separated NxH")
-    parser.add_argument("--batch", default="1,2,4,8,16", help="comma-separated batch sizes (1..16)")
+    parser.add_argument("--batch", help="comma-separated batch sizes (default 1,2,4,8,16; mxfp8: up to 2048)")
+    parser.add_argument("--weights", default="bf16", choices=["bf16", "mxfp8"], help="mxfp8: the MX paths")
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     parser.add_argument("--json", action="store_true", help="one JSON line per measurement on stdout")
     parser.add_argument("--quick", action="store_true", help="default configs only, no sweep")
@@ -169,11 +302,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--replays", type=int, default=50)
     args = parser.parse_args(argv)
     shapes = [tuple(int(v) for v in shape.lower().split("x")) for shape in args.shapes.split(",")]
-    batches = [int(b) for b in args.batch.split(",")]
+    mx = args.weights == "mxfp8"
+    batches = [int(b) for b in (args.batch or (MX_BATCHES if mx else "1,2,4,8,16")).split(",")]
     dtype = getattr(torch, args.dtype)
     torch.manual_seed(0)
     copy_bw = measure_copy_bandwidth(torch.device(DEVICE))
     print(f"# {torch.cuda.get_device_name()}  copy bandwidth {copy_bw / 1e9:.0f} GB/s  torch {torch.__version__}")
+    if mx:
+        bench_mx(shapes, batches, dtype, args, copy_bw)
+        return
 
     def emit(row: dict) -> None:
         if args.json:

@@ -2,15 +2,19 @@
 past warp decode's crossover, and prefill).
 
     python -m warpcode.kernels.bench.tune_expert_centric --shape 2048,768,128,8 --batch 16,32,64,128 \
-        --write kernels/warp_decode_configs.json
+        --write kernels/warp_decode_configs.json [--weights mxfp8]
 
 Each candidate times the whole path (align, both grouped GEMMs, activation, reduction: CUDA-graph replay over
 rotated layers, `timing.time_per_call`); the fastest per bucket is merged into the config file's "expert_centric"
-section, which `tuning.grouped_gemm_config` reads. Candidates that exceed shared memory are skipped.
+section, which `tuning.grouped_gemm_config` reads. Candidates that exceed shared memory are skipped. With
+`--weights mxfp8` the layers' w13/w2 are MXFP8 (kernels/mx.py), the candidates' weight tiles may be twice as large
+(fp8: the same bytes), and the results go under the key "H,I,E,K,mxfp8" (expert_centric.mx_shape_key), which
+`expert_centric.mx_grouped_gemm_config` reads.
 """
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 from dataclasses import asdict
@@ -20,7 +24,8 @@ import triton
 
 from warpcode.kernels.bench.bench_moe import MoeShape, layer_count, make_layers, parse_tuner_args
 from warpcode.kernels.bench.timing import time_per_call
-from warpcode.kernels.expert_centric import moe_expert_centric
+from warpcode.kernels.expert_centric import moe_expert_centric, mx_grouped_gemm_config, mx_shape_key
+from warpcode.kernels.mx import quantize_mxfp8_torch
 from warpcode.kernels.tuning import (
     GroupedGemmConfig,
     grouped_gemm_config,
@@ -30,49 +35,67 @@ from warpcode.kernels.tuning import (
 )
 
 
-def candidates(shape: MoeShape, batch: int) -> list[GroupedGemmConfig]:
+def candidates(shape: MoeShape, batch: int, mx: bool = False) -> list[GroupedGemmConfig]:
     """Block heights up to the average slots per expert (rounded up, at least 16), then widths, depths, warps and
-    pipeline stages (54 per height); weight tiles beyond 256 x 128 exceed shared memory with several stages."""
+    pipeline stages (54 per height); weight tiles beyond 256 x 128 exceed shared memory with several stages (MX:
+    fp8 tiles, 256 x 256 and depth 512 too)."""
     slots_per_expert = batch * shape.top_k / shape.experts
     heights = [m for m in (16, 32, 64, 128) if m <= max(16, triton.next_power_of_2(int(slots_per_expert + 0.5)))]
-    tiles = itertools.product(heights, (64, 128, 256), (64, 128, 256), (4, 8), (2, 3, 4))
+    depths = (64, 128, 256, 512) if mx else (64, 128, 256)
+    tiles = itertools.product(heights, (64, 128, 256), depths, (4, 8), (2, 3, 4))
     return [
         GroupedGemmConfig(block_m=m, block_n=n, block_k=k, num_warps=warps, num_stages=stages)
         for m, n, k, warps, stages in tiles
-        if n * k <= 256 * 128
+        if n * k <= (2 if mx else 1) * 256 * 128
     ]
 
 
-def tune(shape: MoeShape, batch: int) -> tuple[GroupedGemmConfig, float, float]:
+def tune(shape: MoeShape, batch: int, mx: bool = False) -> tuple[GroupedGemmConfig, float, float]:
     """(fastest config, its seconds per layer, the current default's seconds per layer)."""
     device = torch.device("cuda")
     budget = int(torch.cuda.mem_get_info(device)[0] * 0.6)
     layers = make_layers(shape, batch, torch.bfloat16, device, layer_count(shape, batch, torch.bfloat16, budget))
+    if mx:
+        layers = mx_layers(layers)
 
     def seconds(config: GroupedGemmConfig) -> float:
         return time_per_call(lambda *layer: moe_expert_centric(*layer, config=config), layers)[0]
 
     timed = []
-    for config in candidates(shape, batch):
+    for config in candidates(shape, batch, mx):
         try:
             timed.append((seconds(config), config))
         except triton.runtime.errors.OutOfResources:
             continue
     best_seconds, best = min(timed, key=lambda pair: pair[0])
-    default = grouped_gemm_config(shape.hidden, shape.intermediate, shape.experts, shape.top_k, batch)
+    choose = mx_grouped_gemm_config if mx else grouped_gemm_config
+    default = choose(shape.hidden, shape.intermediate, shape.experts, shape.top_k, batch)
     return best, best_seconds, seconds(default)
 
 
+def mx_layers(layers: list[tuple]) -> list[tuple]:
+    """The layers with w13 and w2 in MXFP8, quantised one layer at a time (each bf16 layer freed once quantised)."""
+    quantised = []
+    while layers:
+        x, topk_weights, topk_ids, w13, w2 = layers.pop(0)
+        quantised.append((x, topk_weights, topk_ids, quantize_mxfp8_torch(w13), quantize_mxfp8_torch(w2)))
+    return quantised
+
+
 def main(argv: list[str] | None = None) -> None:
-    args, shape, batches = parse_tuner_args(__doc__.splitlines()[0], "16,32,64,128", argv)
+    weights_parser = argparse.ArgumentParser(add_help=False)
+    weights_parser.add_argument("--weights", default="bf16", choices=["bf16", "mxfp8"])
+    weights, rest = weights_parser.parse_known_args(argv)
+    args, shape, batches = parse_tuner_args(__doc__.splitlines()[0], "16,32,64,128", rest)
+    mx = weights.weights == "mxfp8"
     configs = {}
     for batch in batches:
-        best, best_seconds, default_seconds = tune(shape, batch)
+        best, best_seconds, default_seconds = tune(shape, batch, mx)
         configs[str(token_bucket(batch))] = asdict(best)
-        line = {"shape": args.shape, "batch": batch, "config": asdict(best), "us": best_seconds * 1e6}
-        print(json.dumps({**line, "default_us": default_seconds * 1e6}), flush=True)
+        line = {"shape": args.shape, "weights": weights.weights, "batch": batch, "config": asdict(best)}
+        print(json.dumps({**line, "us": best_seconds * 1e6, "default_us": default_seconds * 1e6}), flush=True)
     if args.write:
-        key = shape_key(shape.hidden, shape.intermediate, shape.experts, shape.top_k)
+        key = (mx_shape_key if mx else shape_key)(shape.hidden, shape.intermediate, shape.experts, shape.top_k)
         update_config_file(args.write, "expert_centric", key, configs, replace=False)
 
 

@@ -59,7 +59,7 @@ def test_tuner_candidates_and_the_file_merge(config_file, monkeypatch):
     config_file.write_text(json.dumps({"configs": {"x": {}}, "crossover": {"x": 4},
                                        "expert_centric": {"2048,768,128,8": {"128": {"block_m": 16}}}}))  # fmt: skip
     best = GroupedGemmConfig(block_m=16, block_n=128, block_k=128, num_warps=4, num_stages=3)
-    monkeypatch.setattr(tune_expert_centric, "tune", lambda shape, batch: (best, 1e-4, 2e-4))
+    monkeypatch.setattr(tune_expert_centric, "tune", lambda shape, batch, mx=False: (best, 1e-4, 2e-4))
     tune_expert_centric.main(["--shape", "2048,768,128,8", "--batch", "32", "--write", str(config_file)])
     data = json.loads(config_file.read_text())
     assert data["configs"] == {"x": {}} and data["crossover"] == {"x": 4}

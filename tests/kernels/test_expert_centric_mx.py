@@ -1,0 +1,100 @@
+"""The expert-centric path with MXFP8 w13/w2 (CPU interpreter) against the float64 reference on the dequantised
+weights: hidden and intermediate sizes not multiples of 32, odd shapes, poisoned outputs; its config choice."""
+
+import dataclasses
+import json
+import math
+
+import pytest
+import torch
+
+from warpcode.kernels import expert_centric, moe_expert_centric, moe_reference, route_reference, tuning
+from warpcode.kernels.expert_centric import mx_grouped_gemm_config, mx_shape_key
+from warpcode.kernels.mx import dequantize_mxfp8, quantize_mxfp8
+from warpcode.kernels.tuning import GroupedGemmConfig
+
+# as tests/kernels/test_moe_kernels.py (bf16: the path rounds its intermediates to bf16)
+TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 2.5e-2}
+SMALL = GroupedGemmConfig(block_m=16, block_n=16, block_k=32, num_warps=1, num_stages=1)  # several K tiles
+WIDE_K = GroupedGemmConfig(block_m=16, block_n=32, block_k=64, num_warps=1, num_stages=1)  # two groups per tile
+CASES = {
+    "one token": dict(tokens=1, hidden=37, intermediate=23, experts=5, top_k=2),
+    "33 tokens": dict(tokens=33, hidden=50, intermediate=19, experts=6, top_k=3),
+    "K multiple of 32": dict(tokens=5, hidden=64, intermediate=32, experts=3, top_k=2),
+    "top-k = every expert": dict(tokens=3, hidden=70, intermediate=40, experts=4, top_k=4),
+}
+
+
+def make_case(tokens, hidden, intermediate, experts, top_k, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(tokens, hidden, generator=g).to(dtype)
+
+    def weight(rows, columns):  # rows in several binades, so the scales differ
+        w = torch.randn(experts, rows, columns, generator=g) / math.sqrt(columns)
+        return quantize_mxfp8(w * torch.exp2(torch.randint(-3, 3, (experts, rows, 1), generator=g).float()))
+
+    topk_weights, topk_ids = route_reference(torch.randn(tokens, experts, generator=g), top_k)
+    return x, topk_weights, topk_ids, weight(2 * intermediate, hidden), weight(hidden, intermediate)
+
+
+@pytest.mark.parametrize("config", [SMALL, WIDE_K, None], ids=["small", "wide_k", "default"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_expert_centric_mx_matches_float64(case, dtype, config):
+    x, topk_weights, topk_ids, w13, w2 = make_case(dtype=dtype, seed=sum(case.values()) + (config is None), **case)
+    w13_64, w2_64 = dequantize_mxfp8(w13, torch.float64), dequantize_mxfp8(w2, torch.float64)
+    reference = moe_reference(x.double(), topk_weights.double(), topk_ids, w13_64, w2_64, torch.float64)
+    assert torch.equal(moe_reference(x.double(), topk_weights.double(), topk_ids, w13, w2, torch.float64), reference)
+    poisoned = torch.full_like(x, float("nan"))
+    out = moe_expert_centric(x, topk_weights, topk_ids, w13, w2, config=config, out=poisoned)
+    assert out.data_ptr() == poisoned.data_ptr() and not out.isnan().any()
+    error = ((out.double() - reference).norm() / reference.norm()).item()
+    assert error < TOLERANCE[dtype], error
+
+
+def test_mx_config_choice_and_checks(tmp_path, monkeypatch):
+    x, topk_weights, topk_ids, w13, w2 = make_case(4, 40, 24, 4, 2, torch.float32, seed=1)
+    with pytest.raises(ValueError, match="block_k >= 32"):
+        moe_expert_centric(x, topk_weights, topk_ids, w13, w2, config=dataclasses.replace(SMALL, block_k=16))
+    with pytest.raises(ValueError, match="both be MXFP8"):
+        moe_expert_centric(x, topk_weights, topk_ids, w13, dequantize_mxfp8(w2))
+    # untuned: bf16's choice, block_k at least 32
+    for tokens in (1, 16, 128, 1024):
+        config = mx_grouped_gemm_config(2048, 768, 128, 8, tokens)
+        bf16 = tuning.grouped_gemm_config(2048, 768, 128, 8, tokens)
+        assert config == dataclasses.replace(bf16, block_k=max(32, bf16.block_k))
+    # a measured MX entry is read from its own key, never the bf16 one
+    measured_mx = dict(block_m=32, block_n=128, block_k=256, num_warps=8, num_stages=2)
+    path = tmp_path / "configs.json"
+    path.write_text(json.dumps({"expert_centric": {mx_shape_key(2048, 768, 128, 8): {"16": measured_mx}}}))
+    monkeypatch.setenv("WARPCODE_WARP_DECODE_CONFIGS", str(path))
+    for cached in (tuning.measured, tuning._measured_grouped_gemm_config, expert_centric._measured_mx_config):
+        cached.cache_clear()
+    try:
+        assert mx_grouped_gemm_config(2048, 768, 128, 8, 9) == GroupedGemmConfig(**measured_mx)
+        assert tuning.grouped_gemm_config(2048, 768, 128, 8, 9) != GroupedGemmConfig(**measured_mx)
+    finally:
+        monkeypatch.delenv("WARPCODE_WARP_DECODE_CONFIGS")
+        for cached in (tuning.measured, tuning._measured_grouped_gemm_config, expert_centric._measured_mx_config):
+            cached.cache_clear()
+
+
+def test_tuner_writes_mx_results_under_their_own_key(tmp_path, monkeypatch):
+    from warpcode.kernels.bench import tune_expert_centric
+    from warpcode.kernels.bench.bench_moe import MoeShape
+
+    shape = MoeShape(2048, 768, 128, 8)
+    mx_candidates = tune_expert_centric.candidates(shape, 128, mx=True)
+    assert all(c.block_k % 32 == 0 for c in mx_candidates)
+    assert set(tune_expert_centric.candidates(shape, 128)) < set(mx_candidates)
+    path = tmp_path / "configs.json"
+    path.write_text(json.dumps({"expert_centric": {"2048,768,128,8": {"32": {"block_m": 16}}}}))
+    best = GroupedGemmConfig(block_m=16, block_n=128, block_k=256, num_warps=4, num_stages=3)
+    seen = []
+    monkeypatch.setattr(tune_expert_centric, "tune", lambda shape, batch, mx=False: seen.append(mx) or (best, 1, 2))
+    argv = ["--shape", "2048,768,128,8", "--batch", "32", "--write", str(path), "--weights", "mxfp8"]
+    tune_expert_centric.main(argv)
+    data = json.loads(path.read_text())["expert_centric"]
+    assert seen == [True]
+    assert data["2048,768,128,8"] == {"32": {"block_m": 16}}  # the bf16 entry untouched
+    assert data["2048,768,128,8,mxfp8"] == {"32": dataclasses.asdict(best)}

@@ -1,0 +1,106 @@
+"""mx_linear (the Triton GEMM with MXFP8 weights), dequantize_weight and linear_mx (CPU interpreter) against
+float64 on the dequantised weights: K not a multiple of 32, odd N, M = 1..33, bias or not, several tile shapes."""
+
+import pytest
+import torch
+
+from warpcode.kernels import mx_linear as mx_linear_module
+from warpcode.kernels.mx import dequantize_mxfp8, quantize_mxfp8
+from warpcode.kernels.mx_linear import (
+    MxLinearConfig,
+    default_mx_linear_config,
+    dequantize_weight,
+    linear_mx,
+    mx_linear,
+    mx_linear_reference,
+)
+
+BF16_TOLERANCE = {"rtol": 2**-8, "atol": 1e-3}  # as tests/kernels/test_gemv.py: rounded once from an fp32 sum
+FP32_ERROR = 1e-6
+CONFIGS = {
+    "small": MxLinearConfig(block_m=16, block_n=16, block_k=32, num_warps=1, num_stages=1, group_m=2),
+    "wide_k": MxLinearConfig(block_m=32, block_n=16, block_k=64, num_warps=1, num_stages=1, group_m=1),
+    "default": None,
+}
+CASES = [(1, 7, 37), (5, 33, 100), (17, 16, 64), (33, 21, 130), (2, 1, 40)]  # (M, N, K)
+
+
+def inputs(m, n, k, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn(m, k, generator=g) * 3).to(dtype)
+    w = torch.randn(n, k, generator=g) * torch.exp2(torch.randint(-6, 6, (n, 1), generator=g).float())
+    return x, quantize_mxfp8(w), torch.randn(n, generator=g).to(dtype)
+
+
+def assert_matches_float64(y, x, w, bias):
+    w64 = dequantize_mxfp8(w, torch.float64)
+    expected = x.double() @ w64.T + (0 if bias is None else bias.double())
+    assert y.shape == expected.shape and y.dtype == x.dtype and not y.isnan().any()
+    if x.dtype == torch.float32:
+        magnitude = x.double().abs() @ w64.abs().T + (0 if bias is None else bias.double().abs())
+        assert ((y.double() - expected).abs() <= FP32_ERROR * magnitude).all()
+    else:
+        scale = expected.abs().amax(dim=0, keepdim=True)  # the weight rows' binades make columns differ in scale
+        torch.testing.assert_close(y.double() / scale, expected / scale, **BF16_TOLERANCE)
+
+
+@pytest.mark.parametrize("config_name", list(CONFIGS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("case", CASES, ids=[f"M{m}-N{n}-K{k}" for m, n, k in CASES])
+def test_mx_linear_matches_float64(case, dtype, config_name):
+    m, n, k = case
+    x, w, bias = inputs(m, n, k, dtype, seed=100 * m + 10 * n + k + len(config_name))
+    bias = bias if (m + n) % 2 else None
+    assert_matches_float64(mx_linear(x, w, bias, CONFIGS[config_name]), x, w, bias)
+
+
+def test_mx_linear_reference_and_strided_rows():
+    x, w, bias = inputs(6, 9, 70, torch.float64, seed=1)
+    expected = x @ dequantize_mxfp8(w, torch.float64).T + bias
+    torch.testing.assert_close(mx_linear_reference(x, w, bias), expected, rtol=0, atol=0)
+    x, w, bias = inputs(6, 9, 70, torch.float32, seed=2)
+    wide = torch.full((6, 90), float("nan"))
+    wide[:, :70] = x
+    assert_matches_float64(mx_linear(wide[:, :70], w, bias, CONFIGS["small"]), x, w, bias)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_dequantize_weight_is_the_exact_dequantisation(dtype):
+    _, w, _ = inputs(1, 13, 100, torch.float32, seed=3)
+    assert torch.equal(dequantize_weight(w, dtype), dequantize_mxfp8(w, torch.float64).to(dtype))
+
+
+def test_linear_mx_picks_by_rows(monkeypatch):
+    x, w, bias = inputs(12, 9, 70, torch.float32, seed=4)
+    x3 = x.view(3, 4, 70)
+    calls = []
+    monkeypatch.setattr(mx_linear_module, "mx_linear", lambda *a: calls.append("triton") or mx_linear(*a))
+    monkeypatch.setattr(mx_linear_module, "MX_LINEAR_MAX_ROWS", 12)
+    y = linear_mx(x3, w, bias)
+    assert y.shape == (3, 4, 9) and calls == ["triton"]
+    assert_matches_float64(y.view(12, 9), x, w, bias)
+    monkeypatch.setattr(mx_linear_module, "MX_LINEAR_MAX_ROWS", 11)
+    y = linear_mx(x3, w, bias)  # 12 rows: dequantise + F.linear
+    assert calls == ["triton"]
+    assert_matches_float64(y.view(12, 9), x, w, bias)
+
+
+def test_configs_and_bad_inputs():
+    for m in (1, 16, 33, 64, 1024):
+        config = default_mx_linear_config(m, 5120, 2048)
+        assert config.block_k % 32 == 0 and config.block_m >= 16
+    with pytest.raises(ValueError):
+        MxLinearConfig(block_m=16, block_n=16, block_k=16)
+    x, w, bias = inputs(3, 5, 40, torch.float32, seed=5)
+    bad_calls = {
+        "K mismatch": lambda: mx_linear(x[:, :39], w),
+        "plain weight": lambda: mx_linear(x, dequantize_mxfp8(w)),
+        "bias shape": lambda: mx_linear(x, w, bias[:4]),
+        "bias dtype": lambda: mx_linear(x, w, bias.double()),
+        "x 1-D": lambda: mx_linear(x[0], w),
+    }
+    for name, call in bad_calls.items():
+        with pytest.raises(ValueError):
+            call()
+            pytest.fail(f"{name} did not raise")
+    assert mx_linear(x[:0], w).shape == (0, 5)

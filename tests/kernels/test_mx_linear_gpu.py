@@ -1,0 +1,34 @@
+"""mx_linear, dequantize_weight and linear_mx on the GPU at Qwen3-30B-A3B shapes for prefill-sized M, against float64
+on the dequantised weights (run on the device: pytest -m gpu)."""
+
+import pytest
+import torch
+
+from warpcode.kernels.mx import dequantize_mxfp8, quantize_mxfp8_torch
+from warpcode.kernels.mx_linear import MX_LINEAR_MAX_ROWS, dequantize_weight, linear_mx, mx_linear
+
+pytestmark = pytest.mark.gpu
+
+CUDA = torch.device("cuda")
+SHAPES = [(5120, 2048), (2048, 4096), (1536, 2048), (2048, 768)]  # (N, K)
+
+
+@pytest.mark.parametrize("m", [1, 17, 128, 1024, 1500])
+@pytest.mark.parametrize("shape", SHAPES, ids=[f"{n}x{k}" for n, k in SHAPES])
+def test_mx_linear_at_model_shapes(shape, m):
+    n, k = shape
+    g = torch.Generator(device=CUDA).manual_seed(n + k + m)
+    w = quantize_mxfp8_torch(torch.randn(n, k, generator=g, device=CUDA) / k**0.5)
+    x = torch.randn(m, k, generator=g, device=CUDA).bfloat16()
+    bias = torch.randn(n, generator=g, device=CUDA).bfloat16()
+    expected = x.double() @ dequantize_mxfp8(w, torch.float64).T + bias.double()
+    for y in (mx_linear(x, w, bias), linear_mx(x, w, bias)):
+        assert y.shape == (m, n) and y.dtype == torch.bfloat16
+        torch.testing.assert_close(y.double(), expected, rtol=2**-7, atol=2e-2)
+
+
+def test_dequantize_weight_on_the_gpu_is_exact():
+    g = torch.Generator(device=CUDA).manual_seed(0)
+    w = quantize_mxfp8_torch(torch.randn(2048, 4100, generator=g, device=CUDA))
+    assert torch.equal(dequantize_weight(w, torch.float32), dequantize_mxfp8(w))
+    assert MX_LINEAR_MAX_ROWS >= 16
