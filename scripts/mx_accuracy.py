@@ -4,6 +4,7 @@ finds there and compares warpcode's runtime with bf16 and with MXFP8 weights on 
 
 python3 scripts/mx_accuracy.py --device cuda --train-seconds 180 --out $OUT/mx_accuracy.json    # about 5 minutes
 python3 scripts/mx_accuracy.py --tiny --device cpu --weights bf16 --out /tmp/mx.json             # a CPU smoke run
+(warpcode must import: `pip install --no-deps -e .` first, as scripts/gpu_session.sh does.)
 
 1. Data: every `.py` file under the interpreter's library folders (site-packages and the standard library), identical
    files once; a file is held out when sha256(seed, path) falls in the first `--heldout` of the hash range, so the
@@ -239,7 +240,7 @@ def train(model, tokens: torch.Tensor, setup: Setup, seconds: float, device: tor
             group["lr"] = lr
         starts = torch.randint(0, high, (setup.batch_size,), device=device, generator=generator)
         batch = tokens[starts[:, None] + offsets_range].long()
-        out = model(input_ids=batch, labels=batch, output_router_logits=True)
+        out = model(input_ids=batch, labels=batch, output_router_logits=True, use_cache=False)
         out.loss.backward()
         for m, p in zip(master, params, strict=True):
             m.grad = None if p.grad is None else p.grad.float()  # an expert no token chose has none
@@ -426,8 +427,8 @@ def save_checkpoint(model, tokenizer: Tokenizer, path: Path) -> None:
 def evaluate_transformers(model, windows: torch.Tensor, setup: Setup, device: torch.device, dtype: torch.dtype):
     """The transformers model's own scores in the runtime's dtype: the cross-check of the runtime's bf16."""
     model.to(dtype)
-    scores = score_windows(lambda ids: model(input_ids=ids.to(device)).logits, windows, setup.eval_batch,
-                           setup.kl_windows)  # fmt: skip
+    logits = lambda ids: model(input_ids=ids.to(device), use_cache=False).logits
+    scores = score_windows(logits, windows, setup.eval_batch, setup.kl_windows)
     log(f"transformers: ppl {scores['ppl']:.4f}")
     return scores
 
