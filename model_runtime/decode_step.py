@@ -53,6 +53,7 @@ from warpcode.model_runtime.config import ModelConfig
 from warpcode.model_runtime.layers import RotaryEmbedding
 from warpcode.model_runtime.model import DecoderLayer, MoeForCausalLM
 from warpcode.model_runtime.moe_block import SparseMoeBlock
+from warpcode.model_runtime.mx_weights import linear, uses_gemv
 from warpcode.model_runtime.sampling import SamplingParams, SamplingTensors, sample_on_device
 
 SCRATCH_BLOCK = 0  # the pool's reserved block: padding rows (of a batch or a padded chunk) write their keys there
@@ -275,15 +276,3 @@ def add_pending_rmsnorm(
     if pending is None:
         return add_rmsnorm(h, weight, eps, None)
     return add_rmsnorm(pending, weight, eps, h)
-
-
-def uses_gemv(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    """Whether x @ weight.T runs as the GEMV kernel: where it measured faster than cuBLAS on the H200 (one row:
-    every projection of the layer; up to 4 rows: narrow outputs such as the router)."""
-    rows, outputs = x.shape[0], weight.shape[0]
-    return x.is_cuda and (rows == 1 or (rows <= 4 and outputs <= 1024))
-
-
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """x @ weight.T + bias: the GEMV kernel where `uses_gemv`, cuBLAS otherwise."""
-    return gemv(x, weight, bias) if uses_gemv(x, weight) else F.linear(x, weight, bias)
