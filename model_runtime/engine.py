@@ -288,4 +288,3 @@ def _serving_config(serving: EngineConfig | None, options: dict) -> EngineConfig
         return replace(serving or EngineConfig(), **options)
     except TypeError as exc:
         raise ValueError(f"unknown serving engine setting: {exc}") from None
-

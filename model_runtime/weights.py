@@ -59,7 +59,11 @@ def load_weights(model: MoeForCausalLM, model_dir: str | Path, show_progress: bo
     filled = {name: torch.zeros(_coverage_shape(name, p), dtype=torch.bool) for name, p in params.items()}
     handles = [_open(path, device) for path in files]
     # every tensor's file: an FP8 weight's scales may lie in another shard
-    location = {name: (path, handle) for path, handle in zip(files, handles, strict=True) for name in handle.keys()}  # noqa: SIM118
+    location = {
+        name: (path, handle)
+        for path, handle in zip(files, handles, strict=True)
+        for name in handle.keys()  # noqa: SIM118 (a safe_open handle is not iterable)
+    }
     progress = Progress(
         TextColumn("loading weights"),
         BarColumn(),
