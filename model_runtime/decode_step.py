@@ -31,6 +31,10 @@ steps and seq_lens + 1). The adds round as the eager model does (the projection,
 the norm kernel and the stored `normed` round RMSNorm's steps as it does too, while a GEMV with the norm prologue
 multiplies the normalised input before rounding it (one rounding fewer, see kernels/gemv.py), which keeps the
 prologue in the same pass over h as the product: measured faster than the norm kernel only that way.
+
+With weights="mxfp8" the projections and experts are MXTensors (mx_weights.py): the GEMV, o_proj_router (with the
+router folded over the MX o_proj) and warp decode read them as they are; every other product goes through
+mx_weights.linear.
 """
 
 from __future__ import annotations

@@ -119,3 +119,15 @@ def test_unknown_weights_format(hf_checkpoints):
         load(hf_checkpoints["mixtral"][1], weights="fp4", show_progress=False)
     with pytest.raises(ValueError, match="unknown weights format 'fp4'"):
         load_random("tiny", weights="fp4")
+
+
+@pytest.mark.parametrize("cached", [0, 20])
+def test_mx_graph_ready_prefill_matches_a_cache_free_forward(cached):
+    """prefill_graphs.run_layers (what the CUDA graphs capture, here eager) on MX weights, fused q/k/v included."""
+    from tests.model_runtime import test_prefill_graphs as graphs
+    from warpcode.model_runtime.decode_step import prepare_for_decode
+
+    engine = load_random("tiny", seed=3, weights="mxfp8")
+    prepare_for_decode(engine.model)
+    assert isinstance(engine.model.model.layers[0].self_attn.qkv_weight, MXTensor)
+    graphs.test_a_padded_chunk_after_a_cached_prefix_matches_a_cache_free_forward(engine, cached)
