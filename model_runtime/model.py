@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from warpcode.kernels.mx import is_mx
 from warpcode.model_runtime.attention import Attention, attention_bias
 from warpcode.model_runtime.config import ModelConfig
 from warpcode.model_runtime.layers import DenseMLP, RMSNorm, RotaryEmbedding
@@ -108,5 +109,7 @@ def init_random_weights(model: MoeForCausalLM, seed: int = 0, std: float = 0.02)
             weight.fill_(1.0)
         elif name.endswith(".bias"):
             weight.zero_()
-        else:
+        elif is_mx(weight):
             fill_(weight, normal)
+        else:
+            weight.normal_(0.0, std, generator=generator)
