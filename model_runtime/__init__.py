@@ -1,7 +1,7 @@
 """warpcode.model_runtime: MoE decoder, checkpoint loading, tokenizer, KV cache, sampling and engine.
 
 from warpcode.model_runtime import load
-engine = load(path, device="cpu" | "cuda", dtype=torch.float32 | torch.bfloat16, weights="bf16")
+engine = load(path, device="cpu" | "cuda", dtype=torch.float32 | torch.bfloat16, weights="bf16" | "mxfp8")
 engine.logits(input_ids)                                   # LongTensor[B, T] -> FloatTensor[B, T, V]
 engine.generate(prompt_ids, max_new_tokens, temperature=0.0, ...) -> list[int]
 handle = engine.submit(prompt_ids, max_new_tokens, SamplingParams(...))   # the serving engine, from any thread
@@ -9,7 +9,7 @@ for output in handle: ...                                                   # or
 """
 
 from warpcode.model_runtime.config import ModelConfig, UnsupportedConfigError
-from warpcode.model_runtime.engine import Engine, GenerationStats, WeightFormatNotSupported, load, load_random
+from warpcode.model_runtime.engine import Engine, GenerationStats, load, load_random
 from warpcode.model_runtime.presets import PRESETS, get_preset
 from warpcode.model_runtime.sampling import SamplingParams
 from warpcode.model_runtime.serving.config import EngineConfig
@@ -28,7 +28,6 @@ __all__ = [
     "RequestRefused",
     "SamplingParams",
     "UnsupportedConfigError",
-    "WeightFormatNotSupported",
     "get_preset",
     "load",
     "load_random",

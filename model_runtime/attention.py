@@ -8,6 +8,7 @@ from torch import nn
 
 from warpcode.model_runtime.config import ModelConfig
 from warpcode.model_runtime.layers import RMSNorm, apply_rotary
+from warpcode.model_runtime.mx_weights import Linear, Weight, concat_rows, set_weight
 
 
 class Attention(nn.Module):
@@ -21,35 +22,35 @@ class Attention(nn.Module):
         )
         self.qk_norm, self.clip_qkv = config.qk_norm, config.clip_qkv
         q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
-        self.q_proj = nn.Linear(config.hidden_size, q_size, bias=config.qkv_bias)
-        self.k_proj = nn.Linear(config.hidden_size, kv_size, bias=config.qkv_bias)
-        self.v_proj = nn.Linear(config.hidden_size, kv_size, bias=config.qkv_bias)
-        self.o_proj = nn.Linear(q_size, config.hidden_size, bias=config.o_proj_bias)
+        self.q_proj = Linear(config.hidden_size, q_size, bias=config.qkv_bias)
+        self.k_proj = Linear(config.hidden_size, kv_size, bias=config.qkv_bias)
+        self.v_proj = Linear(config.hidden_size, kv_size, bias=config.qkv_bias)
+        self.o_proj = Linear(q_size, config.hidden_size, bias=config.o_proj_bias)
         if config.qk_norm == "per_head":  # qwen3_moe: one norm shared by every head, over head_dim
             self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
             self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
         elif config.qk_norm == "full":  # olmoe: over the whole q and k projections, before the head split
             self.q_norm = RMSNorm(q_size, config.rms_norm_eps)
             self.k_norm = RMSNorm(kv_size, config.rms_norm_eps)
-        self.qkv_weight: torch.Tensor | None = None  # [(Hq + 2 Hkv) * D, H] once fuse_qkv() ran
+        self.qkv_weight: Weight | None = None  # [(Hq + 2 Hkv) * D, H] once fuse_qkv() ran
         self.qkv_bias: torch.Tensor | None = None
 
     @torch.no_grad()
     def fuse_qkv(self) -> None:
         """Stores q, k and v projections in one tensor so decode computes them in one matmul; the three
-        projections become views into it (no second copy of the weights)."""
+        projections become views into it (no second copy of the weights; MX rows keep their scales)."""
         if self.qkv_weight is not None:
             return
         projections = (self.q_proj, self.k_proj, self.v_proj)
-        self.qkv_weight = torch.cat([p.weight for p in projections])
+        self.qkv_weight = concat_rows([p.weight for p in projections])
         if self.q_proj.bias is not None:
             self.qkv_bias = torch.cat([p.bias for p in projections])
         start = 0
         for projection in projections:
             end = start + projection.weight.shape[0]
-            projection.weight = nn.Parameter(self.qkv_weight[start:end], requires_grad=False)
+            set_weight(projection, "weight", self.qkv_weight[start:end])
             if self.qkv_bias is not None:
-                projection.bias = nn.Parameter(self.qkv_bias[start:end], requires_grad=False)
+                set_weight(projection, "bias", self.qkv_bias[start:end])
             start = end
 
     def norm_and_clip_fused(self, qkv: torch.Tensor) -> torch.Tensor:

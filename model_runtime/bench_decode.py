@@ -22,6 +22,7 @@ import torch
 from warpcode.model_runtime.config import ModelConfig
 from warpcode.model_runtime.decode_runner import DecodeRunner
 from warpcode.model_runtime.engine import Engine
+from warpcode.model_runtime.mx_weights import named_weights, weight_bytes
 from warpcode.model_runtime.sampling import SamplingParams
 
 
@@ -37,18 +38,19 @@ class DecodeBenchRow:
 
 
 def bytes_per_step(config: ModelConfig, model: torch.nn.Module, batch: int, context: int) -> int:
-    """Bytes one decode step reads: weights (routed experts in expectation under uniform routing) + KV cache."""
-    element = next(model.parameters()).element_size()
+    """Bytes one decode step reads: weights (routed experts in expectation under uniform routing; MX weights at
+    their data + scales size) + KV cache."""
+    element = model.model.embed_tokens.weight.element_size()  # the model dtype: embeddings and the KV cache
     experts, top_k = config.num_experts, config.num_experts_per_tok
     expert_fraction = 1 - (1 - top_k / experts) ** batch  # expected share of a layer's experts touched
     total = 0
-    for name, param in model.named_parameters():
+    for name, weight in named_weights(model):
         if name.endswith(("experts.w13", "experts.w2")):
-            total += round(param.numel() * expert_fraction) * element
+            total += round(weight_bytes(weight) * expert_fraction)
         elif name.endswith("embed_tokens.weight") and not config.tie_word_embeddings:
-            total += batch * param.shape[1] * element
+            total += batch * weight.shape[1] * element
         else:
-            total += param.numel() * element
+            total += weight_bytes(weight)
     kv_per_token = 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * element
     return total + batch * (context + 1) * kv_per_token
 

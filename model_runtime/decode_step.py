@@ -31,6 +31,10 @@ steps and seq_lens + 1). The adds round as the eager model does (the projection,
 the norm kernel and the stored `normed` round RMSNorm's steps as it does too, while a GEMV with the norm prologue
 multiplies the normalised input before rounding it (one rounding fewer, see kernels/gemv.py), which keeps the
 prologue in the same pass over h as the product: measured faster than the norm kernel only that way.
+
+With weights="mxfp8" the projections and experts are MXTensors (mx_weights.py): the GEMV, o_proj_router (with the
+router folded over the MX o_proj) and warp decode read them as they are; every other product goes through
+mx_weights.linear.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from warpcode.model_runtime.config import ModelConfig
 from warpcode.model_runtime.layers import RotaryEmbedding
 from warpcode.model_runtime.model import DecoderLayer, MoeForCausalLM
 from warpcode.model_runtime.moe_block import SparseMoeBlock
+from warpcode.model_runtime.mx_weights import linear, uses_gemv
 from warpcode.model_runtime.sampling import SamplingParams, SamplingTensors, sample_on_device
 
 SCRATCH_BLOCK = 0  # the pool's reserved block: padding rows (of a batch or a padded chunk) write their keys there
@@ -275,15 +280,3 @@ def add_pending_rmsnorm(
     if pending is None:
         return add_rmsnorm(h, weight, eps, None)
     return add_rmsnorm(pending, weight, eps, h)
-
-
-def uses_gemv(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    """Whether x @ weight.T runs as the GEMV kernel: where it measured faster than cuBLAS on the H200 (one row:
-    every projection of the layer; up to 4 rows: narrow outputs such as the router)."""
-    rows, outputs = x.shape[0], weight.shape[0]
-    return x.is_cuda and (rows == 1 or (rows <= 4 and outputs <= 1024))
-
-
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """x @ weight.T + bias: the GEMV kernel where `uses_gemv`, cuBLAS otherwise."""
-    return gemv(x, weight, bias) if uses_gemv(x, weight) else F.linear(x, weight, bias)

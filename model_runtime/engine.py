@@ -18,7 +18,8 @@ import torch
 
 from warpcode.model_runtime.config import ModelConfig
 from warpcode.model_runtime.decode_runner import DecodeRunner
-from warpcode.model_runtime.model import MoeForCausalLM, build_model, init_random_weights
+from warpcode.model_runtime.fp8_checkpoint import check_quantization
+from warpcode.model_runtime.model import MoeForCausalLM, build_model, check_weight_format, init_random_weights
 from warpcode.model_runtime.presets import get_preset
 from warpcode.model_runtime.sampling import SamplingParams
 from warpcode.model_runtime.serving.config import EngineConfig
@@ -26,12 +27,6 @@ from warpcode.model_runtime.serving.engine_core import EngineCore
 from warpcode.model_runtime.serving.request import RequestHandle
 from warpcode.model_runtime.tokenizer import Tokenizer, eos_token_ids
 from warpcode.model_runtime.weights import load_weights
-
-WEIGHT_FORMATS = ("bf16", "mxfp8")
-
-
-class WeightFormatNotSupported(NotImplementedError):
-    """A weight format the runtime names but has not built yet."""
 
 
 @dataclass
@@ -253,14 +248,17 @@ def load(
     """An Engine for the Hugging Face checkpoint directory `path` (config.json + safetensors [+ tokenizer]).
 
     dtype: compute and storage dtype of the unquantised weights (default bfloat16 on GPUs, float32 on the CPU).
-    weights: "bf16" loads the checkpoint's weights as they are, converted to `dtype`; "mxfp8" is not built yet.
+    weights: "bf16" loads the checkpoint's weights converted to `dtype`; "mxfp8" quantises the projections and
+    experts to MXFP8 on the device as they are read (mx_weights.py). Block-FP8 checkpoints (fp8_checkpoint.py) load
+    either way, dequantised on the device tensor by tensor.
     serving / serving_options: the serving engine's settings (EngineConfig, or its fields: kv_cache_gb=...).
     """
-    _check_weight_format(weights)
+    check_weight_format(weights)
     device = torch.device(device)
     dtype = dtype or (torch.float32 if device.type == "cpu" else torch.bfloat16)
     config = ModelConfig.from_pretrained(path)
-    model = build_model(config, device, dtype)
+    check_quantization(path)
+    model = build_model(config, device, dtype, weights)
     load_weights(model, path, show_progress=show_progress)
     tokenizer = Tokenizer.from_dir(path)
     eos = eos_token_ids(path, config.eos_token_ids, tokenizer)
@@ -273,12 +271,14 @@ def load_random(
     dtype: torch.dtype | None = None,
     seed: int = 0,
     serving: EngineConfig | None = None,
+    weights: str = "bf16",
     **serving_options,
 ) -> Engine:
-    """An Engine with random weights at a preset's (or a config's) shape, built directly on `device`."""
+    """An Engine with random weights at a preset's (or a config's) shape, built directly on `device`; with
+    weights="mxfp8" each MX weight is drawn and quantised there one expert at a time (peak memory: the MX model)."""
     config = get_preset(preset) if isinstance(preset, str) else preset
     device = torch.device(device)
-    model = build_model(config, device, dtype or (torch.float32 if device.type == "cpu" else torch.bfloat16))
+    model = build_model(config, device, dtype or (torch.float32 if device.type == "cpu" else torch.bfloat16), weights)
     init_random_weights(model, seed)
     return Engine(model, None, config.eos_token_ids, _serving_config(serving, serving_options))
 
@@ -288,12 +288,3 @@ def _serving_config(serving: EngineConfig | None, options: dict) -> EngineConfig
         return replace(serving or EngineConfig(), **options)
     except TypeError as exc:
         raise ValueError(f"unknown serving engine setting: {exc}") from None
-
-
-def _check_weight_format(weights: str) -> None:
-    if weights == "mxfp8":
-        raise WeightFormatNotSupported(
-            "weights='mxfp8' (MX fp8 expert weights) is not built yet in warpcode.model_runtime; use weights='bf16'"
-        )
-    if weights not in WEIGHT_FORMATS:
-        raise ValueError(f"unknown weights format {weights!r} (known: {', '.join(WEIGHT_FORMATS)})")

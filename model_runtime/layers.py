@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from warpcode.model_runtime.config import ModelConfig, RopeScaling
+from warpcode.model_runtime.mx_weights import Linear
 
 
 class RMSNorm(nn.Module):
@@ -25,13 +26,13 @@ class RMSNorm(nn.Module):
 
 
 class DenseMLP(nn.Module):
-    """SwiGLU MLP: down(silu(gate(x)) * up(x)); the dense layers and qwen2_moe's shared expert."""
+    """SwiGLU MLP: down(silu(gate(x)) * up(x)); the dense layers and qwen2_moe's shared expert (weights may be MX)."""
 
     def __init__(self, hidden_size: int, intermediate_size: int):
         super().__init__()
-        self.gate_proj = nn.Linear(hidden_size, intermediate_size, bias=False)
-        self.up_proj = nn.Linear(hidden_size, intermediate_size, bias=False)
-        self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=False)
+        self.gate_proj = Linear(hidden_size, intermediate_size, bias=False)
+        self.up_proj = Linear(hidden_size, intermediate_size, bias=False)
+        self.down_proj = Linear(intermediate_size, hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))

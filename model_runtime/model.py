@@ -6,10 +6,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from warpcode.kernels.mx import is_mx
 from warpcode.model_runtime.attention import Attention, attention_bias
 from warpcode.model_runtime.config import ModelConfig
 from warpcode.model_runtime.layers import DenseMLP, RMSNorm, RotaryEmbedding
 from warpcode.model_runtime.moe_block import SparseMoeBlock
+from warpcode.model_runtime.mx_weights import fill_, named_weights, use_mx_weights
+
+WEIGHT_FORMATS = ("bf16", "mxfp8")  # "bf16": the weights in the model dtype, whatever it is
 
 
 class DecoderLayer(nn.Module):
@@ -70,22 +74,42 @@ class MoeForCausalLM(nn.Module):
         return F.linear(self.model.norm(x), self.output_weight)
 
 
-def build_model(config: ModelConfig, device: torch.device | str, dtype: torch.dtype) -> MoeForCausalLM:
-    """Allocates the parameters, uninitialised, directly on `device` in `dtype`: no fp32 copy on the CPU first."""
+def build_model(
+    config: ModelConfig, device: torch.device | str, dtype: torch.dtype, weights: str = "bf16"
+) -> MoeForCausalLM:
+    """Allocates the parameters, uninitialised, directly on `device` in `dtype`: no fp32 copy on the CPU first.
+    weights="mxfp8": the projections and experts as MXTensors (mx_weights.py), never allocated in `dtype`."""
+    check_weight_format(weights)
+    device = torch.device(device)
     with torch.device("meta"):
         model = MoeForCausalLM(config)
-    return model.to(dtype=dtype).to_empty(device=device).eval().requires_grad_(False)
+    model.to(dtype=dtype)
+    if weights == "mxfp8":
+        use_mx_weights(model, device)
+    return model.to_empty(device=device).eval().requires_grad_(False)
+
+
+def check_weight_format(weights: str) -> None:
+    if weights not in WEIGHT_FORMATS:
+        raise ValueError(f"unknown weights format {weights!r} (known: {', '.join(WEIGHT_FORMATS)})")
 
 
 @torch.no_grad()
 def init_random_weights(model: MoeForCausalLM, seed: int = 0, std: float = 0.02) -> None:
-    """Norm weights 1, everything else N(0, std), generated on the parameters' own device."""
-    device = next(model.parameters()).device
-    generator = torch.Generator(device=device).manual_seed(seed)
-    for name, param in model.named_parameters():
+    """Norm weights 1, everything else N(0, std), generated on the weights' own device; MX weights generated in the
+    model dtype and quantised one expert (one [N, K] slice) at a time."""
+    embedding = model.model.embed_tokens.weight
+    generator = torch.Generator(device=embedding.device).manual_seed(seed)
+
+    def normal(shape: torch.Size) -> torch.Tensor:
+        return torch.empty(shape, dtype=embedding.dtype, device=embedding.device).normal_(0.0, std, generator=generator)
+
+    for name, weight in named_weights(model):
         if name.endswith("norm.weight"):
-            param.fill_(1.0)
+            weight.fill_(1.0)
         elif name.endswith(".bias"):
-            param.zero_()
+            weight.zero_()
+        elif is_mx(weight):
+            fill_(weight, normal)
         else:
-            param.normal_(0.0, std, generator=generator)
+            weight.normal_(0.0, std, generator=generator)

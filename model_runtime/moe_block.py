@@ -11,7 +11,7 @@ from warpcode.model_runtime.layers import DenseMLP
 
 
 class StackedExperts(nn.Module):
-    """All routed experts of a layer in the layout the kernels take."""
+    """All routed experts of a layer in the layout the kernels take (MXTensors with weights="mxfp8", mx_weights.py)."""
 
     def __init__(self, num_experts: int, hidden_size: int, intermediate_size: int):
         super().__init__()

@@ -24,6 +24,7 @@ from warpcode.model_runtime.attention import Attention
 from warpcode.model_runtime.decode_step import DecodeState, add_pending_rmsnorm
 from warpcode.model_runtime.layers import RotaryEmbedding
 from warpcode.model_runtime.model import MoeForCausalLM
+from warpcode.model_runtime.mx_weights import linear
 
 
 @dataclass
@@ -74,7 +75,7 @@ def prefill_in_steps(
     for index, layer in enumerate(model.model.layers):
         normed, h = add_pending_rmsnorm(h, pending, layer.input_layernorm.weight, eps)
         out = _attention(layer.self_attn, model.model.rotary, eps, normed, state, index, packed)
-        normed, h = add_pending_rmsnorm(h, F.linear(out, layer.self_attn.o_proj.weight, layer.self_attn.o_proj.bias),
+        normed, h = add_pending_rmsnorm(h, linear(out, layer.self_attn.o_proj.weight, layer.self_attn.o_proj.bias),
                                  layer.post_attention_layernorm.weight, eps)  # fmt: skip
         pending = layer.mlp(normed)
         if (index + 1) % layers_per_step == 0 and index + 1 < len(model.model.layers):
@@ -94,7 +95,7 @@ def _attention(
     packed: _Packed,
 ) -> torch.Tensor:  # [N, Hq * D], before o_proj
     q_size = attn.num_heads * attn.head_dim
-    qkv = attn.norm_and_clip_fused(F.linear(x, attn.qkv_weight, attn.qkv_bias))  # [N, (Hq + 2 Hkv) D]
+    qkv = attn.norm_and_clip_fused(linear(x, attn.qkv_weight, attn.qkv_bias))  # [N, (Hq + 2 Hkv) D]
     per_head = attn.qk_norm == "per_head"
     inv_freq, rope_scaling = rotary.frequencies(qkv.device)
     key_pool, value_pool = state.keys[layer], state.values[layer]  # [blocks, Hkv, block_size, D]

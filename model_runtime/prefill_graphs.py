@@ -24,6 +24,7 @@ from warpcode.kernels.prefill_attention import paged_prefill_attention
 from warpcode.kernels.rope_cache import qk_norm_rope_cache
 from warpcode.model_runtime.decode_step import SCRATCH_BLOCK, DecodeState, add_pending_rmsnorm
 from warpcode.model_runtime.model import MoeForCausalLM
+from warpcode.model_runtime.mx_weights import linear
 
 TOKEN_BUCKETS = (16, 32, 64, 128, 192, 256, 384, 512, 768, 1024)
 
@@ -89,7 +90,7 @@ def run_layers(model: MoeForCausalLM, state: DecodeState, buffers: ChunkBuffers,
         layer = layers[number]
         attn = layer.self_attn
         normed, h = add_pending_rmsnorm(h, pending, layer.input_layernorm.weight, eps)
-        qkv = attn.norm_and_clip_fused(F.linear(normed, attn.qkv_weight, attn.qkv_bias))
+        qkv = attn.norm_and_clip_fused(linear(normed, attn.qkv_weight, attn.qkv_bias))
         per_head = attn.qk_norm == "per_head"
         keys, values = state.keys[number], state.values[number]
         q = qk_norm_rope_cache(
@@ -99,7 +100,7 @@ def run_layers(model: MoeForCausalLM, state: DecodeState, buffers: ChunkBuffers,
         )  # fmt: skip
         out = torch.zeros_like(q)
         paged_prefill_attention(q, keys, values, buffers.table, buffers.start, attn.head_dim**-0.5, out, buffers.rows)
-        o = F.linear(out.view(bucket, -1), attn.o_proj.weight, attn.o_proj.bias)
+        o = linear(out.view(bucket, -1), attn.o_proj.weight, attn.o_proj.bias)
         normed, h = add_rmsnorm(o, layer.post_attention_layernorm.weight, eps, h)
         pending = layer.mlp(normed)
     if last < len(layers):

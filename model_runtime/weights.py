@@ -4,7 +4,9 @@ Hub checkpoints store each expert separately (`mlp.experts.N.gate_proj/up_proj/d
 `block_sparse_moe.experts.N.w1/w3/w2.weight`); transformers 5 with `save_original_format=False` stores them fused
 (`mlp.experts.gate_up_proj [E, 2I, H]`, `mlp.experts.down_proj [E, H, I]`). Both land in the model's
 `w13 [E, 2I, H]` (gate rows, then up rows) and `w2 [E, H, I]`. Files are memory-mapped and every tensor goes
-straight to the model's device, converted to its dtype while being copied into place.
+straight to the model's device, converted to its dtype while being copied into place, or quantised there for a
+model with MX weights (mx_weights.py: per expert, into slices of the MXTensor's data and scales). Block-FP8
+tensors (fp8_checkpoint.py) are dequantised on the device first, one at a time.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from safetensors import SafetensorError, safe_open
 
+from warpcode.model_runtime.checkpoint_error import CheckpointError
+from warpcode.model_runtime.fp8_checkpoint import dequantize_fp8_blocks, is_scale_name, scale_name, weight_name_of
 from warpcode.model_runtime.model import MoeForCausalLM
+from warpcode.model_runtime.mx_weights import Weight, named_weights, store_
 
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
@@ -30,9 +35,7 @@ _FUSED = re.compile(r"^(.*\.experts)\.(gate_up_proj|down_proj)$")
 _EXPERT_ROLE = {"gate_proj": "gate", "up_proj": "up", "down_proj": "down", "w1": "gate", "w3": "up", "w2": "down"}
 _MIXTRAL_NAME = {"gate": "w1", "up": "w3", "down": "w2"}
 
-
-class CheckpointError(ValueError):
-    """The checkpoint does not match the model its config.json describes, or a file is unreadable."""
+__all__ = ["CheckpointError", "checkpoint_files", "load_weights"]
 
 
 def checkpoint_files(model_dir: Path) -> list[Path]:
@@ -49,13 +52,18 @@ def checkpoint_files(model_dir: Path) -> list[Path]:
 
 @torch.no_grad()
 def load_weights(model: MoeForCausalLM, model_dir: str | Path, show_progress: bool = True) -> None:
-    """Fills every parameter of `model` from the checkpoint in `model_dir`; raises CheckpointError on any mismatch."""
+    """Fills every weight of `model` from the checkpoint in `model_dir`; raises CheckpointError on any mismatch."""
     files = checkpoint_files(Path(model_dir))
-    params = dict(model.named_parameters())
+    params = dict(named_weights(model))
     device = next(iter(params.values())).device
     filled = {name: torch.zeros(_coverage_shape(name, p), dtype=torch.bool) for name, p in params.items()}
     handles = [_open(path, device) for path in files]
-    names_per_file = [handle.keys() for handle in handles]
+    # every tensor's file: an FP8 weight's scales may lie in another shard
+    location = {
+        name: (path, handle)
+        for path, handle in zip(files, handles, strict=True)
+        for name in handle.keys()  # noqa: SIM118 (a safe_open handle is not iterable)
+    }
     progress = Progress(
         TextColumn("loading weights"),
         BarColumn(),
@@ -66,23 +74,39 @@ def load_weights(model: MoeForCausalLM, model_dir: str | Path, show_progress: bo
         disable=not show_progress,
     )
     with progress:
-        task = progress.add_task("load", total=sum(len(names) for names in names_per_file))
-        for path, handle, names in zip(files, handles, names_per_file, strict=True):
-            for name in names:
-                target = _target(name, params, model.config.tie_word_embeddings)
-                if target is not None:
-                    param_name, select, coverage = target
-                    destination = select(params[param_name])
-                    shape = tuple(handle.get_slice(name).get_shape())
-                    if shape != tuple(destination.shape):
-                        raise CheckpointError(
-                            f"tensor {name} in {path.name} has shape {shape}, but the model "
-                            f"expects {tuple(destination.shape)} (from config.json)"
-                        )
-                    destination.copy_(_read(handle, name, path))
-                    filled[param_name][coverage] = True
-                progress.advance(task)
+        task = progress.add_task("load", total=len(location))
+        for name, (path, handle) in location.items():
+            if is_scale_name(name):
+                if weight_name_of(name) not in location:
+                    raise CheckpointError(f"tensor {name} in {path.name} scales {weight_name_of(name)}, which the "
+                                          "checkpoint does not have")  # fmt: skip
+            elif (target := _target(name, params, model.config.tie_word_embeddings)) is not None:
+                param_name, select, coverage = target
+                destination = select(params[param_name])
+                shape = tuple(handle.get_slice(name).get_shape())
+                if shape != tuple(destination.shape):
+                    raise CheckpointError(
+                        f"tensor {name} in {path.name} has shape {shape}, but the model "
+                        f"expects {tuple(destination.shape)} (from config.json)"
+                    )
+                store_(destination, _read_weight(name, location))
+                filled[param_name][coverage] = True
+            progress.advance(task)
     _check_complete(filled, params, model)
+
+
+def _read_weight(name: str, location: dict) -> torch.Tensor:
+    """The tensor `name` as stored, or dequantised to fp32 when it is block FP8 (with its `_scale_inv`)."""
+    path, handle = location[name]
+    tensor = _read(handle, name, path)
+    scales = scale_name(name)
+    if tensor.dtype == torch.float8_e4m3fn:
+        if scales not in location:
+            raise CheckpointError(f"tensor {name} in {path.name} is float8_e4m3fn but the checkpoint has no {scales}")
+        return dequantize_fp8_blocks(name, tensor, _read(location[scales][1], scales, location[scales][0]))
+    if scales in location:
+        raise CheckpointError(f"tensor {name} in {path.name} has {scales} but is {tensor.dtype}, not float8_e4m3fn")
+    return tensor
 
 
 def _open(path: Path, device: torch.device):
@@ -99,7 +123,7 @@ def _read(handle, name: str, path: Path) -> torch.Tensor:
         raise CheckpointError(f"cannot read tensor {name} from {path}: {error}") from error
 
 
-def _coverage_shape(name: str, param: torch.Tensor) -> tuple[int, ...]:
+def _coverage_shape(name: str, param: Weight) -> tuple[int, ...]:
     # w13 is filled in halves per expert (gate, up), w2 per expert; anything else in one piece.
     if name.endswith(".experts.w13"):
         return (param.shape[0], 2)
@@ -108,10 +132,10 @@ def _coverage_shape(name: str, param: torch.Tensor) -> tuple[int, ...]:
     return ()
 
 
-Target = tuple[str, Callable[[torch.Tensor], torch.Tensor], tuple]
+Target = tuple[str, Callable[[Weight], Weight], tuple]
 
 
-def _target(name: str, params: dict[str, torch.Tensor], tied: bool) -> Target | None:
+def _target(name: str, params: dict[str, Weight], tied: bool) -> Target | None:
     """(parameter, view of it this tensor fills, coverage index), or None for a tensor deliberately skipped."""
     hf_name = name.replace(".block_sparse_moe.", ".mlp.")  # mixtral's name for its MoE block
     if match := _PER_EXPERT.match(hf_name):
@@ -140,7 +164,7 @@ def _target(name: str, params: dict[str, torch.Tensor], tied: bool) -> Target | 
     )
 
 
-def _check_complete(filled: dict[str, torch.Tensor], params: dict[str, torch.Tensor], model: MoeForCausalLM) -> None:
+def _check_complete(filled: dict[str, torch.Tensor], params: dict[str, Weight], model: MoeForCausalLM) -> None:
     mixtral = model.config.model_type == "mixtral"
     for name, done in filled.items():
         if bool(done.all()):

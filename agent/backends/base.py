@@ -81,7 +81,8 @@ class MissingModel:
 
 
 def backend_from_spec(spec: str | None) -> ModelBackend:
-    """`scripted:PATH`, `openai:URL[#MODEL]`, `local:DIR` or a bare checkpoint DIR; None -> MissingModel."""
+    """`scripted:PATH`, `openai:URL[#MODEL]`, `local:DIR[#mxfp8]` or a bare checkpoint DIR[#mxfp8]; None ->
+    MissingModel."""
     if not spec:
         return MissingModel()
     kind, sep, rest = spec.partition(":")
@@ -95,13 +96,16 @@ def backend_from_spec(spec: str | None) -> ModelBackend:
         url, _, model = rest.partition("#")
         return OpenAIBackend(url, model or None)
     if sep and kind == "local":
-        from warpcode.agent.backends.local import LocalBackend
+        from warpcode.agent.backends.local import LocalBackend, split_local_spec
 
-        return LocalBackend(rest)
-    if Path(spec).is_dir():
-        from warpcode.agent.backends.local import LocalBackend
+        directory, weights = split_local_spec(rest)
+        return LocalBackend(directory, weights=weights)
+    if Path(spec.rpartition("#")[0] or spec).is_dir():
+        from warpcode.agent.backends.local import LocalBackend, split_local_spec
 
-        return LocalBackend(spec)
+        directory, weights = split_local_spec(spec)
+        return LocalBackend(directory, weights=weights)
     raise BackendError(
-        f"Unknown model spec {spec!r}: use openai:URL[#MODEL], local:DIR, a checkpoint directory or scripted:PATH."
+        f"Unknown model spec {spec!r}: use openai:URL[#MODEL], local:DIR[#mxfp8], a checkpoint directory or "
+        "scripted:PATH."
     )

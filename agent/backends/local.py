@@ -1,9 +1,10 @@
-"""`local:DIR`: a Hugging Face checkpoint run in-process by warpcode.model_runtime.
+"""`local:DIR[#mxfp8]`: a Hugging Face checkpoint run in-process by warpcode.model_runtime (`#mxfp8`: its projections
+and experts in MXFP8, quantised as they load; `#bf16`, the default: as stored, in the model dtype).
 
 The checkpoint's chat template renders the conversation with the tools; generated text is parsed for tool calls
 as it streams (Hermes or Qwen3-Coder format, picked from the template). Every session of the process shares one
-engine per checkpoint (its serving engine batches their requests and keeps their prefixes cached), and text
-arrives on the event loop as the engine produces it; closing the stream cancels the request.
+engine per checkpoint and weight format (its serving engine batches their requests and keeps their prefixes
+cached), and text arrives on the event loop as the engine produces it; closing the stream cancels the request.
 torch is imported only when the model is first used.
 """
 
@@ -21,15 +22,31 @@ from warpcode.agent.backends.toolcall_parsers import parser_for_template
 from warpcode.agent.messages import Message, ToolCall
 
 DEFAULT_CONTEXT_WINDOW = 32_768
-_ENGINES: dict[Path, Any] = {}
+WEIGHT_FORMATS = ("bf16", "mxfp8")  # model_runtime's, named here so that parsing a spec does not import torch
+_ENGINES: dict[tuple[Path, str], Any] = {}
 _ENGINES_LOCK = threading.Lock()
 
 
-class LocalBackend:
-    """Loads the checkpoint in `path` at first use, or serves an `engine` already loaded in this process."""
+def split_local_spec(spec: str) -> tuple[str, str]:
+    """`DIR` or `DIR#FORMAT` -> (DIR, weight format); a directory whose name holds '#' stays whole."""
+    directory, sep, weights = spec.rpartition("#")
+    if not sep or Path(spec).is_dir():
+        return spec, "bf16"
+    if weights not in WEIGHT_FORMATS:
+        known = ", ".join(WEIGHT_FORMATS)
+        raise BackendError(f"unknown weight format #{weights} in model spec {spec!r} (known: {known})")
+    return directory, weights
 
-    def __init__(self, path: str | Path | None = None, max_new_tokens: int = 4096, engine: Any = None) -> None:
+
+class LocalBackend:
+    """Loads the checkpoint in `path` at first use (`weights`: "bf16" or "mxfp8"), or serves an `engine` already
+    loaded in this process."""
+
+    def __init__(
+        self, path: str | Path | None = None, max_new_tokens: int = 4096, engine: Any = None, weights: str = "bf16"
+    ) -> None:
         self.path, self.max_new_tokens, self._engine = Path(path or "."), max_new_tokens, engine
+        self.weights = weights
         self.context_window = DEFAULT_CONTEXT_WINDOW
         if engine is None:
             if not (self.path / "config.json").is_file():
@@ -76,27 +93,30 @@ class LocalBackend:
     async def _load(self) -> Any:
         async with self._lock:
             if self._engine is None:
-                self._engine = await asyncio.to_thread(_load_engine, self.path)
+                self._engine = await asyncio.to_thread(_load_engine, self.path, self.weights)
         return self._engine
 
 
-def _load_engine(path: Path) -> Any:
-    """The process's one engine for the checkpoint in `path`: every session's backend shares it (and its cache)."""
-    key = path.resolve()
+def _load_engine(path: Path, weights: str) -> Any:
+    """The process's one engine for the checkpoint in `path` in `weights`: every session's backend shares it (and
+    its cache); the bf16 and mxfp8 engines of one checkpoint are two engines."""
+    key = (path.resolve(), weights)
     with _ENGINES_LOCK:
         if key not in _ENGINES:
-            _ENGINES[key] = load_agent_engine(path)
+            _ENGINES[key] = load_agent_engine(path, weights)
         return _ENGINES[key]
 
 
-def load_agent_engine(path: Path) -> Any:
-    """A new engine for the checkpoint in `path` (on the GPU when there is one), checked to serve an agent."""
+def load_agent_engine(path: Path, weights: str = "bf16") -> Any:
+    """A new engine for the checkpoint in `path` (on the GPU when there is one) with `weights` ("bf16" or
+    "mxfp8"), checked to serve an agent."""
     import torch
 
     from warpcode.model_runtime import CheckpointError, UnsupportedConfigError, load
 
     try:
-        engine = load(path, device="cuda" if torch.cuda.is_available() else "cpu", show_progress=False)
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        engine = load(path, device=device, weights=weights, show_progress=False)
     except (CheckpointError, UnsupportedConfigError, OSError, ValueError) as exc:
         raise BackendError(f"cannot load the model in {path}: {exc}") from exc
     if engine.tokenizer is None or not engine.tokenizer.chat_template:

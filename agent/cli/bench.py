@@ -6,6 +6,8 @@ import argparse
 import gc
 import json
 
+from warpcode.agent.cli.generate import add_weights_argument
+
 
 def register(commands: argparse._SubParsersAction) -> None:
     bench = commands.add_parser("bench", help="benchmarks: one MoE layer (moe), the whole model decoding (decode)")
@@ -31,6 +33,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     decode.add_argument(
         "--prefill", type=int, default=2000, help="also time the prefill of one prompt this long (0: skip)"
     )
+    add_weights_argument(decode)
     decode.add_argument("--compare-hf", action="store_true", help="also time transformers on the same shape")
     decode.add_argument("--block-size", type=int, help="KV-cache block in tokens (default: the serving engine's)")
     decode.add_argument(
@@ -157,14 +160,18 @@ def _run_decode(args: argparse.Namespace) -> int:
         copy_bandwidth = bench_decode.copy_bandwidth(args.device)
     console.print(f"copy bandwidth: {copy_bandwidth / 1e12:.2f} TB/s (read + write)")
     with console.status(f"building {args.preset} with random weights on {args.device}..."):
-        engine = load_random(args.preset, device=args.device, block_size=args.block_size)
-    table = Table(title=f"decode, {args.preset}, random weights, {engine.dtype}".replace("torch.", ""))
+        engine = load_random(args.preset, device=args.device, block_size=args.block_size, weights=args.weights)
+    weights = f"{engine.dtype}".replace("torch.", "")
+    if args.weights == "mxfp8":
+        weights += ", MXFP8 projections and experts"
+    table = Table(title=f"decode, {args.preset}, random weights, {weights}")
     for column in ("path", "batch", "context", "tok/s", "ms/step", "GB/step", "% roofline"):
         table.add_column(column, justify="left" if column == "path" else "right")
 
     def report(row: bench_decode.DecodeBenchRow) -> None:
         if args.json:
-            print(json.dumps({"preset": args.preset, "copy_tb_s": copy_bandwidth / 1e12, **vars(row)}), flush=True)
+            fields = {"preset": args.preset, "weights": args.weights, "copy_tb_s": copy_bandwidth / 1e12, **vars(row)}
+            print(json.dumps(fields), flush=True)
             return
         console.print(f"  {row.path} batch {row.batch} context {row.context}: {row.tokens_per_second:.1f} tok/s")
         table.add_row(

@@ -16,6 +16,18 @@ DTYPES = {
     "fp32": "float32",
 }
 
+WEIGHT_FORMATS = ("bf16", "mxfp8")  # model_runtime.model.WEIGHT_FORMATS, without importing torch to parse arguments
+
+
+def add_weights_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--weights",
+        default="bf16",
+        choices=WEIGHT_FORMATS,
+        help="bf16: the weights in --dtype; mxfp8: projections and experts in MXFP8, quantised on the device as they "
+        "load (default: %(default)s)",
+    )
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -35,6 +47,7 @@ def register(subparsers) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=256)
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N (default: cuda when available)")
     parser.add_argument("--dtype", default="auto", choices=sorted(DTYPES), help="default: bf16 on GPU, fp32 on CPU")
+    add_weights_argument(parser)
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     parser.add_argument("--top-k", type=int, default=0)
     parser.add_argument("--top-p", type=float, default=1.0)
@@ -60,9 +73,9 @@ def run_generate(args: argparse.Namespace) -> int:
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     dtype = getattr(torch, name) if (name := DTYPES[args.dtype]) else None
     if args.random_weights:
-        engine = load_random(args.preset, device=device, dtype=dtype, seed=args.seed or 0)
+        engine = load_random(args.preset, device=device, dtype=dtype, seed=args.seed or 0, weights=args.weights)
     else:
-        engine = load(args.model, device=device, dtype=dtype)
+        engine = load(args.model, device=device, dtype=dtype, weights=args.weights)
     sampling = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p, seed=args.seed)
     if prompt_ids is not None:
         print(" ".join(map(str, engine.generate(prompt_ids, args.max_new_tokens, **sampling))), flush=True)

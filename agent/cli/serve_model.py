@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from warpcode.agent.cli.generate import DTYPES
+from warpcode.agent.cli.generate import DTYPES, add_weights_argument
 
 KEY_VARIABLE = "WARPCODE_API_KEY"  # also what the `openai:` backend sends, so both ends can share one setting
 
@@ -26,7 +26,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--preset", help="model shape for --random-weights: tiny, qwen3-30b-a3b, mixtral-8x7b, ...")
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N (default: cuda when available)")
     parser.add_argument("--dtype", default="auto", choices=sorted(DTYPES), help="default: bf16 on GPU, fp32 on CPU")
-    parser.add_argument("--weights", default="bf16", choices=["bf16", "mxfp8"], help="weight format (default: bf16)")
+    add_weights_argument(parser)
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0 picks a free one)")
     parser.add_argument(
@@ -57,14 +57,12 @@ def run_model_server(args: argparse.Namespace) -> int:
     streams, tokens = _warm_up_sizes(args.warm_up)
     if args.random_weights and not args.preset:
         raise ValueError("--random-weights needs --preset NAME")
-    if args.random_weights and args.weights != "bf16":
-        raise ValueError("--weights applies to a --model checkpoint; random weights are built unquantised")
     sock = bind(args.host, args.port)  # before loading: a port in use says so at once, not after minutes
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     dtype = getattr(torch, name) if (name := DTYPES[args.dtype]) else None
     limits = {"kv_cache_gb": args.kv_cache_gb, "max_model_len": args.max_model_len}
     if args.random_weights:
-        engine = load_random(args.preset, device=device, dtype=dtype, **limits)
+        engine = load_random(args.preset, device=device, dtype=dtype, weights=args.weights, **limits)
         name = args.served_model_name or args.preset
     else:
         engine = load(args.model, device=device, dtype=dtype, weights=args.weights, **limits)

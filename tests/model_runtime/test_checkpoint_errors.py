@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from warpcode.model_runtime import CheckpointError, UnsupportedConfigError, WeightFormatNotSupported, load
+from warpcode.model_runtime import CheckpointError, UnsupportedConfigError, load
 
 
 @pytest.fixture
@@ -107,8 +107,6 @@ def test_unknown_model_type(checkpoint):
         load(path, show_progress=False)
 
 
-def test_mxfp8_weights_are_not_built_yet(checkpoint):
-    with pytest.raises(WeightFormatNotSupported, match="not built yet"):
-        load(checkpoint[0], weights="mxfp8", show_progress=False)
+def test_unknown_weight_format(checkpoint):
     with pytest.raises(ValueError, match="unknown weights format 'int4'"):
         load(checkpoint[0], weights="int4", show_progress=False)

@@ -1,0 +1,150 @@
+"""Projection weights that may be MXFP8 (design.md section 12): the `Linear` layer holding a tensor or an MXTensor,
+the one `linear` dispatch every projection of the model goes through, and the model's switch to MX weights.
+
+With weights="mxfp8" the q/k/v/o projections, the routed experts (w13, w2), the shared experts and the dense MLP
+layers hold MXTensors; the routers, the shared-expert gates, embeddings, norms and the LM head keep the model dtype
+(they are small, or read once per token where precision matters most). An MX weight replaces its parameter under the
+same name as a plain attribute (an MXTensor is no nn.Parameter), so `named_weights` lists both kinds.
+
+    linear(x, w, bias):  plain w: the GEMV kernel where `uses_gemv`, else F.linear
+                         MX w on CUDA: the GEMV kernel where `uses_gemv`, else kernels/mx_linear.py
+                         MX w elsewhere: F.linear(x, dequantize_mxfp8(w, x.dtype), bias), the exact reference
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from warpcode.kernels.gemv import gemv
+from warpcode.kernels.mx import MXTensor, dequantize_mxfp8, is_mx, quantize_mxfp8, scale_columns
+
+Weight = torch.Tensor | MXTensor
+# The names an MX weight can replace a parameter under (Linear.weight, StackedExperts.w13 / .w2).
+MX_ATTRIBUTES = ("weight", "w13", "w2")
+
+
+class Linear(nn.Module):
+    """nn.Linear's parameters (`weight` [N, K], optional `bias` [N]), whose weight may be an MXTensor."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(out_features, in_features))
+        self.bias = nn.Parameter(torch.empty(out_features)) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return linear(x, self.weight, self.bias)
+
+
+def uses_gemv(x: torch.Tensor, weight: Weight) -> bool:
+    """Whether x @ weight.T runs as the GEMV kernel: where it measured faster than cuBLAS on the H200 (one row:
+    every projection of the layer; up to 4 rows: narrow outputs such as the router)."""
+    rows, outputs = x.shape[0], weight.shape[0]
+    return x.is_cuda and x.dim() == 2 and (rows == 1 or (rows <= 4 and outputs <= 1024))
+
+
+def linear(x: torch.Tensor, weight: Weight, bias: torch.Tensor | None) -> torch.Tensor:
+    """x [..., K] @ weight.T + bias -> [..., N] (module docstring)."""
+    if uses_gemv(x, weight):
+        return gemv(x, weight, bias)
+    if not is_mx(weight):
+        return F.linear(x, weight, bias)
+    if not x.is_cuda:
+        return F.linear(x, dequantize_mxfp8(weight, x.dtype), bias)
+    from warpcode.kernels.mx_linear import linear_mx
+
+    rows = x.reshape(-1, x.shape[-1])
+    return linear_mx(rows, weight, bias).view(*x.shape[:-1], weight.shape[0])
+
+
+def set_weight(module: nn.Module, name: str, weight: Weight) -> None:
+    """module.<name> = weight: a frozen parameter for a tensor, a plain attribute (same name) for an MXTensor."""
+    if is_mx(weight):
+        module._parameters.pop(name, None)
+        setattr(module, name, weight)
+    else:
+        setattr(module, name, nn.Parameter(weight, requires_grad=False))
+
+
+def concat_rows(weights: list[Weight]) -> Weight:
+    """Weights [N_i, K] stacked along N (for MX: the data and the scales, each row keeping its own scales)."""
+    if all(is_mx(w) for w in weights):
+        return MXTensor(torch.cat([w.data for w in weights]), torch.cat([w.scales for w in weights]))
+    return torch.cat(weights)
+
+
+def empty_mx(shape: torch.Size, device: torch.device) -> MXTensor:
+    """An uninitialised MXTensor of `shape` [..., N, K] on `device`."""
+    *lead, k = shape
+    data = torch.empty(shape, dtype=torch.float8_e4m3fn, device=device)
+    return MXTensor(data, torch.empty((*lead, scale_columns(k)), dtype=torch.uint8, device=device))
+
+
+def mx_weight_owners(model: nn.Module) -> Iterator[tuple[nn.Module, str]]:
+    """(module, attribute) of every weight weights="mxfp8" stores in MXFP8 (module docstring)."""
+    from warpcode.model_runtime.layers import DenseMLP
+    from warpcode.model_runtime.moe_block import SparseMoeBlock
+
+    def dense(mlp: DenseMLP) -> Iterator[tuple[nn.Module, str]]:
+        for projection in (mlp.gate_proj, mlp.up_proj, mlp.down_proj):
+            yield projection, "weight"
+
+    for layer in model.model.layers:
+        attn, mlp = layer.self_attn, layer.mlp
+        for projection in (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj):
+            yield projection, "weight"
+        if isinstance(mlp, SparseMoeBlock):
+            yield mlp.experts, "w13"
+            yield mlp.experts, "w2"
+            if mlp.shared_expert is not None:
+                yield from dense(mlp.shared_expert)
+        else:
+            yield from dense(mlp)
+
+
+def use_mx_weights(model: nn.Module, device: torch.device) -> None:
+    """Replaces each weight `mx_weight_owners` lists (on the meta device, before allocation) with an uninitialised
+    MXTensor on `device`, so that the model's plain-dtype copy of it never exists."""
+    for module, name in mx_weight_owners(model):
+        set_weight(module, name, empty_mx(getattr(module, name).shape, device))
+
+
+def named_weights(model: nn.Module) -> Iterator[tuple[str, Weight]]:
+    """Every parameter and every MX weight, by parameter name (`model.layers.0.self_attn.q_proj.weight`, ...)."""
+    for prefix, module in model.named_modules():
+        dot = f"{prefix}." if prefix else ""
+        for name in MX_ATTRIBUTES:
+            if is_mx(value := module.__dict__.get(name)):
+                yield dot + name, value
+        for name, param in module._parameters.items():
+            if param is not None:
+                yield dot + name, param
+
+
+def weight_bytes(weight: Weight) -> int:
+    return weight.nbytes() if is_mx(weight) else weight.numel() * weight.element_size()
+
+
+@torch.no_grad()
+def store_(destination: Weight, source: torch.Tensor) -> None:
+    """Writes the float tensor `source` into `destination`: converted for a plain tensor, quantised for MX."""
+    if is_mx(destination):
+        quantised = quantize_mxfp8(source)
+        destination.data.copy_(quantised.data)
+        destination.scales.copy_(quantised.scales)
+    else:
+        destination.copy_(source)
+
+
+@torch.no_grad()
+def fill_(destination: Weight, make: Callable[[torch.Size], torch.Tensor]) -> None:
+    """destination <- make(shape); an MX weight of more than two dimensions one [N, K] slice at a time (one expert),
+    so that only that slice ever exists unquantised."""
+    if is_mx(destination) and destination.dim() > 2:
+        for index in range(destination.shape[0]):
+            fill_(destination[index], make)
+    else:
+        store_(destination, make(destination.shape))
