@@ -16,6 +16,19 @@ per block of output rows, as many bytes as its weights in fp32, so half the byte
 11-bit mantissa keeps it 8x finer than the bf16 intermediates of the expert-centric path (whose accuracy warp decode
 must beat). Values are clamped to fp16's finite range (+-65504) so that an outlier saturates instead of turning
 into inf.
+
+MXFP8 weights (`MXTensor`, kernels/mx.py; w13 and w2 both or neither, switched by the MX constexpr; the plain path
+compiles to the same code as without it) are read in their exchange layout:
+    w13.data [E, 2I, H] fp8 e4m3, H contiguous     w13.scales [E, 2I, ceil(H / 32)] uint8 (E8M0)
+    w2.data  [E, H, I]  fp8 e4m3, I contiguous     w2.scales  [E, H, ceil(I / 32)]  uint8
+with W[e, n, k] = data[e, n, k] * 2**(scales[e, n, k // 32] - 127), exact in fp32. A tile is
+[rows, cols / 32, 32] (kernel 2: [K, rows, cols / 32, 32]), cols a multiple of 32 starting on a group boundary, so each
+(row, group) has one scale and a 16-byte load is 16 weights of one group; the same tile shape reads half the bytes
+of bf16, so MX configs are about twice as wide. The scale is applied (WarpDecodeConfig.gate_up_scale/down_scale) to
+    "sums":    acc[r, g] += scale[r, g] * sum_j w[r, g, j] * x[g, j]      (one multiply per 32 products), or
+    "weights": acc[r, g, j] += (w[r, g, j] * scale[r, g]) * x[g, j]      (dequantise, then the bf16 path's math);
+the tuner times both. A partial last group (K not a multiple of 32) loads its missing weights as 0 (masks), so its
+scale multiplies only real products. Activations, the fp16 intermediate and the fp32 accumulation are as above.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ tables, the dispatcher and the route kernel's prefetch hint."""
 
 import json
 import math
+from dataclasses import asdict
 
 import pytest
 import torch
@@ -18,6 +19,8 @@ from warpcode.kernels import (
     route_triton,
     tuning,
 )
+from warpcode.kernels.bench import tune_warp_decode
+from warpcode.kernels.bench.bench_moe import MoeShape
 from warpcode.kernels.dispatch import uses_warp_decode
 from warpcode.kernels.tuning import WarpDecodeConfig, warp_decode_config, warp_decode_max_tokens
 
@@ -159,3 +162,29 @@ def test_mx_configs_have_their_own_keys_and_default_to_the_bf16_tile_bytes(confi
     assert warp_decode_max_tokens(*qwen3, True) == 8  # no MX crossover: the bf16 one
     assert warp_decode_max_tokens(2048, 1024, 64, 8, True) == 2
     assert warp_decode_max_tokens(2048, 1024, 64, 8) == 4
+
+
+def test_mx_tuner_sweeps_wider_tiles_and_both_placements_and_writes_mx_keys(config_file, monkeypatch):
+    shape = MoeShape(2048, 768, 128, 8)
+    mx_tiles = tune_warp_decode.gate_up_candidates(shape, mx=True)
+    assert max(c.gate_up_cols for c in mx_tiles) == 2048  # no wider than H
+    assert min(2 * c.gate_up_rows * c.gate_up_cols / (32 * c.gate_up_warps) for c in mx_tiles) == 16  # a 16-byte load
+    around = tune_warp_decode.around_best(WarpDecodeConfig(), "down", mx=True)
+    assert {(c.down_stages, c.down_scale) for c in around} == {(s, p) for s in (1, 2, 3) for p in ("sums", "weights")}
+    assert {c.down_scale for c in tune_warp_decode.around_best(WarpDecodeConfig(), "down", mx=False)} == {"sums"}
+    best = WarpDecodeConfig(gate_up_cols=1024, down_cols=256, gate_up_scale="weights")
+    times = {"total_us": 10.0, "expert_centric_us": 20.0}
+    monkeypatch.setattr(tune_warp_decode, "tune", lambda shape, batch, mx: (best, times))
+    config_file.write_text(json.dumps({"configs": {"2048,768,128,8": {"1": {}}}, "crossover": {"2048,768,128,8": 8}}))
+    argv = ["--weights", "mxfp8", "--shape", "2048,768,128,8", "--batch", "1,2", "--write", str(config_file)]
+    tune_warp_decode.main(argv)
+    data = json.loads(config_file.read_text())
+    assert data["configs"]["2048,768,128,8"] == {"1": {}}  # the bf16 entries stay
+    assert data["configs"]["2048,768,128,8,mx"] == {"1": asdict(best), "2": asdict(best)}
+    assert data["crossover"] == {"2048,768,128,8": 8, "2048,768,128,8,mx": 2}
+
+
+def test_mx_expert_bytes_count_data_and_scales():
+    shape = MoeShape(80, 48, 4, 2)  # ceil(80 / 32) = 3 scales per w13 row, ceil(48 / 32) = 2 per w2 row
+    assert shape.expert_bytes(torch.bfloat16) == 3 * 80 * 48 * 2
+    assert shape.expert_bytes(torch.bfloat16, mx=True) == 3 * 80 * 48 + 2 * 48 * 3 + 80 * 2
