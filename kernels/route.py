@@ -13,7 +13,8 @@ from the raw logits (a positive scale and the softmax keep their order; on ties 
 costs only the hint) and each asks L2 for ROWS_PER_PROGRAM rows of one routed expert's gate and up weights
 (l2_prefetch.py): the first PREFETCH_ROWS rows of each, the rows warp decode's first programs read. Device memory
 idles from the moment the experts are known until warp decode's own loads arrive (this kernel's end, the PDL wait,
-the ids' load, then the weights' latency); the prefetch moves some of the experts' bytes into that gap.
+the ids' load, then the weights' latency); the prefetch moves some of the experts' bytes into that gap. Of MXFP8
+weights (an `MXTensor`) the data rows are prefetched (half the bytes of bf16 rows), not the scales (1/32 of them).
 
 Grid (T, 1 + normed + prefetch programs): program (t, 0) routes, (t, 1) stores the normed row (with normed_out),
 the rest prefetch.
@@ -28,6 +29,7 @@ import triton.language as tl
 from warpcode.kernels.l2_prefetch import bulk_prefetch_l2, supports_bulk_prefetch
 from warpcode.kernels.launch import pdl_options, wait_for_inputs
 from warpcode.kernels.moe_args import check_like_x
+from warpcode.kernels.mx import MXTensor, is_mx
 from warpcode.kernels.norm import rounded_rmsnorm
 
 _NUM_WARPS = 1  # the K rounds of max are warp-shuffle reductions only: 1.8 us against 3.0 with 4 warps (H200)
@@ -153,7 +155,8 @@ def route_triton(
     eps: float = 0.0,
     norm_weight: torch.Tensor | None = None,  # [H] rms_of.dtype, with normed_out
     normed_out: torch.Tensor | None = None,  # [T, H] rms_of.dtype <- RMSNorm(rms_of) * norm_weight
-    prefetch: torch.Tensor | None = None,  # [E, 2I, H] gate/up weights: L2-prefetch the routed experts' first rows
+    prefetch: torch.Tensor | MXTensor | None = None,  # [E, 2I, H] gate/up weights: L2-prefetch the routed experts'
+    # first rows
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """[T, E] logits (any float dtype) -> (fp32 weights [T, K], int64 ids [T, K])."""
     if router_logits.dim() != 2:
@@ -171,6 +174,8 @@ def route_triton(
     ids = torch.empty((tokens, k), device=router_logits.device, dtype=torch.int64)
     if prefetch is not None:
         check_prefetch(prefetch, router_logits)
+    if is_mx(prefetch):
+        prefetch = prefetch.data
     rows = prefetched_rows(prefetch)
     if rows == 0:  # never dereferenced
         w13, intermediate, row_bytes, stride_we, stride_wr = router_logits, 0, 0, 0, 0
@@ -206,7 +211,7 @@ def prefetched_rows(prefetch: torch.Tensor | None) -> int:
     return min(PREFETCH_ROWS, prefetch.shape[1] // 2)
 
 
-def check_prefetch(prefetch: torch.Tensor, router_logits: torch.Tensor) -> None:
+def check_prefetch(prefetch: torch.Tensor | MXTensor, router_logits: torch.Tensor) -> None:
     experts = router_logits.shape[1]
     if prefetch.dim() != 3 or prefetch.shape[0] != experts or prefetch.shape[1] % 2 or prefetch.stride(2) != 1:
         raise ValueError(

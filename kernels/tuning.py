@@ -4,8 +4,9 @@ the dispatcher switches paths.
 Measured values live in `warp_decode_configs.json` beside this file, written on the GPU by the tuners in bench/:
 `python -m warpcode.kernels.bench.tune_warp_decode --write kernels/warp_decode_configs.json` ("configs",
 "crossover") and `python -m warpcode.kernels.bench.tune_expert_centric --write kernels/warp_decode_configs.json`
-("expert_centric"), see BENCHMARKS.md. Keys are "H,I,E,K" plus a token-count bucket; shapes that were never
-measured get a heuristic.
+("expert_centric"), see BENCHMARKS.md. Keys are "H,I,E,K" plus a token-count bucket; warp decode's entries for
+MXFP8 weights are keyed "H,I,E,K,mx" (`--weights mxfp8`). Shapes that were never measured get a heuristic (MXFP8:
+the bf16 config with twice the columns, the same bytes per tile).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import triton
@@ -30,6 +31,9 @@ def require_powers_of_two(config: object, names: tuple[str, ...]) -> None:
             raise ValueError(f"{type(config).__name__}.{name} must be a power of two, got {value}")
 
 
+SCALE_PLACEMENTS = ("sums", "weights")
+
+
 @dataclass(frozen=True)
 class WarpDecodeConfig:
     gate_up_rows: int = 8  # intermediate rows per kernel-1 program (gate and up each)
@@ -40,6 +44,10 @@ class WarpDecodeConfig:
     down_cols: int = 128  # I elements per loaded tile (times K experts at once)
     down_warps: int = 4
     down_stages: int = 1
+    # MXFP8 weights only (warp_decode.py): where the per-32 scales are applied, to each group's partial dot
+    # product ("sums") or to each weight before the product ("weights").
+    gate_up_scale: str = "sums"
+    down_scale: str = "sums"
 
     def __post_init__(self) -> None:
         require_powers_of_two(
@@ -47,6 +55,10 @@ class WarpDecodeConfig:
         )
         if self.gate_up_stages < 1 or self.down_stages < 1:
             raise ValueError("WarpDecodeConfig stages must be >= 1")
+        for name in ("gate_up_scale", "down_scale"):
+            value = getattr(self, name)
+            if value not in SCALE_PLACEMENTS:
+                raise ValueError(f"WarpDecodeConfig.{name} must be one of {SCALE_PLACEMENTS}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -67,8 +79,9 @@ class GroupedGemmConfig:
             raise ValueError(f"GroupedGemmConfig.num_stages must be >= 1, got {self.num_stages}")
 
 
-def shape_key(hidden: int, intermediate: int, experts: int, top_k: int) -> str:
-    return f"{hidden},{intermediate},{experts},{top_k}"
+def shape_key(hidden: int, intermediate: int, experts: int, top_k: int, mx: bool = False) -> str:
+    """ "H,I,E,K", with the suffix ",mx" for warp decode's MXFP8-weight entries."""
+    return f"{hidden},{intermediate},{experts},{top_k}" + (",mx" if mx else "")
 
 
 def token_bucket(tokens: int) -> int:
@@ -108,16 +121,28 @@ def measured() -> dict:
     return {section: data.get(section, {}) for section in ("configs", "crossover", "expert_centric")}
 
 
-def warp_decode_config(hidden: int, intermediate: int, experts: int, top_k: int, tokens: int) -> WarpDecodeConfig:
-    return _config_for_bucket(hidden, intermediate, experts, top_k, token_bucket(tokens))
+def warp_decode_config(
+    hidden: int, intermediate: int, experts: int, top_k: int, tokens: int, mx: bool = False
+) -> WarpDecodeConfig:
+    """The measured entry of the token count's bucket (MXFP8 weights: the shape's ",mx" entries), else a heuristic."""
+    return _config_for_bucket(hidden, intermediate, experts, top_k, token_bucket(tokens), mx)
 
 
 @functools.cache  # asked for every MoE layer of every decode step: look each shape and bucket up once
-def _config_for_bucket(hidden: int, intermediate: int, experts: int, top_k: int, bucket: int) -> WarpDecodeConfig:
-    tuned = measured()["configs"].get(shape_key(hidden, intermediate, experts, top_k), {})
+def _config_for_bucket(
+    hidden: int, intermediate: int, experts: int, top_k: int, bucket: int, mx: bool = False
+) -> WarpDecodeConfig:
+    tuned = measured()["configs"].get(shape_key(hidden, intermediate, experts, top_k, mx), {})
     values = tuned.get(str(bucket))
     if values is not None:
         return WarpDecodeConfig(**values)
+    if mx:  # the bf16 tile of the same bytes: twice the fp8 columns, whole scale groups (>= 32), no wider than K
+        plain = _config_for_bucket(hidden, intermediate, experts, top_k, bucket)
+        return replace(
+            plain,
+            gate_up_cols=max(32, min(2 * plain.gate_up_cols, triton.next_power_of_2(hidden))),
+            down_cols=max(32, min(2 * plain.down_cols, triton.next_power_of_2(intermediate))),
+        )
     return WarpDecodeConfig(
         gate_up_rows=min(8, triton.next_power_of_2(intermediate)),
         gate_up_cols=min(512, triton.next_power_of_2(hidden)),
@@ -127,12 +152,14 @@ def _config_for_bucket(hidden: int, intermediate: int, experts: int, top_k: int,
 
 
 @functools.cache
-def warp_decode_max_tokens(hidden: int, intermediate: int, experts: int, top_k: int) -> int:
+def warp_decode_max_tokens(hidden: int, intermediate: int, experts: int, top_k: int, mx: bool = False) -> int:
     """The largest token count at which warp decode beats the expert-centric path: measured where the config
-    file has the shape, else while each expert sees about two tokens on average."""
-    crossover = measured()["crossover"].get(shape_key(hidden, intermediate, experts, top_k))
-    if crossover is not None:
-        return int(crossover)
+    file has the shape (MXFP8 weights: its ",mx" entry, else the bf16 one), else while each expert sees about two
+    tokens on average."""
+    crossovers = measured()["crossover"]
+    for key in (shape_key(hidden, intermediate, experts, top_k, mx), shape_key(hidden, intermediate, experts, top_k)):
+        if key in crossovers:
+            return int(crossovers[key])
     return max(1, 2 * experts // top_k)
 
 

@@ -69,8 +69,8 @@ def static_routing(config):
 def moe_config(overrides: dict):
     real = warp_decode.warp_decode_config
 
-    def config(hidden, intermediate, experts, top_k, tokens):
-        tuned = real(hidden, intermediate, experts, top_k, tokens)
+    def config(hidden, intermediate, experts, top_k, tokens, mx=False):
+        tuned = real(hidden, intermediate, experts, top_k, tokens, mx)
         return WarpDecodeConfig(**{**tuned.__dict__, **overrides}) if tokens == 1 else tuned
 
     return patched(warp_decode, "warp_decode_config", config)

@@ -18,6 +18,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     shape.add_argument("--shape", help="explicit MoE shape H,I,E,K instead of a preset")
     moe.add_argument("--batch", default="1,2,4,8,16,32", help="token counts, comma separated (default: %(default)s)")
     moe.add_argument("--paths", help="comma separated subset of paths (default: all available)")
+    moe.add_argument(
+        "--weights",
+        default="bf16",
+        help="expert weight formats, comma separated: bf16, mxfp8 (the same weights quantised; timed on the paths "
+        "that take them) (default: %(default)s)",
+    )
     moe.add_argument("--device", default="cuda", help="CUDA device (default: %(default)s)")
     moe.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
     moe.set_defaults(handler=_run_moe)
@@ -101,11 +107,12 @@ def _run_moe(args: argparse.Namespace) -> int:
     shape = _moe_shape(args)
     batches = _parse_ints(args.batch, "--batch")
     paths = args.paths.split(",") if args.paths else None
+    weights = tuple(part.strip() for part in args.weights.split(",") if part.strip())
     console = Console(stderr=True)
-    table = Table(title=f"MoE layer H={shape.hidden} I={shape.intermediate} E={shape.experts} K={shape.top_k}, bf16")
-    for column in ("path", "T", "us", "GB/s", "% copy", "rel err", "x transformers", "timing"):
-        table.add_column(column, justify="left" if column in ("path", "timing") else "right")
-    results = run_moe_bench(shape, batches, paths, device=args.device)
+    table = Table(title=f"MoE layer H={shape.hidden} I={shape.intermediate} E={shape.experts} K={shape.top_k}, bf16 x")
+    for column in ("path", "weights", "T", "us", "GB/s", "% copy", "rel err", "x transformers", "timing"):
+        table.add_column(column, justify="left" if column in ("path", "weights", "timing") else "right")
+    results = run_moe_bench(shape, batches, paths, device=args.device, weights=weights)
     with console.status("measuring copy bandwidth and compiling kernels..."):
         copy_bandwidth = next(results)
     console.print(f"device-to-device copy bandwidth: {copy_bandwidth / 1e12:.2f} TB/s (read + write)")
@@ -113,10 +120,13 @@ def _run_moe(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"shape": vars(shape), "copy_tb_s": copy_bandwidth / 1e12, **vars(row)}), flush=True)
         else:
-            console.print(f"  T={row.batch:<3} {row.path:<26} {row.microseconds:9.1f} us", highlight=False)
+            console.print(
+                f"  T={row.batch:<3} {row.path:<26} {row.weights:<6} {row.microseconds:9.1f} us", highlight=False
+            )
             speedup = "" if row.speedup_vs_transformers is None else f"{row.speedup_vs_transformers:.1f}"
             table.add_row(
                 row.path,
+                row.weights,
                 str(row.batch),
                 f"{row.microseconds:.1f}",
                 f"{row.gigabytes_per_second:.0f}",

@@ -1,9 +1,13 @@
 """Sweeps the warp-decode launch parameters of each kernel on the GPU, per token count, and finds the crossover.
 
     python -m warpcode.kernels.bench.tune_warp_decode --shape 2048,768,128,8 --write kernels/warp_decode_configs.json
+    python -m warpcode.kernels.bench.tune_warp_decode --weights mxfp8 --shape 2048,768,128,8 --write ...
 
 Each kernel is timed alone (CUDA-graph replay over rotated layers); the winners are timed together against the
-expert-centric path, and the largest token count where warp decode is faster becomes the dispatcher's crossover.
+expert-centric path (on the same weights), and the largest token count where warp decode is faster becomes the
+dispatcher's crossover. MXFP8 weights (`--weights mxfp8`, written under "H,I,E,K,mx") sweep tiles of twice the
+columns (16 fp8 weights per 16-byte load) and, around the best tile, both placements of the scales
+(WarpDecodeConfig.gate_up_scale / down_scale: "sums" or "weights"), each placement's best time printed.
 """
 
 from __future__ import annotations
@@ -18,84 +22,120 @@ import triton
 from warpcode.kernels.bench.bench_moe import MoeShape, layer_count, make_layers, parse_tuner_args
 from warpcode.kernels.bench.timing import time_per_call
 from warpcode.kernels.expert_centric import moe_expert_centric
-from warpcode.kernels.tuning import WarpDecodeConfig, shape_key, token_bucket, update_config_file
+from warpcode.kernels.tuning import (
+    SCALE_PLACEMENTS,
+    WarpDecodeConfig,
+    shape_key,
+    token_bucket,
+    update_config_file,
+)
 from warpcode.kernels.warp_decode import intermediate_dtype, launch_down, launch_gate_up, moe_warp_decode
 
 MAX_ELEMENTS_PER_THREAD = 256  # larger tiles spill registers
 
 
-def gate_up_candidates(shape: MoeShape) -> list[WarpDecodeConfig]:
+def min_elements_per_thread(mx: bool) -> int:
+    """One 16-byte load per thread and tile at least: 8 bf16 or 16 fp8 weights."""
+    return 16 if mx else 8
+
+
+def gate_up_candidates(shape: MoeShape, mx: bool = False) -> list[WarpDecodeConfig]:
     found = []
-    for rows, cols, warps in itertools.product((1, 2, 4, 8, 16, 32), (256, 512, 1024, 2048), (1, 2, 4, 8)):
+    widths = (256, 512, 1024, 2048, 4096) if mx else (256, 512, 1024, 2048)
+    for rows, cols, warps in itertools.product((1, 2, 4, 8, 16, 32), widths, (1, 2, 4, 8)):
         per_thread = 2 * rows * cols / (warps * 32)
-        if cols <= triton.next_power_of_2(shape.hidden) and 8 <= per_thread <= MAX_ELEMENTS_PER_THREAD:
+        fits = min_elements_per_thread(mx) <= per_thread <= MAX_ELEMENTS_PER_THREAD
+        if cols <= triton.next_power_of_2(shape.hidden) and fits:
             found.append(WarpDecodeConfig(gate_up_rows=rows, gate_up_cols=cols, gate_up_warps=warps))
     return found
 
 
-def down_candidates(shape: MoeShape) -> list[WarpDecodeConfig]:
+def down_candidates(shape: MoeShape, mx: bool = False) -> list[WarpDecodeConfig]:
     found = []
     block_k = triton.next_power_of_2(shape.top_k)
     for rows, cols, warps in itertools.product((1, 2, 4, 8, 16, 32), (64, 128, 256, 512, 1024), (1, 2, 4, 8)):
         per_thread = block_k * rows * cols / (warps * 32)
-        if cols <= triton.next_power_of_2(shape.intermediate) and 8 <= per_thread <= MAX_ELEMENTS_PER_THREAD:
+        fits = min_elements_per_thread(mx) <= per_thread <= MAX_ELEMENTS_PER_THREAD
+        if cols <= triton.next_power_of_2(shape.intermediate) and fits:
             found.append(WarpDecodeConfig(down_rows=rows, down_cols=cols, down_warps=warps))
     return found
 
 
-def with_stages(config: WarpDecodeConfig, prefix: str) -> list[WarpDecodeConfig]:
-    """Software pipelining depth is tried only around the best tile, which keeps the compile count small."""
-    return [replace(config, **{f"{prefix}_stages": stages}) for stages in (1, 2, 3)]
+def around_best(config: WarpDecodeConfig, prefix: str, mx: bool) -> list[WarpDecodeConfig]:
+    """Software pipelining depth (and for MX weights the scales' placement) is tried only around the best tile,
+    which keeps the compile count small."""
+    placements = SCALE_PLACEMENTS if mx else (getattr(config, f"{prefix}_scale"),)
+    return [
+        replace(config, **{f"{prefix}_stages": stages, f"{prefix}_scale": placement})
+        for stages, placement in itertools.product((1, 2, 3), placements)
+    ]
 
 
-def tune(shape: MoeShape, batch: int) -> tuple[WarpDecodeConfig, dict]:
+def tune(shape: MoeShape, batch: int, mx: bool = False) -> tuple[WarpDecodeConfig, dict]:
     device = torch.device("cuda")
     budget = int(torch.cuda.mem_get_info(device)[0] * 0.6)
-    layers = make_layers(shape, batch, torch.bfloat16, device, layer_count(shape, batch, torch.bfloat16, budget))
+    count = layer_count(shape, batch, torch.bfloat16, budget, mx)
+    layers = make_layers(shape, batch, torch.bfloat16, device, count, mx)
     hidden_dtype = intermediate_dtype(torch.bfloat16)
     hiddens = [torch.empty(batch * shape.top_k, shape.intermediate, device=device, dtype=hidden_dtype) for _ in layers]
     outs = [torch.empty_like(layer[0]) for layer in layers]
     gate_up_args = [(x, ids, w13, h) for (x, _, ids, w13, _), h in zip(layers, hiddens, strict=True)]
     down_args = [(h, w, ids, w2, o) for (_, w, ids, _, w2), h, o in zip(layers, hiddens, outs, strict=True)]
 
-    def fastest(candidates, launch, arguments):
-        timed = []
+    def timed(candidates, launch, arguments) -> list[tuple[float, WarpDecodeConfig]]:
+        found = []
         for config in candidates:
             try:
                 seconds, _ = time_per_call(lambda *a, c=config: launch(*a, c), arguments)
             except triton.runtime.errors.OutOfResources:
                 continue  # deeper pipelining of a large tile can exceed shared memory
-            timed.append((seconds, config))
-        return min(timed, key=lambda pair: pair[0])
+            found.append((seconds, config))
+        return found
 
-    _, gate_up = fastest(gate_up_candidates(shape), launch_gate_up, gate_up_args)
-    gate_up_seconds, gate_up = fastest(with_stages(gate_up, "gate_up"), launch_gate_up, gate_up_args)
-    _, down = fastest(down_candidates(shape), launch_down, down_args)
-    down_seconds, down = fastest(with_stages(down, "down"), launch_down, down_args)
+    def fastest(candidates, launch, arguments) -> tuple[float, WarpDecodeConfig]:
+        return min(timed(candidates, launch, arguments), key=lambda pair: pair[0])
+
+    def best_around(config, prefix, launch, arguments) -> tuple[float, WarpDecodeConfig, dict]:
+        found = timed(around_best(config, prefix, mx), launch, arguments)
+        by_placement = {
+            placement: min(s for s, c in found if getattr(c, f"{prefix}_scale") == placement) * 1e6
+            for placement in {getattr(c, f"{prefix}_scale") for _, c in found}
+        }
+        return (*min(found, key=lambda pair: pair[0]), by_placement)
+
+    _, gate_up = fastest(gate_up_candidates(shape, mx), launch_gate_up, gate_up_args)
+    gate_up_seconds, gate_up, gate_up_placements = best_around(gate_up, "gate_up", launch_gate_up, gate_up_args)
+    _, down = fastest(down_candidates(shape, mx), launch_down, down_args)
+    down_seconds, down, down_placements = best_around(down, "down", launch_down, down_args)
     best = replace(down, **{k: v for k, v in asdict(gate_up).items() if k.startswith("gate_up")})
     total_seconds, _ = time_per_call(lambda *layer: moe_warp_decode(*layer, config=best), layers)
     centric_seconds, _ = time_per_call(moe_expert_centric, layers)
-    return best, {
+    times = {
         "gate_up_us": gate_up_seconds * 1e6,
         "down_us": down_seconds * 1e6,
         "total_us": total_seconds * 1e6,
         "expert_centric_us": centric_seconds * 1e6,
     }
+    if mx:
+        times["scale_placement_us"] = {"gate_up": gate_up_placements, "down": down_placements}
+    return best, times
 
 
 def main(argv: list[str] | None = None) -> None:
-    args, shape, batches = parse_tuner_args(__doc__.splitlines()[0], "1,2,4,8,16,32,64,128", argv)
+    args, shape, batches = parse_tuner_args(__doc__.splitlines()[0], "1,2,4,8,16,32,64,128", argv, weight_format=True)
+    mx = args.weights == "mxfp8"
     configs, crossover, still_faster = {}, 0, True
     for batch in batches:
-        best, times = tune(shape, batch)
+        best, times = tune(shape, batch, mx)
         configs[str(token_bucket(batch))] = asdict(best)
         still_faster = still_faster and times["total_us"] < times["expert_centric_us"]
         if still_faster:
             crossover = batch
-        print(json.dumps({"shape": args.shape, "batch": batch, "config": asdict(best), **times}), flush=True)
-    print(json.dumps({"shape": args.shape, "crossover": crossover}), flush=True)
+        line = {"shape": args.shape, "weights": args.weights, "batch": batch, "config": asdict(best), **times}
+        print(json.dumps(line), flush=True)
+    print(json.dumps({"shape": args.shape, "weights": args.weights, "crossover": crossover}), flush=True)
     if args.write:
-        key = shape_key(shape.hidden, shape.intermediate, shape.experts, shape.top_k)
+        key = shape_key(shape.hidden, shape.intermediate, shape.experts, shape.top_k, mx)
         update_config_file(args.write, "configs", key, configs, replace=True)
         update_config_file(args.write, "crossover", key, crossover, replace=True)
 

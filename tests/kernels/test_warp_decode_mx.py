@@ -1,0 +1,190 @@
+"""Warp decode with MXFP8 weights against the float64 reference on the same (exactly dequantised) weights
+(CPU: TRITON_INTERPRET=1, small odd shapes whose last scale group is partial), and the MX entries of the tuning
+tables, the dispatcher and the route kernel's prefetch hint."""
+
+import json
+import math
+from dataclasses import asdict
+
+import pytest
+import torch
+
+from warpcode.kernels import (
+    moe,
+    moe_reference,
+    moe_warp_decode,
+    quantize_mxfp8,
+    route,
+    route_reference,
+    route_triton,
+    tuning,
+)
+from warpcode.kernels.bench import tune_warp_decode
+from warpcode.kernels.bench.bench_moe import MoeShape
+from warpcode.kernels.dispatch import uses_warp_decode
+from warpcode.kernels.tuning import WarpDecodeConfig, warp_decode_config, warp_decode_max_tokens
+
+# 32 columns (one scale group) per tile: every kernel loop runs several iterations over these shapes.
+SMALL_MX_BLOCKS = WarpDecodeConfig(gate_up_rows=16, gate_up_cols=32, down_rows=16, down_cols=32)
+TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 2.5e-2}  # as tests/kernels/test_moe_kernels.py
+
+
+def make_mx_case(tokens, hidden, intermediate, experts, top_k, dtype, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(tokens, hidden, generator=generator).to(dtype)
+    w13 = torch.randn(experts, 2 * intermediate, hidden, generator=generator) / math.sqrt(hidden)
+    w2 = torch.randn(experts, hidden, intermediate, generator=generator) / math.sqrt(intermediate)
+    # Rows of very different magnitudes: the per-group scales span many exponents.
+    w13 = w13 * torch.exp2(torch.randint(-6, 7, (experts, 2 * intermediate, 1), generator=generator))
+    topk_weights, topk_ids = route_reference(torch.randn(tokens, experts, generator=generator), top_k)
+    return x, topk_weights, topk_ids, quantize_mxfp8(w13), quantize_mxfp8(w2)
+
+
+def float64_reference(x, topk_weights, topk_ids, w13, w2):
+    return moe_reference(x.double(), topk_weights.double(), topk_ids, w13, w2, compute_dtype=torch.float64)
+
+
+def relative_error(out, reference):
+    return ((out.double() - reference).norm() / reference.norm()).item()
+
+
+CASES = {
+    "one token, H and I below one group": dict(tokens=1, hidden=37, intermediate=23, experts=5, top_k=2),
+    "partial last groups (H=80, I=48)": dict(tokens=3, hidden=80, intermediate=48, experts=6, top_k=3),
+    "33 tokens": dict(tokens=33, hidden=40, intermediate=19, experts=3, top_k=1),
+    "top-1": dict(tokens=4, hidden=64, intermediate=32, experts=4, top_k=1),
+    "top-8 of 8": dict(tokens=2, hidden=48, intermediate=40, experts=8, top_k=8),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_mx_warp_decode_matches_float64_and_writes_every_output(case, dtype):
+    x, topk_weights, topk_ids, w13, w2 = make_mx_case(dtype=dtype, seed=len(CASES) + case["hidden"], **case)
+    poisoned = torch.full_like(x, float("nan"))
+    out = moe_warp_decode(x, topk_weights, topk_ids, w13, w2, config=SMALL_MX_BLOCKS, out=poisoned)
+    assert out.data_ptr() == poisoned.data_ptr() and out.dtype == dtype
+    assert not out.isnan().any(), "some outputs were never written"
+    assert relative_error(out, float64_reference(x, topk_weights, topk_ids, w13, w2)) < TOLERANCE[dtype]
+
+
+@pytest.mark.parametrize("down_scale", ["sums", "weights"])
+@pytest.mark.parametrize("gate_up_scale", ["sums", "weights"])
+def test_both_scale_placements_of_both_kernels(gate_up_scale, down_scale):
+    """The tuner's variants: the scale times each 32-group's partial sum, or times each weight; wide tiles (several
+    groups per iteration, a partial one last) and narrow ones."""
+    x, topk_weights, topk_ids, w13, w2 = make_mx_case(2, 100, 40, 4, 2, torch.float32, seed=3)
+    reference = float64_reference(x, topk_weights, topk_ids, w13, w2)
+    for cols in (32, 64):
+        config = WarpDecodeConfig(
+            gate_up_rows=32, gate_up_cols=cols, down_rows=32, down_cols=cols,
+            gate_up_scale=gate_up_scale, down_scale=down_scale,
+        )  # fmt: skip
+        out = moe_warp_decode(x, topk_weights, topk_ids, w13, w2, config=config)
+        assert relative_error(out, reference) < 1e-6
+
+
+def test_fresh_inputs_and_the_default_config():
+    """Nothing carried over between calls: new inputs give the new reference (default config: the MX heuristic)."""
+    for seed in range(2):
+        x, topk_weights, topk_ids, w13, w2 = make_mx_case(2, 96, 64, 4, 2, torch.float32, seed=10 + seed)
+        out = moe_warp_decode(x, topk_weights, topk_ids, w13, w2)
+        assert relative_error(out, float64_reference(x, topk_weights, topk_ids, w13, w2)) < 1e-6
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_mx_residual_fusion(dtype):
+    x, topk_weights, topk_ids, w13, w2 = make_mx_case(3, 80, 48, 5, 2, dtype, seed=5)
+    residual = (torch.randn(x.shape, generator=torch.Generator().manual_seed(6)) * 4).to(dtype)
+    args = (x, topk_weights, topk_ids, w13, w2)
+    expected = (residual.float() + moe_warp_decode(*args, config=SMALL_MX_BLOCKS).float()).to(dtype)
+    in_place = residual.clone()
+    assert moe_warp_decode(*args, config=SMALL_MX_BLOCKS, out=in_place, residual=in_place) is in_place
+    assert torch.equal(in_place, expected)
+    assert relative_error(in_place - residual, float64_reference(*args)) < TOLERANCE[dtype]
+
+
+def test_mixed_weight_formats_and_narrow_tiles_are_rejected():
+    x, topk_weights, topk_ids, w13, w2 = make_mx_case(2, 64, 32, 4, 2, torch.float32)
+    plain_w2 = torch.randn(4, 64, 32)
+    with pytest.raises(ValueError, match="both be MXFP8"):
+        moe_warp_decode(x, topk_weights, topk_ids, w13, plain_w2)
+    with pytest.raises(ValueError, match="gate_up_cols >= 32"):
+        moe_warp_decode(x, topk_weights, topk_ids, w13, w2, config=WarpDecodeConfig(gate_up_cols=16))
+    with pytest.raises(ValueError, match="down_cols >= 32"):
+        moe_warp_decode(x, topk_weights, topk_ids, w13, w2, config=WarpDecodeConfig(down_cols=16))
+    with pytest.raises(ValueError, match="gate_up_scale"):
+        WarpDecodeConfig(gate_up_scale="rows")
+
+
+def test_dispatcher_and_route_prefetch_take_mx_weights_off_the_gpu():
+    x, topk_weights, topk_ids, w13, w2 = make_mx_case(3, 64, 32, 4, 2, torch.float32)
+    assert not uses_warp_decode(x, w13, 2)
+    assert torch.equal(moe(x, topk_weights, topk_ids, w13, w2), moe_reference(x, topk_weights, topk_ids, w13, w2))
+    logits = torch.randn(3, 4, generator=torch.Generator().manual_seed(1))
+    for call in (route, route_triton):  # the hint changes nothing but what L2 holds
+        plain, hinted = call(logits, 2), call(logits, 2, prefetch=w13)
+        assert all(torch.equal(a, b) for a, b in zip(plain, hinted, strict=True))
+        with pytest.raises(ValueError, match="prefetch must be"):
+            call(logits, 2, prefetch=w13[:2])
+
+
+@pytest.fixture
+def config_file(tmp_path, monkeypatch):
+    path = tmp_path / "configs.json"
+    monkeypatch.setenv("WARPCODE_WARP_DECODE_CONFIGS", str(path))
+
+    def clear():
+        for cached in (tuning.measured, tuning._config_for_bucket, tuning.warp_decode_max_tokens):
+            cached.cache_clear()
+
+    clear()
+    yield path
+    clear()
+
+
+def test_mx_configs_have_their_own_keys_and_default_to_the_bf16_tile_bytes(config_file):
+    qwen3 = (2048, 768, 128, 8)
+    bf16 = {"gate_up_rows": 1, "gate_up_cols": 512, "gate_up_warps": 2, "down_rows": 2, "down_cols": 128}
+    mx = {**bf16, "gate_up_cols": 2048, "down_scale": "weights"}
+    config_file.write_text(
+        json.dumps({"configs": {"2048,768,128,8": {"1": bf16, "8": bf16}, "2048,768,128,8,mx": {"1": mx}},
+                    "crossover": {"2048,768,128,8": 8, "2048,1024,64,8,mx": 2, "2048,1024,64,8": 4}})
+    )  # fmt: skip
+    assert warp_decode_config(*qwen3, 1) == WarpDecodeConfig(**bf16)
+    assert warp_decode_config(*qwen3, 1, True) == WarpDecodeConfig(**mx)
+    # no MX entry for bucket 8: the tuned bf16 tile with twice the columns (the same bytes per tile)
+    assert warp_decode_config(*qwen3, 8, True) == WarpDecodeConfig(**{**bf16, "gate_up_cols": 1024, "down_cols": 256})
+    # an unmeasured shape: the bf16 heuristic, doubled, never wider than the next power of two of K, nor below 32
+    assert warp_decode_config(40, 12, 4, 2, 1, True) == WarpDecodeConfig(
+        gate_up_rows=8, gate_up_cols=64, down_rows=4, down_cols=32
+    )
+    assert warp_decode_max_tokens(*qwen3, True) == 8  # no MX crossover: the bf16 one
+    assert warp_decode_max_tokens(2048, 1024, 64, 8, True) == 2
+    assert warp_decode_max_tokens(2048, 1024, 64, 8) == 4
+
+
+def test_mx_tuner_sweeps_wider_tiles_and_both_placements_and_writes_mx_keys(config_file, monkeypatch):
+    shape = MoeShape(2048, 768, 128, 8)
+    mx_tiles = tune_warp_decode.gate_up_candidates(shape, mx=True)
+    assert max(c.gate_up_cols for c in mx_tiles) == 2048  # no wider than H
+    assert min(2 * c.gate_up_rows * c.gate_up_cols / (32 * c.gate_up_warps) for c in mx_tiles) == 16  # a 16-byte load
+    around = tune_warp_decode.around_best(WarpDecodeConfig(), "down", mx=True)
+    assert {(c.down_stages, c.down_scale) for c in around} == {(s, p) for s in (1, 2, 3) for p in ("sums", "weights")}
+    assert {c.down_scale for c in tune_warp_decode.around_best(WarpDecodeConfig(), "down", mx=False)} == {"sums"}
+    best = WarpDecodeConfig(gate_up_cols=1024, down_cols=256, gate_up_scale="weights")
+    times = {"total_us": 10.0, "expert_centric_us": 20.0}
+    monkeypatch.setattr(tune_warp_decode, "tune", lambda shape, batch, mx: (best, times))
+    config_file.write_text(json.dumps({"configs": {"2048,768,128,8": {"1": {}}}, "crossover": {"2048,768,128,8": 8}}))
+    argv = ["--weights", "mxfp8", "--shape", "2048,768,128,8", "--batch", "1,2", "--write", str(config_file)]
+    tune_warp_decode.main(argv)
+    data = json.loads(config_file.read_text())
+    assert data["configs"]["2048,768,128,8"] == {"1": {}}  # the bf16 entries stay
+    assert data["configs"]["2048,768,128,8,mx"] == {"1": asdict(best), "2": asdict(best)}
+    assert data["crossover"] == {"2048,768,128,8": 8, "2048,768,128,8,mx": 2}
+
+
+def test_mx_expert_bytes_count_data_and_scales():
+    shape = MoeShape(80, 48, 4, 2)  # ceil(80 / 32) = 3 scales per w13 row, ceil(48 / 32) = 2 per w2 row
+    assert shape.expert_bytes(torch.bfloat16) == 3 * 80 * 48 * 2
+    assert shape.expert_bytes(torch.bfloat16, mx=True) == 3 * 80 * 48 + 2 * 48 * 3 + 80 * 2
