@@ -41,6 +41,7 @@ from warpcode.kernels.launch import pdl_options
 from warpcode.kernels.moe_args import check_kernel_layout, check_like_x, check_moe_args, output_buffer
 from warpcode.kernels.mx import BLOCK as MX_BLOCK
 from warpcode.kernels.mx import MXTensor, is_mx
+from warpcode.kernels.mx_tile import scale_values
 from warpcode.kernels.norm import round_to
 from warpcode.kernels.tuning import WarpDecodeConfig, warp_decode_config
 
@@ -55,12 +56,6 @@ ONE_TOKEN_EVICTION = "evict_first"
 def intermediate_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype of kernel 1's output for inputs of `dtype` (see the module docstring)."""
     return torch.float32 if dtype == torch.float32 else torch.float16
-
-
-@triton.jit
-def _scale_from_bits(bits):
-    """E8M0 scale bits (uint8) -> fp32 2**(bits - 127), exactly: bits << 23 as fp32, 2**-127's subnormal for 0."""
-    return tl.where(bits == 0, 0x00400000, bits.to(tl.int32) << 23).to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -130,11 +125,11 @@ def _gate_up_sums_mx(
             gate_bits = tl.load(gate_scale_ptrs + g_start, mask=scale_mask, other=0, eviction_policy=EVICTION)
             up_bits = tl.load(up_scale_ptrs + g_start, mask=scale_mask, other=0, eviction_policy=EVICTION)
         if SCALE_SUMS:
-            gate_acc += tl.sum(gate.to(tl.float32) * x[None, :, :], axis=2) * _scale_from_bits(gate_bits)
-            up_acc += tl.sum(up.to(tl.float32) * x[None, :, :], axis=2) * _scale_from_bits(up_bits)
+            gate_acc += tl.sum(gate.to(tl.float32) * x[None, :, :], axis=2) * scale_values(gate_bits)
+            up_acc += tl.sum(up.to(tl.float32) * x[None, :, :], axis=2) * scale_values(up_bits)
         else:
-            gate_acc += gate.to(tl.float32) * _scale_from_bits(gate_bits)[:, :, None] * x[None, :, :]
-            up_acc += up.to(tl.float32) * _scale_from_bits(up_bits)[:, :, None] * x[None, :, :]
+            gate_acc += gate.to(tl.float32) * scale_values(gate_bits)[:, :, None] * x[None, :, :]
+            up_acc += up.to(tl.float32) * scale_values(up_bits)[:, :, None] * x[None, :, :]
     if not SCALE_SUMS:
         gate_acc = tl.sum(gate_acc, axis=2)
         up_acc = tl.sum(up_acc, axis=2)
@@ -283,9 +278,9 @@ def _down_kernel(
             h = tl.load(h_ptrs + i_start, mask=h_mask, other=0.0)
             weighted_h = h.to(tl.float32) * route_weights[:, None, None]
             if SCALE_SUMS:
-                acc += tl.sum(w.to(tl.float32) * weighted_h[:, None, :, :], axis=3) * _scale_from_bits(bits)
+                acc += tl.sum(w.to(tl.float32) * weighted_h[:, None, :, :], axis=3) * scale_values(bits)
             else:
-                dequantised = w.to(tl.float32) * _scale_from_bits(bits)[:, :, :, None]
+                dequantised = w.to(tl.float32) * scale_values(bits)[:, :, :, None]
                 acc += tl.sum(dequantised * weighted_h[:, None, :, :], axis=0)
             next_start = i_start + BLOCK_I
             next_mask = w_mask & (cols + next_start < I)[None, None, :, :]

@@ -3,6 +3,7 @@
 # Usage (on the GPU machine, from the repository root):
 #   bash scripts/gpu_session.sh [tests] [tune] [tune-centric] [bench] [pdl] [decode-tests] [profile] [decode] [decode-hf] [gemv]
 #       [attention] [small] [variants] [moe-small] [boundaries] [pytest] [ab] [serve] [prefill] [prefill-attention]
+#       [mx-tests] [mx-gemv] [mx-tune] [mx-bench] [mx-decode] [mx-accuracy]
 # ab: decode of this tree against a base tree made here with `git archive REF -o ab_base.tar` (an untracked file in
 # the repository root travels with the working tree), alternating AB_ROUNDS times in one call.
 set -uo pipefail
@@ -100,6 +101,31 @@ for step in $steps; do
             done
         done
         python3 -m pip install -q --no-deps --no-build-isolation -e . >>"$OUT/install.log" 2>&1 ;;
+    mx-tests)  # MXFP8: the quantiser, every MX kernel, the runtime on MX weights, and the bf16 decode tests beside them
+        python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_mx.py tests/kernels/*mx*_gpu.py \
+            tests/model_runtime/test_mx_gpu.py ${MX_TEST_EXTRA:-} 2>&1 | tee "$OUT/mx_tests.log" | tail -25 ;;
+    mx-gemv)  # MX GEMV / mx_linear / dequantise + cuBLAS against bf16 cuBLAS, per shape and row count
+        python3 -m warpcode.kernels.bench.bench_gemv --weights mxfp8 --shapes ${MX_GEMV_SHAPES:-5120x2048,2048x4096,2048x768} \
+            ${MX_GEMV_FLAGS:-} 2>&1 | tee "$OUT/mx_gemv.log" | tail -40 ;;
+    mx-tune)  # MX warp decode tiles + crossover, then the MX grouped-GEMM tiles; the file comes back under $OUT
+        python3 -m warpcode.kernels.bench.tune_warp_decode --weights mxfp8 --shape 2048,768,128,8 \
+            --batch ${MX_TUNE_BATCH:-1,2,4,8,16} --write kernels/warp_decode_configs.json 2>&1 | tee -a "$OUT/mx_tune.log" | tail -20
+        python3 -m warpcode.kernels.bench.tune_expert_centric --weights mxfp8 --shape 2048,768,128,8 \
+            --batch ${MX_CENTRIC_BATCH:-16,32,64,128} --write kernels/warp_decode_configs.json 2>&1 | tee -a "$OUT/mx_tune.log" | tail -8
+        cp kernels/warp_decode_configs.json "$OUT/" ;;
+    mx-bench)  # one MoE layer with bf16 and MX weights in the same run
+        python3 -m warpcode.agent bench moe --shape 2048,768,128,8 --batch ${MX_BENCH_BATCH:-1,2,4,8,16,32,64,128} \
+            --weights bf16,mxfp8 --json 2>>"$OUT/bench_err.log" | tee -a "$OUT/bench_moe_mx.jsonl" | python3 scripts/show_bench.py ;;
+    mx-decode)  # whole-model decode, bf16 then MX then bf16 (same call: ratios, not absolutes)
+        for weights in bf16 mxfp8 ${MX_DECODE_REPEAT:-}; do
+            python3 -m warpcode.agent bench decode --preset qwen3-30b-a3b --random-weights --weights $weights \
+                --batch ${DECODE_BATCH:-1,8,32} --context ${DECODE_CONTEXT:-512,8192} --json 2>>"$OUT/decode_err.log" \
+                | tee -a "$OUT/bench_decode_mx.jsonl"
+        done
+        tail -3 "$OUT/decode_err.log" ;;
+    mx-accuracy)  # a small qwen3_moe trained here on the machine's Python files; perplexity bf16 vs MXFP8
+        python3 scripts/mx_accuracy.py --device cuda --train-seconds ${MX_TRAIN_SECONDS:-180} --out "$OUT/mx_accuracy.json" \
+            2>&1 | tee "$OUT/mx_accuracy.log" | tail -30 ;;
     pdl)
         for pdl in 0 1; do
             echo "WARPCODE_DISABLE_PDL=$pdl"
