@@ -56,7 +56,7 @@ for step in $steps; do
         python3 -m pytest -q -m gpu -p no:cacheprovider ${PYTEST_FILES:-tests/kernels tests/model_runtime} 2>&1 \
             | tee "$OUT/pytest.log" | tail -15 ;;
     profile)
-        python3 scripts/profile_decode.py --batch ${PROFILE_BATCH:-1} 2>&1 | tee -a "$OUT/profile.log" | tail -45 ;;
+        python3 scripts/profile_decode.py --batch ${PROFILE_BATCH:-1} ${PROFILE_FLAGS:-} 2>&1 | tee -a "$OUT/profile.log" | tail -45 ;;
     gemv)
         python3 -m warpcode.kernels.bench.bench_gemv --shapes 5120x2048,2048x4096,128x2048 --batch ${GEMV_BATCH:-1,4,8,16} \
             ${GEMV_FLAGS:---quick} 2>&1 | tee "$OUT/bench_gemv.log" | tail -40 ;;

@@ -2,7 +2,8 @@
 the graph replay's own kernel timeline (when each kernel started and ended against the one before it: with PDL a
 kernel starts before its predecessor ends, and what it adds to the step is its end minus the previous end).
 
-python scripts/profile_decode.py [--preset qwen3-30b-a3b] [--batch 1] [--context 512] [--timeline-layers 2]
+python scripts/profile_decode.py [--preset qwen3-30b-a3b] [--batch 1] [--context 512] [--weights bf16|mxfp8]
+    [--timeline-layers 2]
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ def main() -> None:
     parser.add_argument("--preset", default="qwen3-30b-a3b")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--context", type=int, default=512)
+    parser.add_argument("--weights", default="bf16", choices=["bf16", "mxfp8"])
     parser.add_argument("--timeline-layers", type=int, default=2, help="layers of the graph timeline to list")
     args = parser.parse_args()
-    engine = load_random(args.preset, device="cuda")
+    engine = load_random(args.preset, device="cuda", weights=args.weights)
     runner = engine.runner
     runner.reserve(args.batch, args.context + 64)
     runner.start_from_random_cache(args.batch, args.context)
