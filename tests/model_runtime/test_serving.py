@@ -211,6 +211,9 @@ def test_bench_serve_command_on_cpu(capsys):
     ]  # fmt: skip
     trace = [r for r in rows if r["scenario"] == "trace"]
     assert trace[1]["cache_hit_rate"] > 0.5 and trace[-1]["cache_hit_rate"] == 0  # a cached turn, then cold
+    # Turns of 450 and 814 tokens: the second prefills its 300 new tokens and the first's last answer token only.
+    (median,) = [r for r in rows if r["scenario"] == "trace-median"]
+    assert [r["prefill_tokens_p50"] for r in trace] == [450, 301, 814] and median["prefill_tokens_p50"] == 301
     assert all(r["tokens_per_second"] > 0 for r in rows if r["scenario"] in ("static", "concurrency"))
 
 
