@@ -6,7 +6,9 @@ while streams decode, and cold prefill; the static-batch decode of bench_decode 
 The decode graphs the runs need are captured first (Engine.warm_up). Every request ignores EOS (random weights) and
 each stream is read on its own thread, which stamps every output as
 it arrives: time to first token is from submission, inter-token latency is between a stream's outputs, and the
-steady-state tok/s counts the tokens of the window in which every stream of a run was decoding.
+steady-state tok/s counts the tokens of the window in which every stream of a run was decoding. The trace ends with
+a "trace-median" row over its cached turns: the median TTFT beside the median of the tokens each turn prefilled
+(its prompt less what the prefix cache served), the number the TTFT of a turn follows.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class ServeBenchRow:
     itl_ms_p99: float
     itl_ms_max: float
     cache_hit_rate: float  # prompt tokens served from the prefix cache / prompt tokens
+    prefill_tokens_p50: float  # per request: prompt tokens prefilled (not served from the cache), the median
     note: str = ""
 
 
@@ -75,10 +78,11 @@ def _row(scenario: str, streams: list[_Stream], prompt_tokens: int, new_tokens: 
     in_window = sum(n for s in streams for t, n in s.stamps if start < t <= end)
     prompt = sum(s.handle.stats.prompt_tokens for s in streams)
     cached = sum(s.handle.stats.cached_tokens for s in streams)
+    prefilled = [s.handle.stats.prompt_tokens - s.handle.stats.cached_tokens for s in streams]
     return ServeBenchRow(
         scenario, len(streams), prompt_tokens, new_tokens, in_window / (end - start) if end > start else 0.0,
         _percentile(ttft, 0.5), _percentile(ttft, 0.99), _percentile(gaps, 0.5), _percentile(gaps, 0.99),
-        max(gaps, default=0.0), cached / prompt if prompt else 0.0, note,
+        max(gaps, default=0.0), cached / prompt if prompt else 0.0, _percentile(prefilled, 0.5), note,
     )  # fmt: skip
 
 
@@ -102,16 +106,24 @@ def run_concurrency(engine: Engine, streams: int, prompt_tokens: int, new_tokens
 def run_trace(engine: Engine, start_tokens: int, added_tokens: int, answer_tokens: int, max_tokens: int, prompts):
     """One agent session: each turn's prompt is the last prompt, its answer and `added_tokens` new ones, until the
     prompt would pass `max_tokens`. Yields a row per turn; the last turn is then run cold (same length, no prefix
-    in the cache) beside it."""
-    prompt = prompts(start_tokens)
+    in the cache) beside it; then the medians over the turns after the first (those with a cached prefix)."""
+    prompt, turns = prompts(start_tokens), []
     while len(prompt) + answer_tokens <= max_tokens:
         handle = engine.submit(prompt, answer_tokens, stop_token_ids=[])
-        yield _row("trace", _consume([handle]), len(prompt), answer_tokens)
+        turns += _consume([handle])
+        yield _row("trace", turns[-1:], len(prompt), answer_tokens)
         last = prompt
         prompt = prompt + handle.token_ids + prompts(added_tokens + 1)[1:]
     cold = [prompts.count % engine.config.vocab_size + 1, *last[1:]]  # another first token: nothing cached matches
     handle = engine.submit(cold, answer_tokens, stop_token_ids=[])
     yield _row("trace", _consume([handle]), len(cold), answer_tokens, note="cold: the last turn without the cache")
+    if cached := turns[1:]:
+        final = cached[-1].handle.stats
+        note = (
+            f"{len(cached)} cached turns; the last ({final.prompt_tokens} tokens): TTFT "
+            f"{final.time_to_first_token * 1e3:.1f} ms, {final.prompt_tokens - final.cached_tokens} tokens prefilled"
+        )
+        yield _row("trace-median", cached, len(last), answer_tokens, note=note)
 
 
 def run_long_prompt(engine: Engine, streams: int, long_tokens: int, new_tokens: int, prompts) -> ServeBenchRow:

@@ -244,7 +244,8 @@ def _run_serve(args: argparse.Namespace) -> int:
                     print(json.dumps({**line, "tokens_per_second": row.tokens_per_second}), flush=True)
                 console.print(f"  static batch {row.batch}, context {row.context}: {row.tokens_per_second:.1f} tok/s")
     table = Table(title=f"serving engine, {args.preset}, random weights, {engine.dtype}".replace("torch.", ""))
-    columns = ("scenario", "streams", "prompt", "new", "tok/s", "TTFT p50", "p99", "ITL p50", "p99", "max", "cached")
+    columns = ("scenario", "streams", "prompt", "new", "tok/s", "TTFT p50", "p99", "ITL p50", "p99", "max", "cached",
+               "prefilled")  # fmt: skip
     for column in (*columns, "note"):
         table.add_column(column, justify="left" if column in ("scenario", "note") else "right")
     rows = bench_serve.run_serve_bench(
@@ -256,14 +257,15 @@ def _run_serve(args: argparse.Namespace) -> int:
                 print(json.dumps({"preset": args.preset, **vars(row)}), flush=True)
             console.print(
                 f"  {row.scenario} x{row.streams} prompt {row.prompt_tokens}: {row.tokens_per_second:.1f} tok/s, "
-                f"TTFT p50 {row.ttft_ms_p50:.1f} ms, ITL p99 {row.itl_ms_p99:.2f} max {row.itl_ms_max:.1f} ms",
+                f"TTFT p50 {row.ttft_ms_p50:.1f} ms ({row.prefill_tokens_p50:.0f} tokens prefilled), "
+                f"ITL p99 {row.itl_ms_p99:.2f} max {row.itl_ms_max:.1f} ms",
                 highlight=False,
             )
             table.add_row(
                 row.scenario, str(row.streams), str(row.prompt_tokens), str(row.new_tokens),
                 f"{row.tokens_per_second:.1f}", f"{row.ttft_ms_p50:.1f}", f"{row.ttft_ms_p99:.1f}",
                 f"{row.itl_ms_p50:.2f}", f"{row.itl_ms_p99:.2f}", f"{row.itl_ms_max:.1f}",
-                f"{100 * row.cache_hit_rate:.0f}%", row.note,
+                f"{100 * row.cache_hit_rate:.0f}%", f"{row.prefill_tokens_p50:.0f}", row.note,
             )  # fmt: skip
     engine.shutdown()
     if not args.json:

@@ -103,7 +103,7 @@ class EngineCore:
             PrefillGraphs(model, self.state, config.prefill_layers_per_step) if graphed_prefill else None
         )
         self.blocks = BlockManager(num_blocks + 1, config.block_size, reserved=1)
-        self.scheduler = Scheduler(self.blocks, config.max_num_seqs)
+        self.scheduler = Scheduler(self.blocks, config.max_num_seqs, self._copy_blocks)
         self.counters = EngineCounters()
         self._rows: list[Sequence] = []
         self._rows_stale = False
@@ -259,6 +259,13 @@ class EngineCore:
             self._advance_prefill()
         if self._in_flight:
             self._read(self._in_flight.popleft())
+
+    def _copy_blocks(self, pairs: list[tuple[int, int]]) -> None:
+        """Copies whole blocks (source, target) in every layer's key and value pool: one fused launch on the GPU,
+        enqueued before the prefill that reads them; plain indices, so nothing waits for the device."""
+        pools = [*self.state.keys, *self.state.values]
+        targets = [pool[target] for pool in pools for _, target in pairs]
+        torch._foreach_copy_(targets, [pool[source] for pool in pools for source, _ in pairs])
 
     def _prefill_steps(self, plan: list[tuple[Sequence, int]]) -> Generator[None, None, torch.Tensor]:
         """One sequence's chunk that fits a token bucket replays the prefill graphs; anything else runs eagerly."""

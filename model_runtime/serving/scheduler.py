@@ -2,22 +2,30 @@
 
 First come, first served: a waiting sequence is admitted when its blocks fit (after reusing every cached block of
 its longest cached prefix) with one block to spare for each decoding sequence, so that admissions do not starve
-running streams of room to grow. When a decoding sequence still finds no block, the newest admitted sequence is
-preempted: its blocks are released (full ones stay in the prefix cache) and it waits at the front of the queue,
-to be prefilled again from its prompt and the tokens it had generated.
+running streams of room to grow. Past its cached full blocks, the cached block that shares the most leading ids
+with the sequence's next ones (a partial block another sequence ended with) is copied into its first fresh block,
+and those ids count as computed too. When a sequence leaves (finished, cancelled or preempted), its full blocks stay
+in the prefix cache and so does its partly filled last one. When a decoding sequence finds no block, the newest
+admitted sequence is preempted: its blocks are released and it waits at the front of the queue, to be prefilled
+again from its prompt and the tokens it had generated.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 
 from warpcode.model_runtime.serving.block_manager import BlockManager
 from warpcode.model_runtime.serving.sequence import Sequence
 
 
 class Scheduler:
-    def __init__(self, blocks: BlockManager, max_num_seqs: int) -> None:
-        self.blocks, self.max_num_seqs = blocks, max_num_seqs
+    def __init__(
+        self, blocks: BlockManager, max_num_seqs: int, copy_blocks: Callable[[list[tuple[int, int]]], None]
+    ) -> None:
+        """`copy_blocks` copies the keys and values of blocks (source, target) in every layer before any later
+        forward pass runs (in stream order)."""
+        self.blocks, self.max_num_seqs, self.copy_blocks = blocks, max_num_seqs, copy_blocks
         self.waiting: deque[Sequence] = deque()
         self.admitted: list[Sequence] = []  # holding blocks, in admission order
 
@@ -30,10 +38,15 @@ class Scheduler:
         if not self.waiting:
             return []
         decoding = sum(1 for s in self.admitted if s.pending == 1)
-        admitted = []
-        while self.waiting and len(self.admitted) < self.max_num_seqs and self._allocate(self.waiting[0], decoding):
+        admitted, copies = [], []
+        while self.waiting and len(self.admitted) < self.max_num_seqs:
+            if not self._allocate(self.waiting[0], decoding, copies):
+                break
             admitted.append(self.waiting.popleft())
             self.admitted.append(admitted[-1])
+        if copies:
+            self.copy_blocks(copies)
+            self.blocks.release([source for source, _ in copies])  # copied: evictable again
         return admitted
 
     def prefill_plan(self, budget: int) -> list[tuple[Sequence, int]]:
@@ -86,21 +99,34 @@ class Scheduler:
         elif seq in self.waiting:
             self.waiting.remove(seq)
 
-    def _allocate(self, seq: Sequence, decoding: int) -> bool:
-        tokens = seq.token_ids
+    def _allocate(self, seq: Sequence, decoding: int, copies: list[tuple[int, int]]) -> bool:
+        tokens, size = seq.token_ids, self.blocks.block_size
         # The last token is always computed again: its logits give the next token.
-        matched, keys = self.blocks.match_prefix(tokens, (len(tokens) - 1) // self.blocks.block_size)
+        matched, keys = self.blocks.match_prefix(tokens, (len(tokens) - 1) // size)
+        start = len(matched) * size
+        partial = self.blocks.match_partial(keys[-1] if keys else 0, tokens[start : min(start + size, len(tokens) - 1)])
+        held = matched + ([partial[0]] if partial else [])
         needed = self.blocks.blocks_for(len(tokens)) - len(matched)
         if needed + decoding > self.blocks.available:
-            self.blocks.release(matched)
+            self.blocks.release(held)
             return False
-        seq.block_table = matched + self.blocks.allocate(needed)
-        seq.block_keys = keys
-        seq.computed, seq.registered = len(matched) * self.blocks.block_size, len(matched)
+        fresh = self.blocks.allocate(needed)
+        seq.block_table, seq.block_keys = matched + fresh, keys
+        seq.computed, seq.registered = start, len(matched)
+        if partial:
+            copies.append((partial[0], fresh[0]))
+            seq.computed += partial[1]
         seq.handle.stats.cached_tokens = seq.computed
         return True
 
     def _release(self, seq: Sequence) -> None:
+        """Releases the sequence's blocks, keeping its partly filled last one (its ids up to `computed`) cached."""
+        self.register_computed(seq)
+        full, rest = divmod(seq.computed, self.blocks.block_size)
+        if rest:
+            parent = seq.block_keys[full - 1] if full else 0
+            ids = tuple(seq.tokens(full * self.blocks.block_size, seq.computed))
+            self.blocks.keep_partial(seq.block_table[full], parent, ids)
         self.blocks.release(seq.block_table)
         seq.block_table, seq.block_keys = [], []
         seq.computed = seq.registered = 0

@@ -59,7 +59,8 @@ def test_a_prefix_cache_hit_gives_the_tokens_of_a_cold_run(reference):
     assert first.stats.cached_tokens == 0
     second = engine.submit([*SHARED, 4], NEW_TOKENS, stop_token_ids=[])
     assert second.result() == reference[tuple([*SHARED, 4])]
-    assert second.stats.cached_tokens == 36  # the shared prompt's full 4-token blocks
+    # The shared prompt's nine full 4-token blocks, and the first id of the next one: all but the last token.
+    assert second.stats.cached_tokens == 37
     # An agent's next turn: the previous prompt and answer, then more tokens: only the new tail is prefilled.
     turn = [*SHARED, 9, 9, *first.token_ids, 17, 18, 19]
     third = engine.submit(turn, NEW_TOKENS, stop_token_ids=[])
@@ -210,6 +211,9 @@ def test_bench_serve_command_on_cpu(capsys):
     ]  # fmt: skip
     trace = [r for r in rows if r["scenario"] == "trace"]
     assert trace[1]["cache_hit_rate"] > 0.5 and trace[-1]["cache_hit_rate"] == 0  # a cached turn, then cold
+    # Turns of 450 and 814 tokens: the second prefills its 300 new tokens and the first's last answer token only.
+    (median,) = [r for r in rows if r["scenario"] == "trace-median"]
+    assert [r["prefill_tokens_p50"] for r in trace] == [450, 301, 814] and median["prefill_tokens_p50"] == 301
     assert all(r["tokens_per_second"] > 0 for r in rows if r["scenario"] in ("static", "concurrency"))
 
 

@@ -78,8 +78,22 @@ def test_prefix_hit_equals_cold_and_cancel_leaves_others(served):
     next(iter(long))
     long.cancel()
     check(engine, [[*SHARED, 4]], [hit.result()], [expected])
-    assert hit.stats.cached_tokens == 144
+    assert hit.stats.cached_tokens == 150  # 9 full blocks, then 6 ids copied from the next cached one
     assert long.result() and long.finish_reason == "abort"
+
+
+def test_an_agent_turn_copies_the_last_partial_block_and_prefills_only_its_new_tokens(served):
+    engine, _ = served
+    prompt = [(29 * i + 3) % 500 + 1 for i in range(37)]
+    first = engine.submit(prompt, NEW_TOKENS, stop_token_ids=[])
+    first.result()
+    turns = [[*prompt, *first.token_ids, 5, 6, 7], [*prompt, *first.token_ids[:5], 8]]  # all of it, and part
+    cold = load_random("tiny", device="cuda", dtype=engine.dtype, seed=4, serving=EngineConfig(block_size=16))
+    expected = [cold.generate(t, NEW_TOKENS, stop_token_ids=[]) for t in turns]
+    cold.shutdown()
+    hits = [engine.submit(t, NEW_TOKENS, stop_token_ids=[]) for t in turns]
+    check(engine, turns, [h.result() for h in hits], expected)
+    assert [h.stats.cached_tokens for h in hits] == [len(prompt) + NEW_TOKENS - 1, len(prompt) + 5]
 
 
 def test_cache_exhaustion_preempts_and_completes(served):
