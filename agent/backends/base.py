@@ -98,6 +98,12 @@ def backend_from_spec(spec: str | None) -> ModelBackend:
         from warpcode.agent.backends.local import LocalBackend
 
         return LocalBackend(rest)
+    if sep and kind == "random":
+        raise BackendError(
+            f"{spec!r} (random weights at a preset's shape) has no tokenizer, so an agent cannot talk to it: it is "
+            "the model of `warpcode batch --ray ... --replicas R` (or `warpcode serve-model --model`) for scripted "
+            'jobs whose turns ask it for tokens ("generate_tokens")'
+        )
     if Path(spec).is_dir():
         from warpcode.agent.backends.local import LocalBackend
 
