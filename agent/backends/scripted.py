@@ -77,7 +77,7 @@ class ScriptedBackend:
         prompt_tokens = sum(self.count_tokens(m.content) for m in messages)
         turn = self.turns[self.calls] if self.calls < len(self.turns) else {}
         self.calls += 1
-        if turn.get("generate_tokens"):
+        if "generate_tokens" in turn:
             await self._generate(messages, turn)
         if thought := turn.get("thought", ""):
             yield ThoughtDelta(thought)
