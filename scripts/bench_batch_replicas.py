@@ -13,9 +13,19 @@ to the first (goal: 2 replicas >= 1.8x one). Exit code 1 when a job did not succ
 --workers defaults to --jobs (every session at once: one replica then batches all of them, two split them). With
 --workers-per-replica K, each count runs K x R at once instead (the same batch per replica: pure data parallelism).
 
-On one H200 (two bf16 qwen3-30b-a3b replicas take 2 x 61 GB of weights: give each a small KV cache, and fewer
-graphs to capture): `--replicas 1,2 --replica-gpus 0.5 --kv-cache-gb 4 --warm-up 32,4096`; with the smaller
-`--model random:olmoe-1b-7b` (2 x 14 GB) the defaults fit.
+On one H200 (kind nvidia-h200; Ray travels as below): two bf16 qwen3-30b-a3b replicas hold 2 x 61 GB (2 x 56.8
+GiB) of weights of the 140 GiB, so each replica's KV cache must be given (the default, half the free memory, would
+leave the second replica too little). A session's context reaches about 16 + turns x (prompt tokens + tokens):
+with `--turns 3 --tokens 128 --prompt-tokens 128` 784 tokens, 4 blocks of 256 at 96 KiB a token (24 MiB a block),
+so 64 sessions on one replica need 6 GiB, 32 on each of two 3 GiB; `--kv-cache-gb 7` (6.5 GiB each) leaves
+140 - 2 x 56.8 - 2 x 6.5 = 13 GiB for the CUDA contexts, graphs and activations:
+
+    bash scripts/carry_ray.sh join && python3 scripts/bench_batch_replicas.py --model random:qwen3-30b-a3b \
+        --jobs 64 --turns 3 --tokens 128 --prompt-tokens 128 --replicas 1,2 --replica-gpus 0.5 --kv-cache-gb 7 \
+        --warm-up 64,1024 --json $OUT/replicas_one_gpu.json 2>&1 | tee $OUT/replicas_one_gpu.log
+
+(--replicas 1 with --replica-gpus 0.5 takes half the GPU too; the ratio there says what a second replica on the
+same GPU adds, not the scaling.) With `--model random:olmoe-1b-7b` (2 x 14 GB) the defaults fit.
 
 On nvidia-h200-x2 (Ray is not installed there and its cp312 wheel, 79 MB, is over one call's 64 MiB: it travels
 in two halves, see scripts/carry_ray.sh): first, here, `bash scripts/carry_ray.sh prepare`; then call 1
