@@ -100,6 +100,12 @@ def backend_from_spec(spec: str | None) -> ModelBackend:
 
         directory, weights = split_local_spec(rest)
         return LocalBackend(directory, weights=weights)
+    if sep and kind == "random":
+        raise BackendError(
+            f"{spec!r} (random weights at a preset's shape) has no tokenizer, so an agent cannot talk to it: it is "
+            "the model of `warpcode batch --ray ... --replicas R` (or `warpcode serve-model --model`) for scripted "
+            'jobs whose turns ask it for tokens ("generate_tokens")'
+        )
     if Path(spec.rpartition("#")[0] or spec).is_dir():
         from warpcode.agent.backends.local import LocalBackend, split_local_spec
 

@@ -36,6 +36,8 @@ class BatchConfig:
     replicas: int = 0  # `local:` model replicas as Ray actors (0: each worker process loads its own)
     worker_cpus: float = 1.0  # CPUs Ray reserves for each job worker
     replica_gpus: float = 1.0  # GPUs each replica takes (0.5: two share one)
+    replica_kv_cache_gb: float | None = None  # each replica's KV cache; None: half the free GPU memory at its start
+    replica_warm_up: tuple[int, int] = (8, 4096)  # decode graphs each GPU replica captures first: (streams, tokens)
     json_events: bool = False
 
     def __post_init__(self) -> None:
@@ -49,6 +51,10 @@ class BatchConfig:
             raise ValueError("--worker-cpus must be positive")
         if self.replica_gpus <= 0 or (self.replica_gpus > 1 and not self.replica_gpus.is_integer()):
             raise ValueError("--replica-gpus is a share of one GPU (0.5: two replicas on each) or a whole number")
+        if self.replica_kv_cache_gb is not None and self.replica_kv_cache_gb <= 0:
+            raise ValueError("--replica-kv-cache-gb must be positive")
+        if min(self.replica_warm_up) < 0:
+            raise ValueError("--replica-warm-up takes non-negative numbers")
 
 
 @dataclass

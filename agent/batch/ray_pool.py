@@ -1,7 +1,8 @@
 """`--ray`: the batch's jobs on a pool of long-lived Ray actors (`--workers` of them, one job at a time each), rows
 streaming back to the driver as jobs finish (`ray.wait`). A worker that dies under a job is replaced and the job
-tried again from a fresh copy, up to the attempts limit. With `--replicas R` and a `local:` model, R model replica
-actors (one GPU each) serve every worker's sessions, each job's session kept on one replica (its prefix cache).
+tried again from a fresh copy, up to the attempts limit. With `--replicas R` and a `local:` or `random:` model, R
+model replica actors (one GPU each) serve every worker's sessions, each job's session kept on one replica (its
+prefix cache): a job without a model of its own talks to it, a scripted one generates its `generate_tokens` there.
 
 Every node must see the repositories and --out's folder at the same paths (a shared filesystem), as on one
 machine. Ray's own logs stay out of stdout (`log_to_driver=False`)."""
@@ -35,6 +36,10 @@ START_TIMEOUT_S = 120  # for the workers to start; replicas get REPLICA_TIMEOUT_
 REPLICA_TIMEOUT_S = 1800
 CANCEL_GRACE_S = 30  # for cancelled jobs to kill their processes and remove their copies
 POLL_S = 0.25
+NO_CHAT_MODEL = (
+    "random:PRESET replicas have no tokenizer, so an agent cannot talk to them: give the job a scripted: model whose "
+    'turns ask for "generate_tokens" (they are generated on the job\'s replica)'
+)
 
 
 def connect(address: str, workers: int, worker_cpus: float) -> bool:
@@ -97,23 +102,26 @@ class RayPool:
         self.replicas = None
         self._environment: dict[str, str] = {}
         self._serial = 0
-        self.checkpoint = None
+        self.replica_model = None
         if config.replicas:
-            from warpcode.agent.batch.replicas import replica_checkpoint
+            from warpcode.agent.batch.replicas import replica_model
 
-            self.checkpoint = replica_checkpoint(options.model)  # a bad --model fails before Ray starts
+            model = replica_model(options.model)  # a bad --model fails before Ray starts
+            self.replica_model = dataclasses.replace(
+                model, kv_cache_gb=config.replica_kv_cache_gb, warm_up=config.replica_warm_up
+            )
 
     def start(self, jobs: int) -> None:
         """Connects, loads the replicas (if any), then starts min(--workers, jobs) workers."""
         self.started_here = connect(self.config.ray, self.config.workers, self.config.worker_cpus)
-        if self.checkpoint is not None:
+        if self.replica_model is not None:
             from warpcode.agent.batch.replicas import ReplicaSet
 
             key = secrets.token_urlsafe(24)  # the replicas listen beyond loopback on a cluster
             self._environment = {"WARPCODE_API_KEY": key}
             replicas = self.config.replicas
             gpus = self.config.replica_gpus
-            self.replicas = ReplicaSet(self.checkpoint, replicas, gpus, key, local=self.started_here, log=self.log)
+            self.replicas = ReplicaSet(self.replica_model, replicas, gpus, key, self.started_here, self.log)
             self.replicas.start(REPLICA_TIMEOUT_S)
         count = max(1, min(self.config.workers, jobs))
         self.idle = self._spawn(count)
@@ -142,11 +150,16 @@ class RayPool:
             while queue or running:
                 while queue and self.idle:
                     job, spent = queue.pop()
+                    if self.replicas and job.model is None and self.replica_model.preset:
+                        recorder.finished(error_row(job.id, str(job.repo), NO_CHAT_MODEL, spent, "driver"))
+                        continue
                     worker = self.idle.pop()
-                    replica = self.replicas.assign() if self.replicas and job.model is None else None
+                    replica = self.replicas.assign() if self.replicas and _uses_replica(job) else None
                     options = self.options
                     if replica is not None:
-                        options = dataclasses.replace(options, model=self.replicas.spec(replica))
+                        spec = self.replicas.spec(replica)
+                        model = spec if job.model is None else options.model
+                        options = dataclasses.replace(options, model=model, model_server=spec)
                     ref = worker.actor.run.remote(job, options, _worker_field(worker, replica), spent)
                     running[ref] = _Running(job, worker, spent + 1, replica)
                     place = {"host": worker.host, "pid": worker.pid, "replica": replica}
@@ -154,7 +167,7 @@ class RayPool:
                 ready, _ = await asyncio.to_thread(ray.wait, list(running), num_returns=1, timeout=POLL_S)
                 for ref in ready:
                     entry = running.pop(ref)
-                    if self.replicas and entry.replica is not None:
+                    if entry.replica is not None:
                         self.replicas.release(entry.replica)
                     try:
                         row = ray.get(ref)
@@ -173,6 +186,8 @@ class RayPool:
                         )  # fmt: skip
                     else:
                         self.idle.append(entry.worker)
+                        if entry.replica is not None:
+                            self.replicas.record(entry.replica, row)
                     recorder.finished(row)
         except asyncio.CancelledError:
             await asyncio.to_thread(self._cancel, list(running))
@@ -206,6 +221,12 @@ class RayPool:
             self.replicas.stop()
         if ray.is_initialized():
             ray.shutdown()
+
+
+def _uses_replica(job: Job) -> bool:
+    """Whether the job's session talks to a replica: with no model of its own, or a scripted one (whose
+    `generate_tokens` turns generate there)."""
+    return job.model is None or job.model.startswith("scripted:")
 
 
 def _worker_field(worker: _Worker, replica: int | None) -> str:

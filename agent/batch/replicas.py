@@ -1,35 +1,53 @@
-"""`--replicas R` on Ray: the `local:` model as R replica actors, each holding the serving engine on one GPU (on the
-CPU when the cluster has none) and serving it over the OpenAI API (`serve-model`'s app) on its node, with a key
-made for the batch. The job workers reach a replica as an `openai:` model; each job's session stays on the replica
-it was given (the one running the fewest jobs then), so every model request of the session finds its prefix
-cached there."""
+"""`--replicas R` on Ray: the model as R replica actors, each holding the serving engine on one GPU (or a share of
+one; on the CPU when the cluster has none) and serving it over the OpenAI API (`serve-model`'s app) on its node,
+with a key made for the batch. The model is a checkpoint (`local:DIR`) or random weights at a preset's shape built
+on each replica's device (`random:PRESET`: no tokenizer, so it serves the `generate_tokens` turns of scripted jobs,
+not an agent's chat). The job workers reach a replica as an `openai:` model (or their scripted model's server); each
+job's session stays on the replica it was given (the one running the fewest jobs then), so every model request of
+the session finds its prefix cached there."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import socket
 import threading
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import ray
 
 from warpcode.agent.backends.base import BackendError
 
-SERVED_NAME = "replica"
+
+@dataclasses.dataclass(frozen=True)
+class ReplicaModel:
+    """What every replica serves: a checkpoint directory, or random weights at a preset's shape."""
+
+    checkpoint: Path | None = None
+    preset: str | None = None
+    kv_cache_gb: float | None = None  # None: the engine's default (half the free GPU memory)
+    warm_up: tuple[int, int] = (8, 4096)  # decode graphs captured before serving: (streams, tokens)
+
+    @property
+    def name(self) -> str:
+        return f"random:{self.preset}" if self.preset else self.checkpoint.name
 
 
-def replica_checkpoint(model: str | None) -> Path:
-    """The checkpoint directory of a `local:DIR` (or bare DIR) spec; anything else is a clear error."""
+def replica_model(model: str | None) -> ReplicaModel:
+    """The replicas' model from `--model`: `local:DIR` (or a bare DIR) or `random:PRESET`; anything else is a
+    clear error."""
+    if model and model.startswith("random:") and model.removeprefix("random:"):
+        return ReplicaModel(preset=model.removeprefix("random:"))  # the replicas check the name as they build it
     path = model.removeprefix("local:") if model else None
     if not path or not (model.startswith("local:") or Path(model).is_dir()):
-        raise ValueError(f"--replicas serves a local:DIR model; --model is {model!r} (an openai: endpoint serves "
-                         "itself: give the workers its URL instead)")  # fmt: skip
+        raise ValueError(f"--replicas serves a local:DIR or random:PRESET model; --model is {model!r} (an openai: "
+                         "endpoint serves itself: give the workers its URL instead)")  # fmt: skip
     checkpoint = Path(path).expanduser().resolve()
     if not (checkpoint / "config.json").is_file():
         raise ValueError(f"--replicas: {checkpoint} is not a checkpoint directory (no config.json)")
-    return checkpoint
+    return ReplicaModel(checkpoint=checkpoint)
 
 
 def replica_resources(cluster_gpus: float, count: int, gpus_per_replica: float) -> tuple[dict, str]:
@@ -48,15 +66,18 @@ def replica_resources(cluster_gpus: float, count: int, gpus_per_replica: float) 
 
 @ray.remote(max_restarts=0)
 class ModelReplica:
-    def __init__(self, checkpoint: str, api_key: str, loopback: bool) -> None:
-        from warpcode.agent.backends.local import load_agent_engine
+    def __init__(self, model: ReplicaModel, name: str, api_key: str, loopback: bool) -> None:
         from warpcode.agent.model_server import ModelServer, base_url, bind, create_app
 
-        self.engine = load_agent_engine(Path(checkpoint))
+        self.engine = _load(model)
+        if model.kv_cache_gb:  # read when the serving engine starts, at the warm-up or the first request
+            self.engine.serving = dataclasses.replace(self.engine.serving, kv_cache_gb=model.kv_cache_gb)
+        if self.engine.device.type == "cuda" and all(model.warm_up):
+            self.engine.warm_up(*model.warm_up)
         host = "127.0.0.1" if loopback else ray.util.get_node_ip_address()
         sock = bind(host, 0)
         self.url = base_url(sock)
-        self.server = ModelServer(create_app(self.engine, SERVED_NAME, api_key), sock)
+        self.server = ModelServer(create_app(self.engine, name, api_key), sock)
         self.thread = threading.Thread(target=self.server.run, name="model-server", daemon=True)
         self.thread.start()
         deadline = time.monotonic() + 60
@@ -80,24 +101,28 @@ class ModelReplica:
 
 
 class ReplicaSet:
-    """The driver's side: starts the replicas, gives each new session one, says how the sessions spread."""
+    """The driver's side: starts the replicas, gives each new session one, says how the sessions spread and what
+    each replica's generation-driven sessions generated and found cached, turn by turn."""
 
     def __init__(
-        self, checkpoint: Path, count: int, gpus_per_replica: float, api_key: str, local: bool, log: TextIO
+        self, model: ReplicaModel, count: int, gpus_per_replica: float, api_key: str, local: bool, log: TextIO
     ) -> None:
-        self.checkpoint, self.count, self.gpus_per_replica = checkpoint, count, gpus_per_replica
+        self.model, self.count, self.gpus_per_replica = model, count, gpus_per_replica
         self.api_key, self.local, self.log = api_key, local, log
         self.actors: list = []
         self.urls: list[str] = []
         self.running = [0] * count
         self.sessions = [0] * count
+        self.generated = [0] * count
+        self.cached_by_turn: list[list[list[int]]] = [[] for _ in range(count)]  # [replica][turn] -> each session's
+        self.strays = [0] * count  # sessions with a request another server answered
 
     def start(self, timeout_s: float) -> None:
         options, where = replica_resources(ray.cluster_resources().get("GPU", 0), self.count, self.gpus_per_replica)
-        print(f"batch: loading {self.count} replicas of {self.checkpoint.name}, {where}...", file=self.log, flush=True)
+        print(f"batch: loading {self.count} replicas of {self.model.name}, {where}...", file=self.log, flush=True)
         self.actors = [
-            ModelReplica.options(**options).remote(str(self.checkpoint), self.api_key, self.local)
-            for _ in range(self.count)
+            ModelReplica.options(**options).remote(self.model, served_name(number), self.api_key, self.local)
+            for number in range(self.count)
         ]
         try:
             addresses = ray.get([actor.address.remote() for actor in self.actors], timeout=timeout_s)
@@ -111,7 +136,7 @@ class ReplicaSet:
             print(f"batch: replica {number} serves on {url} ({device})", file=self.log, flush=True)
 
     def spec(self, replica: int) -> str:
-        return f"openai:{self.urls[replica]}#{SERVED_NAME}"
+        return f"openai:{self.urls[replica]}#{served_name(replica)}"
 
     def assign(self) -> int:
         replica = min(range(self.count), key=lambda n: (self.running[n], self.sessions[n]))
@@ -121,6 +146,17 @@ class ReplicaSet:
 
     def release(self, replica: int) -> None:
         self.running[replica] -= 1
+
+    def record(self, replica: int, row: dict[str, Any]) -> None:
+        """A finished job's generation-driven requests (its row's usage), counted for the replica it was given."""
+        requests = row.get("usage", {}).get("generation") or []
+        self.generated[replica] += sum(request["generated_tokens"] for request in requests)
+        turns = self.cached_by_turn[replica]
+        for turn, request in enumerate(requests):
+            if turn == len(turns):
+                turns.append([])
+            turns[turn].append(request["cached_tokens"])
+        self.strays[replica] += any(request["model"] != served_name(replica) for request in requests)
 
     def summary(self) -> list[str]:
         try:
@@ -134,6 +170,12 @@ class ReplicaSet:
                 share = counts["cached_tokens"] / max(counts["prompt_tokens"], 1)
                 line += (f", {counts['prompt_tokens']} prompt tokens ({share:.0%} from the prefix cache), "
                          f"{counts['generated_tokens']} generated")  # fmt: skip
+            if turns := self.cached_by_turn[number]:
+                means = ", ".join(f"{sum(cached) / len(cached):.0f}" for cached in turns)
+                stayed = "every session on this replica" if not self.strays[number] else (
+                    f"{self.strays[number]} sessions also answered elsewhere")  # fmt: skip
+                line += (f"; generate_tokens turns: {self.generated[number]} tokens, cached prompt tokens per turn "
+                         f"(mean) {means}; {stayed}")  # fmt: skip
             lines.append(line)
         return lines
 
@@ -142,6 +184,23 @@ class ReplicaSet:
             ray.get([actor.stop.remote() for actor in self.actors], timeout=30)
         for actor in self.actors:
             ray.kill(actor, no_restart=True)
+
+
+def served_name(replica: int) -> str:
+    """The model's id in replica `replica`'s API: a response's `model` says which replica answered it."""
+    return f"replica-{replica}"
+
+
+def _load(model: ReplicaModel) -> Any:
+    if model.checkpoint is not None:
+        from warpcode.agent.backends.local import load_agent_engine
+
+        return load_agent_engine(model.checkpoint)
+    import torch
+
+    from warpcode.model_runtime import load_random
+
+    return load_random(model.preset, device="cuda" if torch.cuda.is_available() else "cpu")
 
 
 def _cause(error: Exception) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from warpcode.agent.backends import BackendError
+from warpcode.agent.backends.scripted import ScriptedBackend
 from warpcode.agent.batch import workspaces
 from warpcode.agent.batch.jobs import BadRow, Job
 from warpcode.agent.batch.test_command import run_tests
@@ -30,6 +31,7 @@ class Options:
     trajectories: Path = Path(".")
     keep_workdirs: bool = False
     max_attempts: int = 3  # tries of a job whose copy or agent could not be set up, or whose worker died
+    model_server: str | None = None  # `openai:` spec where a scripted model's generate_tokens turns generate
 
 
 def error_row(job_id: str, repo: str | None, error: str, attempts: int = 0, worker: str = "") -> dict[str, Any]:
@@ -107,6 +109,8 @@ async def _attempt(job: Job, options: Options, worker: str, started: float) -> d
             max_turn_requests=job.max_turn_requests,
             state_dir=workspace.state_dir,
         )
+        if isinstance(agent.backend, ScriptedBackend):
+            agent.backend.model_server = options.model_server
         timeout = job.timeout_s or options.timeout_s
         deadline = None if timeout is None else started + timeout
         turn = asyncio.ensure_future(agent.prompt(job.instruction))
@@ -136,6 +140,11 @@ async def _attempt(job: Job, options: Options, worker: str, started: float) -> d
         trajectory.close()
         if not options.keep_workdirs:
             await workspaces.remove(workspace)
+    usage = {"input_tokens": result.input_tokens, "output_tokens": result.output_tokens,
+             "model_requests": model_requests}  # fmt: skip
+    if generation := getattr(agent.backend, "generation", None):
+        usage["generated_tokens"] = sum(request["generated_tokens"] for request in generation)
+        usage["generation"] = generation
     if timed_out:
         status = "timeout"
     elif result.stop_reason == "end_turn" and (tests is None or tests["exit_code"] == 0):
@@ -151,11 +160,7 @@ async def _attempt(job: Job, options: Options, worker: str, started: float) -> d
         "patch": patch,
         "files_changed": files_changed,
         "tests": tests,
-        "usage": {
-            "input_tokens": result.input_tokens,
-            "output_tokens": result.output_tokens,
-            "model_requests": model_requests,
-        },
+        "usage": usage,
         "duration_s": round(time.monotonic() - started, 3),
         "attempts": 1,
         "error": result.error if status != "succeeded" else None,

@@ -35,7 +35,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         type=int,
         default=0,
         metavar="R",
-        help="with --ray and a local: model, serve it from R replica actors of one GPU each, shared by all workers",
+        help="with --ray and a local:DIR or random:PRESET model, serve it from R replica actors of one GPU each, "
+        "shared by all workers (random weights have no tokenizer: for jobs with a scripted model whose turns "
+        "generate_tokens)",
     )
     batch.add_argument(
         "--replica-gpus",
@@ -43,6 +45,20 @@ def register(commands: argparse._SubParsersAction) -> None:
         default=1.0,
         metavar="G",
         help="GPUs per replica (default 1; 0.5 puts two replicas on each GPU)",
+    )
+    batch.add_argument(
+        "--replica-kv-cache-gb",
+        type=float,
+        metavar="G",
+        help="each replica's KV cache in GB (default: half the GPU memory free when it starts; give it when "
+        "replicas share a GPU)",
+    )
+    batch.add_argument(
+        "--replica-warm-up",
+        type=_warm_up_sizes,
+        default=(8, 4096),
+        metavar="STREAMS,TOKENS",
+        help="decode graphs each GPU replica captures before serving, as serve-model's --warm-up (default: 8,4096)",
     )
     batch.add_argument(
         "--worker-cpus", type=float, default=1.0, metavar="C", help="CPUs Ray reserves per job worker (default 1)"
@@ -83,6 +99,8 @@ def run_batch_command(args: argparse.Namespace) -> int:
         replicas=args.replicas,
         worker_cpus=args.worker_cpus,
         replica_gpus=args.replica_gpus,
+        replica_kv_cache_gb=args.replica_kv_cache_gb,
+        replica_warm_up=args.replica_warm_up,
         json_events=args.json,
     )
     if args.max_attempts < 1:
@@ -100,6 +118,13 @@ def run_batch_command(args: argparse.Namespace) -> int:
     )
     outcome = asyncio.run(run_batch(args.jobs, args.out.expanduser().absolute(), options, config))
     return outcome.exit_code
+
+
+def _warm_up_sizes(text: str) -> tuple[int, int]:
+    streams, _, tokens = text.partition(",")
+    if not (streams.isdigit() and tokens.isdigit()):
+        raise argparse.ArgumentTypeError(f"STREAMS,TOKENS: two non-negative integers (0,0: none), got {text!r}")
+    return int(streams), int(tokens)
 
 
 class _BatchParser(argparse.ArgumentParser):

@@ -21,7 +21,11 @@ def register(commands: argparse._SubParsersAction) -> None:
         "and /health.",
     )
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model", metavar="DIR", help="checkpoint directory (config.json, safetensors, tokenizer)")
+    source.add_argument(
+        "--model",
+        metavar="DIR",
+        help="checkpoint directory (config.json, safetensors, tokenizer); random:PRESET is --random-weights --preset",
+    )
     source.add_argument("--random-weights", action="store_true", help="random weights at --preset's shape")
     parser.add_argument("--preset", help="model shape for --random-weights: tiny, qwen3-30b-a3b, mixtral-8x7b, ...")
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N (default: cuda when available)")
@@ -55,6 +59,8 @@ def run_model_server(args: argparse.Namespace) -> int:
     from warpcode.model_runtime import load, load_random
 
     streams, tokens = _warm_up_sizes(args.warm_up)
+    if args.model and args.model.startswith("random:"):  # the model spec of `warpcode batch --replicas`
+        args.random_weights, args.preset, args.model = True, args.model.removeprefix("random:"), None
     if args.random_weights and not args.preset:
         raise ValueError("--random-weights needs --preset NAME")
     sock = bind(args.host, args.port)  # before loading: a port in use says so at once, not after minutes

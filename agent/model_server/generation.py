@@ -49,7 +49,8 @@ class Generation:
             raise bad_request("stop strings need the model's tokenizer, and this model has none", "stop")
         sampling = SamplingParams(request.temperature, max(request.top_k, 0), request.top_p, request.min_p)
         try:
-            self.handle = engine.submit(prompt_ids, wanted, sampling, seed=request.seed, stop_strings=stops)
+            stop_ids = () if request.ignore_eos else None  # None: the model's end-of-sequence ids
+            self.handle = engine.submit(prompt_ids, wanted, sampling, request.seed, stop_ids, stops)
         except ValueError as exc:  # RequestRefused: ids outside the vocabulary, more than the whole cache holds
             raise bad_request(str(exc), param, "request_refused") from None
         self.finished = False

@@ -49,6 +49,7 @@ class Sampling(_Body):
     stream: bool = False
     stream_options: StreamOptions | None = None
     return_token_ids: bool = False  # each choice also carries the generated token ids
+    ignore_eos: bool = False  # vLLM's extension: generate max_tokens whatever the model ends with (benchmarks)
 
     @field_validator("n")
     @classmethod
@@ -57,7 +58,9 @@ class Sampling(_Body):
             raise ValueError("only n=1 is supported (one choice per request)")
         return n
 
-    @field_validator("temperature", "top_p", "min_p", "top_k", "n", "stream", "return_token_ids", mode="before")
+    @field_validator(
+        "temperature", "top_p", "min_p", "top_k", "n", "stream", "return_token_ids", "ignore_eos", mode="before"
+    )
     @classmethod
     def _null_is_default(cls, value: Any, info) -> Any:
         # clients send explicit nulls for "the default"

@@ -129,7 +129,9 @@ def test_ray_options_are_checked_before_anything_runs(tmp_path: Path, capsys):
     assert first.startswith(
         "warpcode batch: error: --replicas needs --ray (local, auto or a cluster address): replicas are Ray actors"
     )
-    assert second.startswith("warpcode batch: error: --replicas serves a local:DIR model; --model is 'scripted:x'")
+    assert second.startswith(
+        "warpcode batch: error: --replicas serves a local:DIR or random:PRESET model; --model is 'scripted:x'"
+    )
 
 
 def test_ray_auto_without_a_cluster_and_ray_not_installed_are_one_line_errors(tmp_path: Path):
