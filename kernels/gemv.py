@@ -48,7 +48,7 @@ import triton.language as tl
 from warpcode.kernels.launch import INTERPRETER, pdl_options
 from warpcode.kernels.mx import BLOCK as MX_GROUP
 from warpcode.kernels.mx import MXTensor, dequantize_any, is_mx
-from warpcode.kernels.mx_tile import dequantize_tile
+from warpcode.kernels.mx_tile import dequantize_tile, scaled_group_sums
 from warpcode.kernels.norm import SUPPORTED_DTYPES, round_to, rounded_rmsnorm
 from warpcode.kernels.tuning import require_powers_of_two, token_bucket
 
@@ -125,6 +125,20 @@ def default_mx_gemv_config(n: int, h: int, batch: int) -> GemvConfig:
     block_k = max(MX_GROUP, min(2 * base.block_k, triton.next_power_of_2(h)))
     num_warps = max(base.num_warps, min(8, base.block_n * block_k // (32 * 64)))
     return dataclasses.replace(base, block_k=block_k, num_warps=num_warps)
+
+
+@triton.jit
+def _accumulate_mx_sums(acc, a, w, s, BLOCK_B: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """acc [BLOCK_B, BLOCK_N] += a @ dequantised(w).T on CUDA cores, each 32-group's products summed before its
+    scale multiplies them (mx_tile.scaled_group_sums), one input row at a time."""
+    a = a.to(tl.float32)
+    w = w.to(tl.float32)
+    batch = tl.arange(0, BLOCK_B)
+    for b in tl.static_range(BLOCK_B):
+        row = tl.sum(tl.where(batch[:, None] == b, a, 0.0), axis=0)  # a[b] [BLOCK_K]
+        y = scaled_group_sums(w * row[None, :], s, BLOCK_N, BLOCK_K)
+        acc += tl.where(batch[:, None] == b, y[None, :], 0.0)
+    return acc
 
 
 @triton.jit
@@ -219,7 +233,10 @@ def _gemv_kernel(
         if HAS_NORM:
             a, sum_sq = _norm_prologue_tile(a, gamma, sum_sq)
         if IS_MX:
-            acc = _accumulate(acc, a, _mx_tile(w, s, x_ptr, BLOCK_N, BLOCK_K, MX_TO_X_DTYPE), USE_DOT, DOT_IN_FP32)
+            if USE_DOT:
+                acc = _accumulate(acc, a, _mx_tile(w, s, x_ptr, BLOCK_N, BLOCK_K, MX_TO_X_DTYPE), True, DOT_IN_FP32)
+            else:
+                acc = _accumulate_mx_sums(acc, a, w, s, BLOCK_B, BLOCK_N, BLOCK_K)
         else:
             acc = _accumulate(acc, a, w, USE_DOT, DOT_IN_FP32)
         if EVEN_K:
@@ -245,7 +262,10 @@ def _gemv_kernel(
     if HAS_NORM:
         a, sum_sq = _norm_prologue_tile(a, gamma, sum_sq)
     if IS_MX:
-        acc = _accumulate(acc, a, _mx_tile(w, s, x_ptr, BLOCK_N, BLOCK_K, MX_TO_X_DTYPE), USE_DOT, DOT_IN_FP32)
+        if USE_DOT:
+            acc = _accumulate(acc, a, _mx_tile(w, s, x_ptr, BLOCK_N, BLOCK_K, MX_TO_X_DTYPE), True, DOT_IN_FP32)
+        else:
+            acc = _accumulate_mx_sums(acc, a, w, s, BLOCK_B, BLOCK_N, BLOCK_K)
     else:
         acc = _accumulate(acc, a, w, USE_DOT, DOT_IN_FP32)
     if HAS_NORM:

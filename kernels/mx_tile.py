@@ -1,5 +1,10 @@
 """Triton helpers that dequantise MXFP8 weight tiles in registers (the layout of kernels/mx.py).
 
+Two ways to use a tile. Dequantising it (`dequantize_tile`) feeds tl.dot. For a product on CUDA cores,
+`scaled_group_sums` sums each 32-group's products first and scales the sums: the scale tile then meets a tile 32x
+smaller than the weights (H200, warp decode at one token: 9.3 / 8.3 us against 13.2 / 14.9 us for gate_up / down
+with every weight scaled first).
+
 A tile holds whole 32-element scale groups along K: data [ROWS, BLOCK_K] fp8 e4m3 and scales [ROWS, BLOCK_K / 32]
 E8M0 bits, with BLOCK_K a multiple of 32 and the tile starting on a group boundary. Element (r, k) is
 data[r, k] * 2**(scales[r, k // 32] - 127), exact in fp32; masked-off data loads as 0, so its scale does not matter.
@@ -24,3 +29,11 @@ def dequantize_tile(w, s, ROWS: tl.constexpr, BLOCK_K: tl.constexpr, dtype: tl.c
     """w [ROWS, BLOCK_K] fp8 and s [ROWS, BLOCK_K // 32] uint8 -> [ROWS, BLOCK_K] in `dtype` (scaled in fp32)."""
     grouped = tl.reshape(w.to(tl.float32), [ROWS, BLOCK_K // 32, 32]) * scale_values(s)[:, :, None]
     return tl.reshape(grouped, [ROWS, BLOCK_K]).to(dtype)
+
+
+@triton.jit
+def scaled_group_sums(products, s, ROWS: tl.constexpr, BLOCK_K: tl.constexpr):
+    """products [ROWS, BLOCK_K] fp32 (w[r, k] * x[k]) and s [ROWS, BLOCK_K // 32] -> [ROWS] fp32 =
+    sum_g 2**(s[r, g] - 127) * sum_{k in group g} products[r, k]."""
+    sums = tl.sum(tl.reshape(products, [ROWS, BLOCK_K // 32, 32]), axis=2)
+    return tl.sum(sums * scale_values(s), axis=1)

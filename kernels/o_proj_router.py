@@ -32,7 +32,7 @@ from warpcode.kernels.gemv import check_apart
 from warpcode.kernels.launch import pdl_options
 from warpcode.kernels.moe_args import check_like_x
 from warpcode.kernels.mx import MXTensor, dequantize_any, is_mx
-from warpcode.kernels.mx_tile import dequantize_tile
+from warpcode.kernels.mx_tile import scaled_group_sums
 from warpcode.kernels.norm import round_to
 
 BLOCK_N = 4  # o_proj rows per program: the tuned batch-1 o_proj GEMV tile (kernels/gemv.py)
@@ -68,8 +68,10 @@ def _o_proj_router_kernel(
         r = tl.load(h_ptr + rows, mask=row_mask, other=0.0)
         x = tl.load(x_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
         if IS_MX:
-            w = dequantize_tile(w, s, BLOCK_N, BLOCK_K, tl.float32)
-        y = round_to(tl.sum(w.to(tl.float32) * x[None, :], axis=1), out_ptr.dtype.element_ty)
+            y = scaled_group_sums(w.to(tl.float32) * x[None, :], s, BLOCK_N, BLOCK_K)
+        else:
+            y = tl.sum(w.to(tl.float32) * x[None, :], axis=1)
+        y = round_to(y, out_ptr.dtype.element_ty)
         y = round_to(y.to(tl.float32) + r.to(tl.float32), out_ptr.dtype.element_ty)
         tl.store(out_ptr + rows, y, mask=row_mask)
     else:
