@@ -71,8 +71,8 @@ def decode(engine, batch, uses_gemv=None):
             patch.setattr(step_module, "uses_gemv", uses_gemv)
             patch.setattr(dispatch, "uses_warp_decode", warp_decode_rule)
             patch.setattr(moe_block, "uses_warp_decode", warp_decode_rule)
-            patch.setattr(gemv_module, "default_gemv_config", lambda n, h, batch: GEMV_BLOCKS)
-            patch.setattr(warp_decode, "warp_decode_config", lambda *shape_and_tokens: WARP_DECODE_BLOCKS)
+            patch.setattr(gemv_module, "default_gemv_config", lambda n, h, batch, mx=False: GEMV_BLOCKS)
+            patch.setattr(warp_decode, "warp_decode_config", lambda *shape_and_tokens, mx=False: WARP_DECODE_BLOCKS)
         logits = [step_module.decode_step(engine.model, runner.state, batch, "greedy").clone() for _ in range(STEPS)]
     per_step = len(calls) // STEPS
     assert calls == calls[:per_step] * STEPS
