@@ -44,6 +44,7 @@ class Scheduler:
                 break
             admitted.append(self.waiting.popleft())
             self.admitted.append(admitted[-1])
+            decoding += admitted[-1].pending == 1  # a fully cached prompt decodes at once: it needs its spare block
         if copies:
             self.copy_blocks(copies)
             self.blocks.release([source for source, _ in copies])  # copied: evictable again
@@ -107,6 +108,11 @@ class Scheduler:
         partial = self.blocks.match_partial(keys[-1] if keys else 0, tokens[start : min(start + size, len(tokens) - 1)])
         held = matched + ([partial[0]] if partial else [])
         needed = self.blocks.blocks_for(len(tokens)) - len(matched)
+        if partial and needed + decoding > self.blocks.available:
+            # Held for the copy, the source no longer counts as available, yet it saves no block: when the pool is
+            # that tight, recompute its ids instead of waiting for a block that only this sequence could free.
+            self.blocks.release([partial[0]])
+            held, partial = matched, None
         if needed + decoding > self.blocks.available:
             self.blocks.release(held)
             return False
@@ -116,7 +122,8 @@ class Scheduler:
         if partial:
             copies.append((partial[0], fresh[0]))
             seq.computed += partial[1]
-        seq.handle.stats.cached_tokens = seq.computed
+        # A preempted sequence comes back with its output as part of its tokens: only prompt tokens count as cached.
+        seq.handle.stats.cached_tokens = min(seq.computed, len(seq.prompt_ids))
         return True
 
     def _release(self, seq: Sequence) -> None:

@@ -133,3 +133,27 @@ def test_sessions_crowding_a_small_pool_preempt_and_stay_exact():
     assert wait_for(lambda: drained(engine))
     check_pool(engine.core.blocks)
     engine.shutdown()
+
+
+def test_a_prompt_needing_the_whole_pool_again_is_served_not_starved():
+    """Its own kept block would be the copy's source, but the pool has no block to spare for holding it: the
+    request recomputes those ids instead of waiting for a block only it could free (the engine hung here)."""
+    engine = engine_with(num_blocks=4)
+    prompt = [(13 * i + 3) % 500 + 1 for i in range(55)]  # 4 blocks of 16 with its 5 new tokens
+    for _ in range(2):
+        handle = engine.submit(prompt, 5, stop_token_ids=[])
+        assert wait_for(lambda h=handle: h.finished, 60), "the second request was never admitted"
+        assert handle.result() == greedy_reference(engine, prompt, 5)
+    assert wait_for(lambda: drained(engine))
+    check_pool(engine.core.blocks)
+    engine.shutdown()
+
+
+def test_cached_tokens_never_exceed_the_prompt_after_a_preemption():
+    engine = engine_with(num_blocks=6)
+    prompts = [[(k * 41 + 5 * i) % 500 + 1 for i in range(20)] for k in range(3)]
+    handles = [engine.submit(p, 40, stop_token_ids=[]) for p in prompts]
+    assert [h.result() for h in handles] == [greedy_reference(engine, p, 40) for p in prompts]
+    assert engine.core.counters.preemptions > 0
+    assert all(h.stats.cached_tokens <= len(p) for h, p in zip(handles, prompts, strict=True))
+    engine.shutdown()
