@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -26,8 +26,8 @@ from warpcode.model_runtime.serving.request import RequestHandle
 
 @dataclass
 class ServeBenchRow:
-    scenario: str  # "concurrency", "trace", "long-prompt", "cold-prefill"
-    streams: int
+    scenario: str  # "concurrency", "trace", "trace-median", "long-prompt", "cold-prefill"
+    streams: int  # concurrent requests; for "trace-median", the cached turns it takes the medians over
     prompt_tokens: int  # per request (the last turn's, for the trace)
     new_tokens: int
     tokens_per_second: float  # steady state over every stream; 0 where not meaningful
@@ -107,11 +107,13 @@ def run_trace(engine: Engine, start_tokens: int, added_tokens: int, answer_token
     """One agent session: each turn's prompt is the last prompt, its answer and `added_tokens` new ones, until the
     prompt would pass `max_tokens`. Yields a row per turn; the last turn is then run cold (same length, no prefix
     in the cache) beside it; then the medians over the turns after the first (those with a cached prefix)."""
-    prompt, turns = prompts(start_tokens), []
+    prompt, turns, rates = prompts(start_tokens), [], []
     while len(prompt) + answer_tokens <= max_tokens:
         handle = engine.submit(prompt, answer_tokens, stop_token_ids=[])
         turns += _consume([handle])
-        yield _row("trace", turns[-1:], len(prompt), answer_tokens)
+        row = _row("trace", turns[-1:], len(prompt), answer_tokens)
+        rates.append(row.tokens_per_second)
+        yield row
         last = prompt
         prompt = prompt + handle.token_ids + prompts(added_tokens + 1)[1:]
     cold = [prompts.count % engine.config.vocab_size + 1, *last[1:]]  # another first token: nothing cached matches
@@ -123,7 +125,9 @@ def run_trace(engine: Engine, start_tokens: int, added_tokens: int, answer_token
             f"{len(cached)} cached turns; the last ({final.prompt_tokens} tokens): TTFT "
             f"{final.time_to_first_token * 1e3:.1f} ms, {final.prompt_tokens - final.cached_tokens} tokens prefilled"
         )
-        yield _row("trace-median", cached, len(last), answer_tokens, note=note)
+        # The turns ran one after another: their decode rate is each turn's own, then the median.
+        median_rate = _percentile(rates[1:], 0.5)
+        yield replace(_row("trace-median", cached, len(last), answer_tokens, note=note), tokens_per_second=median_rate)
 
 
 def run_long_prompt(engine: Engine, streams: int, long_tokens: int, new_tokens: int, prompts) -> ServeBenchRow:

@@ -18,10 +18,11 @@ STAGE=/tmp/warpcode-carry
 RAY_DEPENDENCIES="msgpack click jsonschema jsonschema-specifications referencing rpds-py attrs"
 
 prepare() {
-    local version
+    local version exclude
+    exclude=$(git rev-parse --git-path info/exclude)  # .git is a file in a worktree
     version=$(python3 -c 'import ray; print(ray.__version__)' 2>/dev/null || echo 2.60.0)
     for folder in .carry-a .carry-b .carry-download; do
-        grep -qx "/$folder/" .git/info/exclude 2>/dev/null || echo "/$folder/" >>.git/info/exclude
+        grep -qx "/$folder/" "$exclude" 2>/dev/null || echo "/$folder/" >>"$exclude"
     done
     rm -rf .carry-a .carry-b .carry-download && mkdir -p .carry-a .carry-b .carry-download
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \

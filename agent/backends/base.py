@@ -106,7 +106,8 @@ def backend_from_spec(spec: str | None) -> ModelBackend:
             "the model of `warpcode batch --ray ... --replicas R` (or `warpcode serve-model --model`) for scripted "
             'jobs whose turns ask it for tokens ("generate_tokens")'
         )
-    if Path(spec.rpartition("#")[0] or spec).is_dir():
+    directory, sep, _ = spec.rpartition("#")
+    if Path(spec).is_dir() or (sep and Path(directory).is_dir()):
         from warpcode.agent.backends.local import LocalBackend, split_local_spec
 
         directory, weights = split_local_spec(spec)

@@ -126,7 +126,13 @@ class ScriptedBackend:
         started = time.time()
         reply = await _post(url.rstrip("/") + "/completions", body)
         ended = time.time()
-        generated = reply["choices"][0]["token_ids"]
+        try:
+            generated = [int(token) for token in reply["choices"][0]["token_ids"]]
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise BackendError(
+                f"the model server at {url} answered without the generated token ids (it must support "
+                '"return_token_ids", as `warpcode serve-model` does)'
+            ) from exc
         self._context_ids += generated
         usage = reply.get("usage") or {}
         self.generation.append({
@@ -148,10 +154,14 @@ async def _post(url: str, body: dict[str, Any]) -> dict[str, Any]:
         async with httpx.AsyncClient(timeout=timeout) as client:
             response = await client.post(url, json=body, headers=headers)
     except httpx.HTTPError as exc:
-        raise ModelUnavailable(f"the model server at {url} cannot be reached: {exc or type(exc).__name__}") from exc
+        reason = str(exc) or type(exc).__name__
+        raise ModelUnavailable(f"the model server at {url} cannot be reached: {reason}") from exc
     if response.status_code >= 500:
         raise ModelUnavailable(f"the model server at {url} failed ({response.status_code}): {response.text[:300]}")
     if response.status_code != 200:
         raise BackendError(f"the model server at {url} refused the request ({response.status_code}): "
                            f"{response.text[:300]}")  # fmt: skip
-    return response.json()
+    try:
+        return response.json()
+    except ValueError as exc:
+        raise BackendError(f"the model server at {url} answered with something other than JSON") from exc

@@ -27,27 +27,32 @@ class ReplicaModel:
 
     checkpoint: Path | None = None
     preset: str | None = None
+    weights: str = "bf16"  # or "mxfp8": `local:DIR#mxfp8`, `random:PRESET#mxfp8`
     kv_cache_gb: float | None = None  # None: the engine's default (half the free GPU memory)
     warm_up: tuple[int, int] = (8, 4096)  # decode graphs captured before serving: (streams, tokens)
 
     @property
     def name(self) -> str:
-        return f"random:{self.preset}" if self.preset else self.checkpoint.name
+        suffix = "" if self.weights == "bf16" else f"#{self.weights}"
+        return (f"random:{self.preset}" if self.preset else self.checkpoint.name) + suffix
 
 
 def replica_model(model: str | None) -> ReplicaModel:
-    """The replicas' model from `--model`: `local:DIR` (or a bare DIR) or `random:PRESET`; anything else is a
-    clear error."""
+    """The replicas' model from `--model`: `local:DIR` (or a bare DIR) or `random:PRESET`, each with an optional
+    `#mxfp8`; anything else is a clear error."""
+    from warpcode.agent.backends.local import split_local_spec
+
     if model and model.startswith("random:") and model.removeprefix("random:"):
-        return ReplicaModel(preset=model.removeprefix("random:"))  # the replicas check the name as they build it
-    path = model.removeprefix("local:") if model else None
-    if not path or not (model.startswith("local:") or Path(model).is_dir()):
+        preset, weights = split_local_spec(model.removeprefix("random:"))
+        return ReplicaModel(preset=preset, weights=weights)  # the replicas check the name as they build it
+    path, weights = split_local_spec(model.removeprefix("local:")) if model else (None, "bf16")
+    if not path or not (model.startswith("local:") or Path(path).is_dir()):
         raise ValueError(f"--replicas serves a local:DIR or random:PRESET model; --model is {model!r} (an openai: "
                          "endpoint serves itself: give the workers its URL instead)")  # fmt: skip
     checkpoint = Path(path).expanduser().resolve()
     if not (checkpoint / "config.json").is_file():
         raise ValueError(f"--replicas: {checkpoint} is not a checkpoint directory (no config.json)")
-    return ReplicaModel(checkpoint=checkpoint)
+    return ReplicaModel(checkpoint=checkpoint, weights=weights)
 
 
 def replica_resources(cluster_gpus: float, count: int, gpus_per_replica: float) -> tuple[dict, str]:
@@ -115,7 +120,6 @@ class ReplicaSet:
         self.sessions = [0] * count
         self.generated = [0] * count
         self.cached_by_turn: list[list[list[int]]] = [[] for _ in range(count)]  # [replica][turn] -> each session's
-        self.strays = [0] * count  # sessions with a request another server answered
 
     def start(self, timeout_s: float) -> None:
         options, where = replica_resources(ray.cluster_resources().get("GPU", 0), self.count, self.gpus_per_replica)
@@ -156,7 +160,6 @@ class ReplicaSet:
             if turn == len(turns):
                 turns.append([])
             turns[turn].append(request["cached_tokens"])
-        self.strays[replica] += any(request["model"] != served_name(replica) for request in requests)
 
     def summary(self) -> list[str]:
         try:
@@ -172,10 +175,8 @@ class ReplicaSet:
                          f"{counts['generated_tokens']} generated")  # fmt: skip
             if turns := self.cached_by_turn[number]:
                 means = ", ".join(f"{sum(cached) / len(cached):.0f}" for cached in turns)
-                stayed = "every session on this replica" if not self.strays[number] else (
-                    f"{self.strays[number]} sessions also answered elsewhere")  # fmt: skip
                 line += (f"; generate_tokens turns: {self.generated[number]} tokens, cached prompt tokens per turn "
-                         f"(mean) {means}; {stayed}")  # fmt: skip
+                         f"(mean) {means}")  # fmt: skip
             lines.append(line)
         return lines
 
@@ -195,12 +196,12 @@ def _load(model: ReplicaModel) -> Any:
     if model.checkpoint is not None:
         from warpcode.agent.backends.local import load_agent_engine
 
-        return load_agent_engine(model.checkpoint)
+        return load_agent_engine(model.checkpoint, weights=model.weights)
     import torch
 
     from warpcode.model_runtime import load_random
 
-    return load_random(model.preset, device="cuda" if torch.cuda.is_available() else "cpu")
+    return load_random(model.preset, device="cuda" if torch.cuda.is_available() else "cpu", weights=model.weights)
 
 
 def _cause(error: Exception) -> str:
