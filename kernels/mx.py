@@ -15,7 +15,7 @@ Dequantised, an element is data * 2**(scale - 127); the kernels build 2**(s - 12
 fp32, 2**-127's subnormal pattern for s = 0).
 
 `quantize_mxfp8` runs a Triton kernel on CUDA tensors (kernels/mx_quantize.py: loading quantises on the device) and
-the PyTorch definition below elsewhere; both compute the same bits.
+the PyTorch definition below elsewhere; both compute the same bits. Weights must be finite: inf or NaN is refused.
 """
 
 from __future__ import annotations
@@ -38,12 +38,14 @@ class MXTensor:
     scales: torch.Tensor
 
     def __post_init__(self) -> None:
+        if self.data.dim() < 2:
+            raise ValueError(f"MXTensor data must be [..., N, K], got shape {tuple(self.data.shape)}")
         if self.data.dtype != torch.float8_e4m3fn:
             raise ValueError(f"MXTensor data must be float8_e4m3fn, got {self.data.dtype}")
         if self.scales.dtype != torch.uint8:
             raise ValueError(f"MXTensor scales must be uint8 (E8M0 bits), got {self.scales.dtype}")
         expected = (*self.data.shape[:-1], scale_columns(self.data.shape[-1]))
-        if self.data.dim() < 2 or tuple(self.scales.shape) != expected:
+        if tuple(self.scales.shape) != expected:
             raise ValueError(
                 f"MXTensor scales {tuple(self.scales.shape)} do not match data {tuple(self.data.shape)}: "
                 f"expected {expected} (one scale per 32 elements of the last dimension)"
@@ -74,8 +76,9 @@ class MXTensor:
 
     def __getitem__(self, index) -> MXTensor:
         """Indexes the leading (non-K) dimensions, e.g. one expert `w13[e]` or rows `w[a:b]`."""
-        if isinstance(index, tuple) and len(index) >= self.data.dim():
-            raise IndexError("MXTensor indexing cannot select along K (the scaled dimension)")
+        parts = index if isinstance(index, tuple) else (index,)
+        if Ellipsis in parts or len(parts) >= self.data.dim():
+            raise IndexError("MXTensor indexing selects leading dimensions only (no `...`, nothing along K)")
         return MXTensor(self.data[index], self.scales[index])
 
     def nbytes(self) -> int:
@@ -86,6 +89,10 @@ class MXTensor:
 
     def contiguous(self) -> MXTensor:
         return MXTensor(self.data.contiguous(), self.scales.contiguous())
+
+
+class NonFiniteWeights(ValueError):
+    """quantize_mxfp8 was given inf or NaN (a corrupt checkpoint, or a diverged training run)."""
 
 
 def scale_columns(k: int) -> int:
@@ -102,6 +109,8 @@ def quantize_mxfp8(w: torch.Tensor) -> MXTensor:
         raise ValueError(f"quantize_mxfp8 takes a float tensor of bf16/fp16/fp32/fp64, got {w.dtype}")
     if w.dim() < 2:
         raise ValueError(f"quantize_mxfp8 takes a weight [..., N, K], got shape {tuple(w.shape)}")
+    if not bool(torch.isfinite(w).all()):  # a load-time check: MXFP8 has no inf, and a NaN would poison its block
+        raise NonFiniteWeights("the weight holds inf or NaN values, which MXFP8 cannot represent")
     if w.is_cuda:
         from warpcode.kernels.mx_quantize import quantize_mxfp8_triton
 

@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from safetensors import SafetensorError, safe_open
 
+from warpcode.kernels.mx import NonFiniteWeights
 from warpcode.model_runtime.checkpoint_error import CheckpointError
 from warpcode.model_runtime.fp8_checkpoint import dequantize_fp8_blocks, is_scale_name, scale_name, weight_name_of
 from warpcode.model_runtime.model import MoeForCausalLM
@@ -89,7 +90,10 @@ def load_weights(model: MoeForCausalLM, model_dir: str | Path, show_progress: bo
                         f"tensor {name} in {path.name} has shape {shape}, but the model "
                         f"expects {tuple(destination.shape)} (from config.json)"
                     )
-                store_(destination, _read_weight(name, location))
+                try:
+                    store_(destination, _read_weight(name, location))
+                except NonFiniteWeights as error:
+                    raise CheckpointError(f"tensor {name} in {path.name}: {error} (a corrupt checkpoint?)") from error
                 filled[param_name][coverage] = True
             progress.advance(task)
     _check_complete(filled, params, model)

@@ -133,6 +133,18 @@ def test_mxtensor_checks_and_indexing():
         MXTensor(mx.data.view(torch.uint8), mx.scales)
     with pytest.raises(ValueError, match="float tensor"):
         quantize_mxfp8(torch.ones(2, 32, dtype=torch.int32))
+    with pytest.raises(IndexError, match="leading dimensions only"):
+        mx[..., :8]
+    with pytest.raises(IndexError, match="leading dimensions only"):
+        mx[0, 1, :8]
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("nan")])
+def test_non_finite_weights_are_refused(bad):
+    w = torch.randn(2, 64)
+    w[1, 40] = bad
+    with pytest.raises(ValueError, match="inf or NaN"):
+        quantize_mxfp8(w)
 
 
 @pytest.mark.gpu

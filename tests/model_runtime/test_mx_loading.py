@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import copy
 import re
+import shutil
 
 import pytest
 import torch
 from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 
 from warpcode.kernels import MXTensor, dequantize_mxfp8, quantize_mxfp8
-from warpcode.model_runtime import load, load_random
+from warpcode.model_runtime import CheckpointError, load, load_random
 from warpcode.model_runtime.mx_weights import named_weights
 
 VOCAB = 128  # conftest's tiny models
@@ -131,3 +133,14 @@ def test_mx_graph_ready_prefill_matches_a_cache_free_forward(cached):
     prepare_for_decode(engine.model)
     assert isinstance(engine.model.model.layers[0].self_attn.qkv_weight, MXTensor)
     graphs.test_a_padded_chunk_after_a_cached_prefix_matches_a_cache_free_forward(engine, cached)
+
+
+def test_a_non_finite_weight_is_a_checkpoint_error_naming_it(hf_checkpoints, tmp_path):
+    _, path = hf_checkpoints["qwen3_moe"]
+    broken = tmp_path / "broken"
+    shutil.copytree(path, broken)
+    tensors = load_file(str(broken / "model.safetensors"))
+    tensors["model.layers.0.self_attn.o_proj.weight"][3, 5] = float("nan")
+    save_file(tensors, str(broken / "model.safetensors"))
+    with pytest.raises(CheckpointError, match=r"model\.layers\.0\.self_attn\.o_proj\.weight .*inf or NaN"):
+        load(broken, device="cpu", dtype=torch.float32, weights="mxfp8", show_progress=False)
