@@ -14,13 +14,10 @@ MXTensors, data fp8 [E, N, K] and scales uint8 [E, N, ceil(K / 32)]. Each weight
 [BLOCK_N, BLOCK_K] with its scales [BLOCK_N, BLOCK_K / 32] (BLOCK_K a multiple of 32, so tiles hold whole scale
 groups; the last K tile is masked, its scales too), dequantised in registers to x.dtype, data * 2**(s - 127)
 (exact in bf16 down to its subnormals), and multiplied on tensor cores with fp32 accumulation as for bf16.
-Tiles come from mx_grouped_gemm_config: measured entries under their own key (mx_shape_key), else bf16's.
+Tiles come from tuning.grouped_gemm_config(..., mx=True): measured entries under their own key, else bf16's.
 """
 
 from __future__ import annotations
-
-import dataclasses
-import functools
 
 import torch
 import triton
@@ -31,14 +28,7 @@ from warpcode.kernels.moe_args import check_kernel_layout, check_moe_args, outpu
 from warpcode.kernels.mx import BLOCK as MX_GROUP
 from warpcode.kernels.mx import MXTensor, is_mx
 from warpcode.kernels.mx_tile import dequantize_tile
-from warpcode.kernels.tuning import (
-    TOKEN_BUCKETS,
-    GroupedGemmConfig,
-    grouped_gemm_config,
-    measured,
-    shape_key,
-    token_bucket,
-)
+from warpcode.kernels.tuning import GroupedGemmConfig, grouped_gemm_config
 
 # Triton's CPU interpreter multiplies bf16 dot operands as their raw uint16 bits (triton 3.6-3.9); there the
 # kernel upcasts them first, which is also exactly what the tensor cores compute (bf16 products, fp32 sums).
@@ -93,29 +83,6 @@ def _align_slots_kernel(
         place = tl.atomic_add(group_fill_ptr + ids, 1, mask=slot_mask)
         group_start = tl.load(group_starts_ptr + ids, mask=slot_mask, other=0)
         tl.store(sorted_slots_ptr + group_start + place, slots, mask=slot_mask)
-
-
-def mx_shape_key(hidden: int, intermediate: int, experts: int, top_k: int) -> str:
-    """The config file's "expert_centric" key of MXFP8 weights: the bf16 key plus ",mxfp8"."""
-    return shape_key(hidden, intermediate, experts, top_k) + ",mxfp8"
-
-
-def mx_grouped_gemm_config(hidden: int, intermediate: int, experts: int, top_k: int, tokens: int) -> GroupedGemmConfig:
-    """The grouped GEMMs' tiles for MXFP8 weights: the measured entry under mx_shape_key (tune_expert_centric
-    --weights mxfp8) for the token count's bucket, else the bf16 choice (tuning.grouped_gemm_config) with block_k
-    at least one scale group."""
-    if tokens <= TOKEN_BUCKETS[-1]:
-        tuned = _measured_mx_config(hidden, intermediate, experts, top_k, token_bucket(tokens))
-        if tuned is not None:
-            return tuned
-    config = grouped_gemm_config(hidden, intermediate, experts, top_k, tokens)
-    return dataclasses.replace(config, block_k=max(MX_GROUP, config.block_k))
-
-
-@functools.cache
-def _measured_mx_config(hidden: int, intermediate: int, experts: int, top_k: int, bucket: int):
-    values = measured()["expert_centric"].get(mx_shape_key(hidden, intermediate, experts, top_k), {}).get(str(bucket))
-    return None if values is None else GroupedGemmConfig(**values)
 
 
 def align_slots_by_expert(topk_ids: torch.Tensor, experts: int, block_m: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -256,8 +223,7 @@ def moe_expert_centric(
     if tokens == 0:
         return out
     mx = is_mx(w13)
-    choose = mx_grouped_gemm_config if mx else grouped_gemm_config
-    config = config or choose(hidden_size, two_i // 2, experts, top_k, tokens)
+    config = config or grouped_gemm_config(hidden_size, two_i // 2, experts, top_k, tokens, mx)
     if mx and config.block_k < MX_GROUP:
         raise ValueError(f"MX weights need GroupedGemmConfig.block_k >= {MX_GROUP} (whole scale groups), got {config}")
     sorted_slots, block_expert = align_slots_by_expert(topk_ids, experts, config.block_m)

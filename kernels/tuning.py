@@ -11,6 +11,7 @@ the bf16 config with twice the columns, the same bytes per tile).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -80,7 +81,7 @@ class GroupedGemmConfig:
 
 
 def shape_key(hidden: int, intermediate: int, experts: int, top_k: int, mx: bool = False) -> str:
-    """ "H,I,E,K", with the suffix ",mx" for warp decode's MXFP8-weight entries."""
+    """ "H,I,E,K", with the suffix ",mx" for MXFP8-weight entries."""
     return f"{hidden},{intermediate},{experts},{top_k}" + (",mx" if mx else "")
 
 
@@ -163,24 +164,36 @@ def warp_decode_max_tokens(hidden: int, intermediate: int, experts: int, top_k: 
     return max(1, 2 * experts // top_k)
 
 
-def grouped_gemm_config(hidden: int, intermediate: int, experts: int, top_k: int, tokens: int) -> GroupedGemmConfig:
+def grouped_gemm_config(
+    hidden: int, intermediate: int, experts: int, top_k: int, tokens: int, mx: bool = False
+) -> GroupedGemmConfig:
     """The measured entry of the token count's bucket, else by the slots each expert sees on average (more: taller
-    blocks). Beyond the largest bucket (prefill) the heuristic decides."""
+    blocks). Beyond the largest bucket (prefill) the heuristic decides. MXFP8 weights (mx) have entries of their own
+    (key suffix ",mx"; `tune_expert_centric --weights mxfp8`), else bf16's tiles with block_k at least one scale
+    group (32)."""
     if tokens <= TOKEN_BUCKETS[-1]:
-        tuned = _measured_grouped_gemm_config(hidden, intermediate, experts, top_k, token_bucket(tokens))
+        tuned = _measured_grouped_gemm_config(hidden, intermediate, experts, top_k, token_bucket(tokens), mx)
         if tuned is not None:
             return tuned
+        if mx:
+            return _at_least_one_group(grouped_gemm_config(hidden, intermediate, experts, top_k, tokens))
     slots_per_expert = tokens * top_k / experts
     if slots_per_expert <= 16:
-        return GroupedGemmConfig(block_m=16, block_n=64, block_k=128, num_warps=4, num_stages=4)
-    if slots_per_expert <= 64:
-        return GroupedGemmConfig(block_m=32, block_n=64, block_k=64, num_warps=4, num_stages=4)
-    return GroupedGemmConfig(block_m=64, block_n=128, block_k=64, num_warps=8, num_stages=3)
+        config = GroupedGemmConfig(block_m=16, block_n=64, block_k=128, num_warps=4, num_stages=4)
+    elif slots_per_expert <= 64:
+        config = GroupedGemmConfig(block_m=32, block_n=64, block_k=64, num_warps=4, num_stages=4)
+    else:
+        config = GroupedGemmConfig(block_m=64, block_n=128, block_k=64, num_warps=8, num_stages=3)
+    return _at_least_one_group(config) if mx else config
+
+
+def _at_least_one_group(config: GroupedGemmConfig) -> GroupedGemmConfig:
+    return config if config.block_k >= 32 else dataclasses.replace(config, block_k=32)
 
 
 @functools.cache
 def _measured_grouped_gemm_config(
-    hidden: int, intermediate: int, experts: int, top_k: int, bucket: int
+    hidden: int, intermediate: int, experts: int, top_k: int, bucket: int, mx: bool = False
 ) -> GroupedGemmConfig | None:
-    values = measured()["expert_centric"].get(shape_key(hidden, intermediate, experts, top_k), {}).get(str(bucket))
+    values = measured()["expert_centric"].get(shape_key(hidden, intermediate, experts, top_k, mx), {}).get(str(bucket))
     return None if values is None else GroupedGemmConfig(**values)

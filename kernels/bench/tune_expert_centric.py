@@ -8,13 +8,12 @@ Each candidate times the whole path (align, both grouped GEMMs, activation, redu
 rotated layers, `timing.time_per_call`); the fastest per bucket is merged into the config file's "expert_centric"
 section, which `tuning.grouped_gemm_config` reads. Candidates that exceed shared memory are skipped. With
 `--weights mxfp8` the layers' w13/w2 are MXFP8 (kernels/mx.py), the candidates' weight tiles may be twice as large
-(fp8: the same bytes), and the results go under the key "H,I,E,K,mxfp8" (expert_centric.mx_shape_key), which
-`expert_centric.mx_grouped_gemm_config` reads.
+(fp8: the same bytes), and the results go under the key "H,I,E,K,mx", which `grouped_gemm_config(..., mx=True)`
+reads.
 """
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 from dataclasses import asdict
@@ -24,7 +23,7 @@ import triton
 
 from warpcode.kernels.bench.bench_moe import MoeShape, layer_count, make_layers, parse_tuner_args
 from warpcode.kernels.bench.timing import time_per_call
-from warpcode.kernels.expert_centric import moe_expert_centric, mx_grouped_gemm_config, mx_shape_key
+from warpcode.kernels.expert_centric import moe_expert_centric
 from warpcode.kernels.mx import quantize_mxfp8_torch
 from warpcode.kernels.tuning import (
     GroupedGemmConfig,
@@ -68,8 +67,7 @@ def tune(shape: MoeShape, batch: int, mx: bool = False) -> tuple[GroupedGemmConf
         except triton.runtime.errors.OutOfResources:
             continue
     best_seconds, best = min(timed, key=lambda pair: pair[0])
-    choose = mx_grouped_gemm_config if mx else grouped_gemm_config
-    default = choose(shape.hidden, shape.intermediate, shape.experts, shape.top_k, batch)
+    default = grouped_gemm_config(shape.hidden, shape.intermediate, shape.experts, shape.top_k, batch, mx)
     return best, best_seconds, seconds(default)
 
 
@@ -83,19 +81,16 @@ def mx_layers(layers: list[tuple]) -> list[tuple]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    weights_parser = argparse.ArgumentParser(add_help=False)
-    weights_parser.add_argument("--weights", default="bf16", choices=["bf16", "mxfp8"])
-    weights, rest = weights_parser.parse_known_args(argv)
-    args, shape, batches = parse_tuner_args(__doc__.splitlines()[0], "16,32,64,128", rest)
-    mx = weights.weights == "mxfp8"
+    args, shape, batches = parse_tuner_args(__doc__.splitlines()[0], "16,32,64,128", argv, weight_format=True)
+    mx = args.weights == "mxfp8"
     configs = {}
     for batch in batches:
         best, best_seconds, default_seconds = tune(shape, batch, mx)
         configs[str(token_bucket(batch))] = asdict(best)
-        line = {"shape": args.shape, "weights": weights.weights, "batch": batch, "config": asdict(best)}
+        line = {"shape": args.shape, "weights": args.weights, "batch": batch, "config": asdict(best)}
         print(json.dumps({**line, "us": best_seconds * 1e6, "default_us": default_seconds * 1e6}), flush=True)
     if args.write:
-        key = (mx_shape_key if mx else shape_key)(shape.hidden, shape.intermediate, shape.experts, shape.top_k)
+        key = shape_key(shape.hidden, shape.intermediate, shape.experts, shape.top_k, mx)
         update_config_file(args.write, "expert_centric", key, configs, replace=False)
 
 

@@ -8,8 +8,7 @@ import math
 import pytest
 import torch
 
-from warpcode.kernels import expert_centric, moe_expert_centric, moe_reference, route_reference, tuning
-from warpcode.kernels.expert_centric import mx_grouped_gemm_config, mx_shape_key
+from warpcode.kernels import moe_expert_centric, moe_reference, route_reference, tuning
 from warpcode.kernels.mx import dequantize_mxfp8, quantize_mxfp8
 from warpcode.kernels.tuning import GroupedGemmConfig
 
@@ -60,22 +59,22 @@ def test_mx_config_choice_and_checks(tmp_path, monkeypatch):
         moe_expert_centric(x, topk_weights, topk_ids, w13, dequantize_mxfp8(w2))
     # untuned: bf16's choice, block_k at least 32
     for tokens in (1, 16, 128, 1024):
-        config = mx_grouped_gemm_config(2048, 768, 128, 8, tokens)
+        config = tuning.grouped_gemm_config(2048, 768, 128, 8, tokens, mx=True)
         bf16 = tuning.grouped_gemm_config(2048, 768, 128, 8, tokens)
         assert config == dataclasses.replace(bf16, block_k=max(32, bf16.block_k))
     # a measured MX entry is read from its own key, never the bf16 one
     measured_mx = dict(block_m=32, block_n=128, block_k=256, num_warps=8, num_stages=2)
     path = tmp_path / "configs.json"
-    path.write_text(json.dumps({"expert_centric": {mx_shape_key(2048, 768, 128, 8): {"16": measured_mx}}}))
+    path.write_text(json.dumps({"expert_centric": {tuning.shape_key(2048, 768, 128, 8, mx=True): {"16": measured_mx}}}))
     monkeypatch.setenv("WARPCODE_WARP_DECODE_CONFIGS", str(path))
-    for cached in (tuning.measured, tuning._measured_grouped_gemm_config, expert_centric._measured_mx_config):
+    for cached in (tuning.measured, tuning._measured_grouped_gemm_config):
         cached.cache_clear()
     try:
-        assert mx_grouped_gemm_config(2048, 768, 128, 8, 9) == GroupedGemmConfig(**measured_mx)
+        assert tuning.grouped_gemm_config(2048, 768, 128, 8, 9, mx=True) == GroupedGemmConfig(**measured_mx)
         assert tuning.grouped_gemm_config(2048, 768, 128, 8, 9) != GroupedGemmConfig(**measured_mx)
     finally:
         monkeypatch.delenv("WARPCODE_WARP_DECODE_CONFIGS")
-        for cached in (tuning.measured, tuning._measured_grouped_gemm_config, expert_centric._measured_mx_config):
+        for cached in (tuning.measured, tuning._measured_grouped_gemm_config):
             cached.cache_clear()
 
 
@@ -97,4 +96,4 @@ def test_tuner_writes_mx_results_under_their_own_key(tmp_path, monkeypatch):
     data = json.loads(path.read_text())["expert_centric"]
     assert seen == [True]
     assert data["2048,768,128,8"] == {"32": {"block_m": 16}}  # the bf16 entry untouched
-    assert data["2048,768,128,8,mxfp8"] == {"32": dataclasses.asdict(best)}
+    assert data["2048,768,128,8,mx"] == {"32": dataclasses.asdict(best)}

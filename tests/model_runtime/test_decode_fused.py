@@ -12,7 +12,7 @@ from warpcode.kernels import gemv as gemv_module
 from warpcode.kernels.gemv import GemvConfig
 from warpcode.kernels.tuning import WarpDecodeConfig, warp_decode_max_tokens
 from warpcode.model_runtime import decode_step as step_module
-from warpcode.model_runtime import load, moe_block
+from warpcode.model_runtime import load, moe_block, mx_weights
 from warpcode.model_runtime.sampling import SamplingParams
 
 PROMPTS = [[3, 5, 7, 9, 11, 13], [4, 2], [8, 8, 8], [6, 1, 6, 1], [9]]
@@ -69,6 +69,7 @@ def decode(engine, batch, uses_gemv=None):
         patch.setattr(step_module, "add_rmsnorm", add_rmsnorm)
         if uses_gemv is not None:
             patch.setattr(step_module, "uses_gemv", uses_gemv)
+            patch.setattr(mx_weights, "uses_gemv", uses_gemv)  # the rule of the linear() the step calls
             patch.setattr(dispatch, "uses_warp_decode", warp_decode_rule)
             patch.setattr(moe_block, "uses_warp_decode", warp_decode_rule)
             patch.setattr(gemv_module, "default_gemv_config", lambda n, h, batch, mx=False: GEMV_BLOCKS)
