@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
+WEIGHT_FORMATS = ("bf16", "mxfp8")  # "bf16": a model's weights in its dtype, whatever it is; "mxfp8": this module's
 BLOCK = 32  # elements per scale, along K
 E4M3_MAX = 448.0
 SCALE_BIAS = 127

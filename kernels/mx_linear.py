@@ -34,7 +34,9 @@ from warpcode.kernels.mx_tile import dequantize_tile
 from warpcode.kernels.norm import SUPPORTED_DTYPES, round_to
 from warpcode.kernels.tuning import require_powers_of_two
 
-MX_LINEAR_MAX_ROWS = 512  # linear_mx: the Triton GEMM up to this many rows, dequantise + cuBLAS beyond (to measure)
+# linear_mx: the Triton GEMM up to this many rows, dequantise + cuBLAS beyond. Not measured past one row yet (H200,
+# 5120x2048: 11.0 us against 14.5, BENCHMARKS.md "MXFP8"): `bench_gemv --weights mxfp8` prints the crossover.
+MX_LINEAR_MAX_ROWS = 512
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ class MxLinearConfig:
             raise ValueError(f"MxLinearConfig.num_stages must be >= 1, got {self.num_stages}")
 
 
-def default_mx_linear_config(m: int, n: int, k: int) -> MxLinearConfig:
+def default_mx_linear_config(m: int) -> MxLinearConfig:
     """Short row blocks for few rows (the weights dominate: wide, deep tiles keep them streaming), square tiles
     once the rows fill them."""
     if m <= 16:
@@ -127,7 +129,7 @@ def mx_linear(
     y = torch.empty((m, n), device=x.device, dtype=x.dtype)
     if m == 0 or n == 0:
         return y
-    config = config or default_mx_linear_config(m, n, k)
+    config = config or default_mx_linear_config(m)
     grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n),)
     _mx_linear_kernel[grid](
         x, weight.data, weight.scales, x if bias is None else bias.contiguous(), y,

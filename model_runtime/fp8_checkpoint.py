@@ -73,6 +73,8 @@ def dequantize_fp8_blocks(name: str, weight: torch.Tensor, scale_inv: torch.Tens
             f"{scale_name(name)} has shape {tuple(scale_inv.shape)}, but {name} {tuple(weight.shape)} in "
             f"{BLOCK}x{BLOCK} blocks needs {expected}"
         )
-    scales = scale_inv.to(torch.float32).repeat_interleave(BLOCK, dim=-2)[..., :n, :]
-    scales = scales.repeat_interleave(BLOCK, dim=-1)[..., :k]
-    return weight.to(torch.float32) * scales
+    out = weight.to(torch.float32)  # the one full-size copy: each 128-column strip is scaled in place
+    row_scales = scale_inv.to(torch.float32).repeat_interleave(BLOCK, dim=-2)[..., :n, :]  # [..., N, ceil(K/128)]
+    for column in range(row_scales.shape[-1]):
+        out[..., column * BLOCK : (column + 1) * BLOCK].mul_(row_scales[..., column : column + 1])
+    return out

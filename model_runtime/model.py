@@ -6,14 +6,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from warpcode.kernels.mx import is_mx
+from warpcode.kernels.mx import WEIGHT_FORMATS, is_mx
 from warpcode.model_runtime.attention import Attention, attention_bias
 from warpcode.model_runtime.config import ModelConfig
 from warpcode.model_runtime.layers import DenseMLP, RMSNorm, RotaryEmbedding
 from warpcode.model_runtime.moe_block import SparseMoeBlock
 from warpcode.model_runtime.mx_weights import fill_, named_weights, use_mx_weights
-
-WEIGHT_FORMATS = ("bf16", "mxfp8")  # "bf16": the weights in the model dtype, whatever it is
 
 
 class DecoderLayer(nn.Module):

@@ -56,8 +56,7 @@ def linear(x: torch.Tensor, weight: Weight, bias: torch.Tensor | None) -> torch.
         return F.linear(x, dequantize_mxfp8(weight, x.dtype), bias)
     from warpcode.kernels.mx_linear import linear_mx
 
-    rows = x.reshape(-1, x.shape[-1])
-    return linear_mx(rows, weight, bias).view(*x.shape[:-1], weight.shape[0])
+    return linear_mx(x, weight, bias)
 
 
 def set_weight(module: nn.Module, name: str, weight: Weight) -> None:

@@ -22,7 +22,7 @@ from warpcode.agent.backends.toolcall_parsers import parser_for_template
 from warpcode.agent.messages import Message, ToolCall
 
 DEFAULT_CONTEXT_WINDOW = 32_768
-WEIGHT_FORMATS = ("bf16", "mxfp8")  # model_runtime's, named here so that parsing a spec does not import torch
+WEIGHT_FORMATS = ("bf16", "mxfp8")  # kernels.mx's, named here so that parsing a spec or arguments imports no torch
 _ENGINES: dict[tuple[Path, str], Any] = {}
 _ENGINES_LOCK = threading.Lock()
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from warpcode.agent.backends.local import WEIGHT_FORMATS
+
 # --dtype spelling -> torch attribute name; auto picks per device in the runtime
 DTYPES = {
     "auto": None,
@@ -15,8 +17,6 @@ DTYPES = {
     "float32": "float32",
     "fp32": "float32",
 }
-
-WEIGHT_FORMATS = ("bf16", "mxfp8")  # model_runtime.model.WEIGHT_FORMATS, without importing torch to parse arguments
 
 
 def add_weights_argument(parser: argparse.ArgumentParser) -> None:

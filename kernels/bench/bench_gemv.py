@@ -183,7 +183,7 @@ def mx_gemv_configs(n: int, hidden: int, batch: int, args) -> list[GemvConfig]:
 def mx_linear_configs(m: int, args) -> list[MxLinearConfig]:
     """The default, then (unless --quick) the two tallest row blocks that M fills (16..128), 64/128 wide, 64..256
     deep, 4 or 8 warps as the tile needs, 3 or 4 stages: <= 24 configs."""
-    default = default_mx_linear_config(m, 0, 0)
+    default = default_mx_linear_config(m)
     if args.quick:
         return [default]
     tallest = min(128, max(16, triton.next_power_of_2(m)))

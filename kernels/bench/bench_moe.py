@@ -19,7 +19,7 @@ import torch
 from warpcode.kernels.bench.timing import L2_BYTES, measure_copy_bandwidth, time_per_call
 from warpcode.kernels.expert_centric import moe_expert_centric
 from warpcode.kernels.moe_reference import moe_reference, route_reference
-from warpcode.kernels.mx import dequantize_any, quantize_mxfp8, scale_columns
+from warpcode.kernels.mx import WEIGHT_FORMATS, dequantize_any, quantize_mxfp8, scale_columns
 from warpcode.kernels.warp_decode import moe_warp_decode
 
 MoeCall = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -118,7 +118,6 @@ def all_paths(shape: MoeShape) -> dict[str, MoeCall]:
     }
 
 
-WEIGHT_FORMATS = ("bf16", "mxfp8")
 MX_PATHS = {"warp-decode", "expert-centric", "torch-gather-bmm"}  # the paths that take MXFP8 weights
 
 

@@ -87,7 +87,7 @@ def test_linear_mx_picks_by_rows(monkeypatch):
 
 def test_configs_and_bad_inputs():
     for m in (1, 16, 33, 64, 1024):
-        config = default_mx_linear_config(m, 5120, 2048)
+        config = default_mx_linear_config(m)
         assert config.block_k % 32 == 0 and config.block_m >= 16
     with pytest.raises(ValueError):
         MxLinearConfig(block_m=16, block_n=16, block_k=16)
