@@ -1,4 +1,5 @@
-"""Structured test results: pytest's JUnit XML, and the text output of go test, cargo test and JS runners."""
+"""Structured test results: pytest's JUnit XML, and the text output of go test, cargo test, unittest and JS
+runners."""
 
 from __future__ import annotations
 
@@ -175,4 +176,34 @@ def parse_js(output: str) -> TestCounts:
         elif current is not None and line.strip() and len(current) < 20:
             current.append(line.strip())
             counts.failures[-1].message = _cut("\n".join(current))
+    return counts
+
+
+_UNITTEST_BLOCK = re.compile(r"^(FAIL|ERROR|UNEXPECTED SUCCESS): (\S+)(?: \((\S+)\))?", re.MULTILINE)
+
+
+def parse_unittest(output: str) -> TestCounts:
+    """Python's unittest: 'Ran 7 tests in 0.01s' then 'OK', 'OK (skipped=1)' or 'FAILED (failures=1, errors=2,
+    skipped=1, expected failures=1, unexpected successes=1)', and a block per problem between '=' rules:
+    'FAIL: test_x (module.Class.test_x)', its traceback. An expected failure counts as passed."""
+    counts = TestCounts()
+    ran = re.findall(r"^Ran (\d+) tests? in ", output, re.MULTILINE)
+    verdict = re.findall(r"^(OK|FAILED)(?: \((.*)\))?\s*$", output, re.MULTILINE)
+    if not ran or not verdict:
+        return counts
+    counts.parsed = True
+    details = dict((name.strip(), int(number)) for name, number in re.findall(r"([a-z ]+)=(\d+)", verdict[-1][1] or ""))
+    counts.failed = details.get("failures", 0) + details.get("unexpected successes", 0)
+    counts.errors = details.get("errors", 0)
+    counts.skipped = details.get("skipped", 0)
+    counts.passed = int(ran[-1]) - counts.failed - counts.errors - counts.skipped
+    blocks = re.split(r"^={20,}$", output, flags=re.MULTILINE)[1:]
+    for block in blocks:
+        header = _UNITTEST_BLOCK.search(block)
+        if header is None:
+            continue
+        body = re.split(r"^-{20,}$", block, maxsplit=1, flags=re.MULTILINE)
+        trace = body[1] if len(body) > 1 else ""
+        trace = re.split(r"^Ran \d+ tests? in ", trace, maxsplit=1, flags=re.MULTILINE)[0]
+        counts.failures.append(TestFailure(header.group(3) or header.group(2), _cut(trace)))
     return counts

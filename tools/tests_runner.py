@@ -17,7 +17,15 @@ from pathlib import Path
 from warpcode.tools import errors
 from warpcode.tools.process import execute
 from warpcode.tools.sandbox import Sandbox
-from warpcode.tools.tests_report import TestCounts, TestFailure, parse_cargo, parse_go, parse_js, parse_junit
+from warpcode.tools.tests_report import (
+    TestCounts,
+    TestFailure,
+    parse_cargo,
+    parse_go,
+    parse_js,
+    parse_junit,
+    parse_unittest,
+)
 from warpcode.tools.workspace import Workspace
 
 DEFAULT_TEST_TIMEOUT_S = 600.0
@@ -117,6 +125,8 @@ def _runner_of_command(command: str) -> str:
             return "npm" if name in ("npx", "jest", "vitest", "node", "mocha") else name
         if name in ("go", "cargo"):
             return name
+        if word == "unittest":  # python -m unittest ...
+            return "unittest"
     return "pytest" if "pytest" in command else "other"
 
 
@@ -193,8 +203,12 @@ def _counts(runner: str, output: str, junit: Path, root: Path) -> TestCounts:
         # A truncated XML file (pytest crashed while writing it) falls back to the text summary.
         with contextlib.suppress(ET.ParseError):
             return parse_junit(junit, root)
-    parser = {"go": parse_go, "cargo": parse_cargo}.get(runner, parse_js if runner != "pytest" else _pytest_text)
-    return parser(output)
+    if runner == "pytest":
+        return _pytest_text(output)
+    if runner in ("go", "cargo"):
+        return {"go": parse_go, "cargo": parse_cargo}[runner](output)
+    counts = parse_unittest(output)  # `python -m unittest`, or a script that runs it
+    return counts if counts.parsed else parse_js(output)
 
 
 def _pytest_text(output: str) -> TestCounts:

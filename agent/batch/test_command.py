@@ -1,4 +1,5 @@
-"""A job's `test_command`, run in its workspace after the turn, and pytest's summary counts read from its output."""
+"""A job's `test_command`, run in its workspace after the turn, and the summary counts read from its output (pytest's,
+else unittest's)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import re
 import signal
 from pathlib import Path
 from typing import Any
+
+from warpcode.tools.tests_report import parse_unittest
 
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped)\b")
 _SUMMARY = re.compile(r"\b\d+ (passed|failed|errors?|skipped)\b.* in [\d.]+s")
@@ -23,6 +26,14 @@ def pytest_counts(output: str) -> dict[str, int] | None:
     for number, word in _COUNT.findall(lines[-1]):
         counts["errors" if word.startswith("error") else word] += int(number)
     return counts
+
+
+def unittest_counts(output: str) -> dict[str, int] | None:
+    """{passed, failed, errors, skipped} from unittest's closing lines, None when there are none."""
+    counts = parse_unittest(output)
+    if not counts.parsed:
+        return None
+    return {"passed": counts.passed, "failed": counts.failed, "errors": counts.errors, "skipped": counts.skipped}
 
 
 async def run_tests(command: str, cwd: Path) -> dict[str, Any]:
@@ -44,5 +55,5 @@ async def run_tests(command: str, cwd: Path) -> dict[str, Any]:
         await asyncio.shield(process.wait())
         raise
     text = output.decode("utf-8", errors="replace")
-    counts = pytest_counts(text) or dict.fromkeys(("passed", "failed", "errors", "skipped"))
+    counts = pytest_counts(text) or unittest_counts(text) or dict.fromkeys(("passed", "failed", "errors", "skipped"))
     return {"command": command, "exit_code": process.returncode, **counts}

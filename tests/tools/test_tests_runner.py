@@ -159,3 +159,27 @@ def test_jest_output_is_parsed() -> None:
     assert (counts.passed, counts.failed, counts.skipped) == (3, 1, 1)
     assert counts.failures[0].id == "math › subtracts"
     assert "Received: 1" in counts.failures[0].message
+
+
+UNITTEST_PROJECT = {
+    "test_arith.py": (
+        "import unittest\n\n"
+        "class Arith(unittest.TestCase):\n"
+        "    def test_adds(self):\n        self.assertEqual(1 + 1, 2)\n\n"
+        "    def test_fails(self):\n        self.assertEqual(2 * 2, 5, 'arithmetic is broken')\n\n"
+        "    def test_errors(self):\n        raise ValueError('boom')\n\n"
+        "    @unittest.skip('later')\n    def test_skipped(self):\n        pass\n\n"
+        "    @unittest.expectedFailure\n    def test_known_bug(self):\n        self.assertTrue(False)\n"
+    ),
+}
+
+
+def test_unittest_output_is_parsed(ws: Workspace, root: Path) -> None:
+    _write(root, UNITTEST_PROJECT)
+    report = run_tests(ws, command=f"{sys.executable} -m unittest -v test_arith")
+    assert (report.runner, report.passed, report.failed, report.errors, report.skipped) == ("unittest", 2, 1, 1, 1)
+    ids = {failure.id: failure.message for failure in report.failures}
+    assert "arithmetic is broken" in ids["test_arith.Arith.test_fails"]
+    assert "ValueError: boom" in ids["test_arith.Arith.test_errors"]
+    passing = run_tests(ws, command=f"{sys.executable} -m unittest test_arith.Arith.test_adds")
+    assert (passing.passed, passing.failed, passing.errors, passing.ok) == (1, 0, 0, True)
