@@ -1,6 +1,8 @@
 """The decode step's fused add + RMSNorm paths (the GEMV's norm prologue and residual epilogue, warp decode's
 residual) against its unfused path. They only run on CUDA, so here the checks that choose them are patched to
-ignore the device, and the Triton kernels run in the CPU interpreter; the unfused path is the PyTorch references."""
+ignore the device, and the Triton kernels run in the CPU interpreter; the unfused path is the PyTorch references.
+Each comparison runs with the model's own weights and with weights="mxfp8", where the kernels read the MXTensors
+(fp8 data and per-32 scales) and the references multiply by their exact dequantisation (mx_weights.linear)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import torch
 from warpcode.kernels import dispatch, warp_decode
 from warpcode.kernels import gemv as gemv_module
 from warpcode.kernels.gemv import GemvConfig
+from warpcode.kernels.mx import is_mx
 from warpcode.kernels.tuning import WarpDecodeConfig, warp_decode_max_tokens
 from warpcode.model_runtime import decode_step as step_module
 from warpcode.model_runtime import load, moe_block, mx_weights
@@ -20,7 +23,17 @@ STEPS = 3
 # Few programs keep the interpreter fast (the default configs' one-row GEMV blocks take seconds per step); the
 # norms' rows (H = 64) are walked in two tiles.
 GEMV_BLOCKS = GemvConfig(block_n=64, block_k=32, num_warps=1)
+# MX: two scale groups per tile (and half the interpreter's tiles); o_proj's and the dense down_proj's K = 96 ends in
+# a partial tile of one group.
+MX_GEMV_BLOCKS = GemvConfig(block_n=64, block_k=64, num_warps=1)
 WARP_DECODE_BLOCKS = WarpDecodeConfig(gate_up_rows=32, gate_up_cols=32, down_rows=64, down_cols=16)
+# MX tiles hold whole scale groups (down: I = 32 in one tile); gate/up scale the weights, down the partial sums,
+# so both placements run.
+MX_WARP_DECODE_BLOCKS = WarpDecodeConfig(
+    gate_up_rows=32, gate_up_cols=32, down_rows=64, down_cols=32, gate_up_scale="weights", down_scale="sums"
+)
+# load()'s weight formats ("bf16": the model's weights in its dtype, whatever it is), by test id.
+WEIGHTS = {"plain": "bf16", "mxfp8": "mxfp8"}
 
 
 def gemv_rule(x, weight):
@@ -37,13 +50,25 @@ def router_only(x, weight):
 def warp_decode_rule(x, w13, top_k):
     """dispatch.uses_warp_decode without its device check."""
     experts, two_i, hidden = w13.shape
-    return x.shape[0] <= warp_decode_max_tokens(hidden, two_i // 2, experts, top_k)
+    return x.shape[0] <= warp_decode_max_tokens(hidden, two_i // 2, experts, top_k, is_mx(w13))
 
 
-def load_with_random_norms(checkpoint, dtype=torch.float32):
+def gemv_blocks(n, h, batch, mx=False):
+    """gemv.default_gemv_config's signature; the blocks above."""
+    return MX_GEMV_BLOCKS if mx else GEMV_BLOCKS
+
+
+def warp_decode_blocks(hidden, intermediate, experts, top_k, tokens, mx=False):
+    """tuning.warp_decode_config's signature; the blocks above."""
+    return MX_WARP_DECODE_BLOCKS if mx else WARP_DECODE_BLOCKS
+
+
+def load_with_random_norms(checkpoint, dtype=torch.float32, weights="bf16"):
     """The checkpoint's model with every RMSNorm weight drawn from [0.5, 1.5] (they are 1 in a fresh checkpoint,
-    which would hide a kernel that leaves them out)."""
-    engine = load(checkpoint, device="cpu", dtype=dtype)
+    which would hide a kernel that leaves them out); weights="mxfp8": its projections and experts MXTensors."""
+    engine = load(checkpoint, device="cpu", dtype=dtype, weights=weights)
+    if weights == "mxfp8":  # else an unquantised weight would leave its MX path unchecked
+        assert all(is_mx(getattr(owner, name)) for owner, name in mx_weights.mx_weight_owners(engine.model))
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for name, param in engine.model.named_parameters():
@@ -72,8 +97,8 @@ def decode(engine, batch, uses_gemv=None):
             patch.setattr(mx_weights, "uses_gemv", uses_gemv)  # the rule of the linear() the step calls
             patch.setattr(dispatch, "uses_warp_decode", warp_decode_rule)
             patch.setattr(moe_block, "uses_warp_decode", warp_decode_rule)
-            patch.setattr(gemv_module, "default_gemv_config", lambda n, h, batch, mx=False: GEMV_BLOCKS)
-            patch.setattr(warp_decode, "warp_decode_config", lambda *shape_and_tokens, mx=False: WARP_DECODE_BLOCKS)
+            patch.setattr(gemv_module, "default_gemv_config", gemv_blocks)
+            patch.setattr(warp_decode, "warp_decode_config", warp_decode_blocks)
         logits = [step_module.decode_step(engine.model, runner.state, batch, "greedy").clone() for _ in range(STEPS)]
     per_step = len(calls) // STEPS
     assert calls == calls[:per_step] * STEPS
@@ -95,11 +120,21 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
-def test_fused_decode_matches_unfused(case, dtype, hf_checkpoints):
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+# The MX model's cases and dtypes. Its router keeps the model dtype, so "3 rows, router GEMV only" runs no MX kernel
+# that "5 rows, cuBLAS" does not; in bf16 at 3 rows one row meets two experts at router probabilities 0.203 and
+# 0.207, a near-tie the fused and unfused roundings break differently (fp32 compares those kernels as closely).
+MX_CASES = {"1 row": ["fp32", "bf16"], "3 rows, every GEMV": ["fp32"], "5 rows, cuBLAS": ["fp32", "bf16"]}
+FUSED_PARAMS = [("plain", dtype, case) for dtype in DTYPES for case in CASES] + [
+    ("mxfp8", dtype, case) for case, dtypes in MX_CASES.items() for dtype in dtypes
+]
+
+
+@pytest.mark.parametrize(("weights", "dtype", "case"), FUSED_PARAMS, ids=["-".join(p) for p in FUSED_PARAMS])
+def test_fused_decode_matches_unfused(weights, dtype, case, hf_checkpoints):
+    weights, dtype = WEIGHTS[weights], DTYPES[dtype]
     batch, uses_gemv, expected_calls = CASES[case]
-    engine = load_with_random_norms(hf_checkpoints["qwen3_moe"][1], dtype)
+    engine = load_with_random_norms(hf_checkpoints["qwen3_moe"][1], dtype, weights)
     unfused, unfused_calls = decode(engine, batch)
     fused, fused_calls = decode(engine, batch, uses_gemv)
     assert (unfused_calls, fused_calls) == (UNFUSED, expected_calls)
@@ -110,7 +145,7 @@ def test_fused_decode_matches_unfused(case, dtype, hf_checkpoints):
         # the eager model and the norm kernel), and warp decode's fp16 intermediate differs from the reference
         # experts' fp32 one: a few ulps apart (a logit's ulp is 2**-6 in [2, 4)), and the first step's logits no
         # further from the fp32 model's than the unfused ones (later steps may follow other tokens in fp32).
-        reference = decode(load_with_random_norms(hf_checkpoints["qwen3_moe"][1], torch.float32), batch)[0][0]
+        reference = decode(load_with_random_norms(hf_checkpoints["qwen3_moe"][1], torch.float32, weights), batch)[0][0]
 
         def error(logits):
             return ((logits[0].float() - reference).norm() / reference.norm()).item()
@@ -120,10 +155,11 @@ def test_fused_decode_matches_unfused(case, dtype, hf_checkpoints):
     assert torch.equal(fused.argmax(-1), unfused.argmax(-1))
 
 
-def test_fused_decode_falls_back_for_every_architecture(arch, hf_checkpoints):
+@pytest.mark.parametrize("weights", list(WEIGHTS.values()), ids=list(WEIGHTS))
+def test_fused_decode_falls_back_for_every_architecture(arch, weights, hf_checkpoints):
     """Shared experts (qwen2_moe), full q/k norms and clipped q/k/v (olmoe): the fused kernels run where they apply
     and give the unfused logits."""
-    engine = load_with_random_norms(hf_checkpoints[arch][1])
+    engine = load_with_random_norms(hf_checkpoints[arch][1], weights=weights)
     unfused, unfused_calls = decode(engine, 3)
     fused, fused_calls = decode(engine, 3, gemv_rule)
     assert len(fused_calls) < len(unfused_calls)
@@ -131,10 +167,12 @@ def test_fused_decode_falls_back_for_every_architecture(arch, hf_checkpoints):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
-def test_folded_router_decode_matches_unfused(dtype, hf_checkpoints):
-    """One row with the router folded beside o_proj (what prepare_for_decode does on the GPU): both MoE layers take
-    that path, and the logits are the unfused path's up to the fold's roundings."""
-    engine = load_with_random_norms(hf_checkpoints["qwen3_moe"][1], dtype)
+@pytest.mark.parametrize("weights", list(WEIGHTS.values()), ids=list(WEIGHTS))
+def test_folded_router_decode_matches_unfused(dtype, weights, hf_checkpoints):
+    """One row with the router folded beside o_proj (what prepare_for_decode does on the GPU; an MX o_proj is
+    dequantised into the fold): both MoE layers take that path, and the logits are the unfused path's up to the
+    fold's roundings."""
+    engine = load_with_random_norms(hf_checkpoints["qwen3_moe"][1], dtype, weights)
     unfused, _ = decode(engine, 1)
     step_module.prepare_for_decode(engine.model, fold_routers=True)
     folded_layers = []
