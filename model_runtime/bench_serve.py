@@ -114,6 +114,7 @@ def run_trace(engine: Engine, start_tokens: int, added_tokens: int, answer_token
         row = _row("trace", turns[-1:], len(prompt), answer_tokens)
         rates.append(row.tokens_per_second)
         yield row
+        _wait_until_released(engine)
         last = prompt
         prompt = prompt + handle.token_ids + prompts(added_tokens + 1)[1:]
     cold = [prompts.count % engine.config.vocab_size + 1, *last[1:]]  # another first token: nothing cached matches
@@ -128,6 +129,14 @@ def run_trace(engine: Engine, start_tokens: int, added_tokens: int, answer_token
         # The turns ran one after another: their decode rate is each turn's own, then the median.
         median_rate = _percentile(rates[1:], 0.5)
         yield replace(_row("trace-median", cached, len(last), answer_tokens, note=note), tokens_per_second=median_rate)
+
+
+def _wait_until_released(engine: Engine, seconds: float = 5.0) -> None:
+    """A finished turn's blocks (and the partly filled last one it leaves cached) are released a step after its last
+    token; an agent's next turn comes after its tools ran, not within that step, so the trace waits for it too."""
+    deadline = time.monotonic() + seconds
+    while engine.core.held_blocks and time.monotonic() < deadline:
+        time.sleep(0.0005)
 
 
 def run_long_prompt(engine: Engine, streams: int, long_tokens: int, new_tokens: int, prompts) -> ServeBenchRow:

@@ -164,6 +164,5 @@ def test_bench_batch_replicas_on_a_local_ray_instance(tmp_path: Path):
         (_, first_cached), (_, second_cached) = run["per_turn_mean_prompt_cached"]
         assert first_cached == 0 and second_cached > 0  # each session's second turn found its first one cached
         assert len(run["summary"]) == run["replicas"]
-    assert "every session on this replica" in two["summary"][1]
     assert report["ratio"] == pytest.approx(two["tokens_per_s"] / one["tokens_per_s"], rel=1e-2)
     assert "--replicas 2 / --replicas 1:" in done.stdout
