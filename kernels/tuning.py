@@ -32,9 +32,6 @@ def require_powers_of_two(config: object, names: tuple[str, ...]) -> None:
             raise ValueError(f"{type(config).__name__}.{name} must be a power of two, got {value}")
 
 
-SCALE_PLACEMENTS = ("sums", "weights")
-
-
 @dataclass(frozen=True)
 class WarpDecodeConfig:
     gate_up_rows: int = 8  # intermediate rows per kernel-1 program (gate and up each)
@@ -45,10 +42,6 @@ class WarpDecodeConfig:
     down_cols: int = 128  # I elements per loaded tile (times K experts at once)
     down_warps: int = 4
     down_stages: int = 1
-    # MXFP8 weights only (warp_decode.py): where the per-32 scales are applied, to each group's partial dot
-    # product ("sums") or to each weight before the product ("weights").
-    gate_up_scale: str = "sums"
-    down_scale: str = "sums"
 
     def __post_init__(self) -> None:
         require_powers_of_two(
@@ -56,10 +49,6 @@ class WarpDecodeConfig:
         )
         if self.gate_up_stages < 1 or self.down_stages < 1:
             raise ValueError("WarpDecodeConfig stages must be >= 1")
-        for name in ("gate_up_scale", "down_scale"):
-            value = getattr(self, name)
-            if value not in SCALE_PLACEMENTS:
-                raise ValueError(f"WarpDecodeConfig.{name} must be one of {SCALE_PLACEMENTS}, got {value!r}")
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,11 @@ compiles to the same code as without it) are read in their exchange layout:
 with W[e, n, k] = data[e, n, k] * 2**(scales[e, n, k // 32] - 127), exact in fp32. A tile is
 [rows, cols / 32, 32] (kernel 2: [K, rows, cols / 32, 32]), cols a multiple of 32 starting on a group boundary, so each
 (row, group) has one scale and a 16-byte load is 16 weights of one group; the same tile shape reads half the bytes
-of bf16, so MX configs are about twice as wide. The scale is applied (WarpDecodeConfig.gate_up_scale/down_scale) to
-    "sums":    acc[r, g] += scale[r, g] * sum_j w[r, g, j] * x[g, j]      (one multiply per 32 products), or
-    "weights": acc[r, g, j] += (w[r, g, j] * scale[r, g]) * x[g, j]      (dequantise, then the bf16 path's math);
-the tuner times both. A partial last group (K not a multiple of 32) loads its missing weights as 0 (masks), so its
-scale multiplies only real products. Activations, the fp16 intermediate and the fp32 accumulation are as above.
+of bf16, so MX configs are about twice as wide. Each group's products are summed before its scale multiplies them,
+    acc[r, g] += scale[r, g] * sum_j w[r, g, j] * x[g, j]      (one multiply per 32 products)
+(scaling every weight first measured 1.3-1.9x slower in both kernels, BENCHMARKS.md). A partial last group (K not
+a multiple of 32) loads its missing weights as 0 (masks), so its scale multiplies only real products. Activations,
+the fp16 intermediate and the fp32 accumulation are as above.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def _gate_up_sums(
 @triton.jit
 def _gate_up_sums_mx(
     x_ptr, w13_ptr, s13_ptr, token, expert, rows, row_mask, H, I, stride_xt, stride_we, stride_wr, stride_se,
-    stride_sr, BLOCK_I, BLOCK_H, EVEN_H, EVICTION, SCALE_SUMS,
+    stride_sr, BLOCK_I, BLOCK_H, EVEN_H, EVICTION,
 ):  # fmt: skip
     """As _gate_up_sums for MXFP8 weights: data w13_ptr [E, 2I, H] fp8 and scales s13_ptr [E, 2I, ceil(H / 32)].
 
@@ -101,12 +101,8 @@ def _gate_up_sums_mx(
     gate_scale_ptrs = s13_ptr + expert * stride_se + rows[:, None].to(tl.int64) * stride_sr + groups[None, :]
     up_scale_ptrs = gate_scale_ptrs + I * stride_sr
     x_ptrs = x_ptr + token.to(tl.int64) * stride_xt + cols
-    if SCALE_SUMS:  # per group: sum(w * x) * scale, the scale once per 32 products
-        gate_acc = tl.zeros([BLOCK_I, BLOCK_H // 32], dtype=tl.float32)
-        up_acc = tl.zeros([BLOCK_I, BLOCK_H // 32], dtype=tl.float32)
-    else:  # per weight: (w * scale) * x
-        gate_acc = tl.zeros([BLOCK_I, BLOCK_H // 32, 32], dtype=tl.float32)
-        up_acc = tl.zeros([BLOCK_I, BLOCK_H // 32, 32], dtype=tl.float32)
+    gate_acc = tl.zeros([BLOCK_I, BLOCK_H // 32], dtype=tl.float32)  # per group: sum(w * x) * scale
+    up_acc = tl.zeros([BLOCK_I, BLOCK_H // 32], dtype=tl.float32)
     for h_start in range(0, H, BLOCK_H):
         g_start = h_start // 32
         if EVEN_H:
@@ -124,15 +120,8 @@ def _gate_up_sums_mx(
             up = tl.load(up_ptrs + h_start, mask=tile_mask, other=0.0, eviction_policy=EVICTION)
             gate_bits = tl.load(gate_scale_ptrs + g_start, mask=scale_mask, other=0, eviction_policy=EVICTION)
             up_bits = tl.load(up_scale_ptrs + g_start, mask=scale_mask, other=0, eviction_policy=EVICTION)
-        if SCALE_SUMS:
-            gate_acc += tl.sum(gate.to(tl.float32) * x[None, :, :], axis=2) * scale_values(gate_bits)
-            up_acc += tl.sum(up.to(tl.float32) * x[None, :, :], axis=2) * scale_values(up_bits)
-        else:
-            gate_acc += gate.to(tl.float32) * scale_values(gate_bits)[:, :, None] * x[None, :, :]
-            up_acc += up.to(tl.float32) * scale_values(up_bits)[:, :, None] * x[None, :, :]
-    if not SCALE_SUMS:
-        gate_acc = tl.sum(gate_acc, axis=2)
-        up_acc = tl.sum(up_acc, axis=2)
+        gate_acc += tl.sum(gate.to(tl.float32) * x[None, :, :], axis=2) * scale_values(gate_bits)
+        up_acc += tl.sum(up.to(tl.float32) * x[None, :, :], axis=2) * scale_values(up_bits)
     return tl.sum(gate_acc, axis=1), tl.sum(up_acc, axis=1)
 
 
@@ -156,7 +145,6 @@ def _gate_up_kernel(
     BLOCK_H: tl.constexpr,
     EVEN_H: tl.constexpr,
     MX: tl.constexpr,
-    SCALE_SUMS: tl.constexpr,
     EVICTION: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
@@ -173,7 +161,7 @@ def _gate_up_kernel(
     if MX:
         gate_sum, up_sum = _gate_up_sums_mx(
             x_ptr, w13_ptr, w13_scales_ptr, token, expert, rows, row_mask, H, I, stride_xt, stride_we, stride_wr,
-            stride_se, stride_sr, BLOCK_I, BLOCK_H, EVEN_H, EVICTION, SCALE_SUMS,
+            stride_se, stride_sr, BLOCK_I, BLOCK_H, EVEN_H, EVICTION,
         )  # fmt: skip
     else:
         gate_sum, up_sum = _gate_up_sums(
@@ -211,7 +199,6 @@ def _down_kernel(
     BLOCK_K: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr,
     MX: tl.constexpr,
-    SCALE_SUMS: tl.constexpr,
     EVICTION: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
@@ -269,25 +256,19 @@ def _down_kernel(
     if HAS_RESIDUAL:  # written by an earlier kernel: read after the wait, in flight during the product
         r = tl.load(residual_ptr + token.to(tl.int64) * stride_rt + rows, mask=row_mask, other=0.0)
     if MX:
-        if SCALE_SUMS:  # per (expert, row, group): sum(w * h) * scale, reduced over experts and groups at the end
-            acc = tl.zeros([BLOCK_K, BLOCK_R, BLOCK_I // 32], dtype=tl.float32)
-        else:  # per weight: (w * scale) * h, reduced over the experts in each iteration as the bf16 path does
-            acc = tl.zeros([BLOCK_R, BLOCK_I // 32, 32], dtype=tl.float32)
+        # per (expert, row, group): sum(w * h) * scale, reduced over experts and groups at the end
+        acc = tl.zeros([BLOCK_K, BLOCK_R, BLOCK_I // 32], dtype=tl.float32)
         for i_start in range(0, I, BLOCK_I):
             h_mask = k_mask[:, None, None] & (cols + i_start < I)[None, :, :]
             h = tl.load(h_ptrs + i_start, mask=h_mask, other=0.0)
             weighted_h = h.to(tl.float32) * route_weights[:, None, None]
-            if SCALE_SUMS:
-                acc += tl.sum(w.to(tl.float32) * weighted_h[:, None, :, :], axis=3) * scale_values(bits)
-            else:
-                dequantised = w.to(tl.float32) * scale_values(bits)[:, :, :, None]
-                acc += tl.sum(dequantised * weighted_h[:, None, :, :], axis=0)
+            acc += tl.sum(w.to(tl.float32) * weighted_h[:, None, :, :], axis=3) * scale_values(bits)
             next_start = i_start + BLOCK_I
             next_mask = w_mask & (cols + next_start < I)[None, None, :, :]
             w = tl.load(w_ptrs + next_start, mask=next_mask, other=0.0, eviction_policy=EVICTION)
             next_scale_mask = s_mask & (groups * 32 + next_start < I)[None, None, :]
             bits = tl.load(s_ptrs + next_start // 32, mask=next_scale_mask, other=0, eviction_policy=EVICTION)
-        sums = tl.sum(tl.sum(acc, axis=2), axis=0 if SCALE_SUMS else 1)  # over experts (sums) or groups (weights)
+        sums = tl.sum(tl.sum(acc, axis=2), axis=0)
     else:
         acc = tl.zeros([BLOCK_R, BLOCK_I], dtype=tl.float32)
         for i_start in range(0, I, BLOCK_I):
@@ -353,7 +334,7 @@ def launch_gate_up(x, topk_ids, w13, hidden, config: WarpDecodeConfig) -> None:
         hidden_size, intermediate, top_k,
         x.stride(0), data.stride(0), data.stride(1), stride_se, stride_sr, hidden.stride(0),
         BLOCK_I=config.gate_up_rows, BLOCK_H=config.gate_up_cols, EVEN_H=hidden_size % config.gate_up_cols == 0,
-        MX=is_mx(w13), SCALE_SUMS=is_mx(w13) and config.gate_up_scale == "sums",
+        MX=is_mx(w13),
         EVICTION=ONE_TOKEN_EVICTION if tokens == 1 else "",
         num_warps=config.gate_up_warps, num_stages=config.gate_up_stages, **pdl_options(x.device),
     )  # fmt: skip
@@ -371,7 +352,7 @@ def launch_down(hidden, topk_weights, topk_ids, w2, out, config: WarpDecodeConfi
         hidden.stride(0), data.stride(0), data.stride(1), stride_se, stride_sr,
         0 if residual is None else residual.stride(0), out.stride(0),
         BLOCK_R=config.down_rows, BLOCK_I=config.down_cols, BLOCK_K=triton.next_power_of_2(top_k),
-        HAS_RESIDUAL=residual is not None, MX=is_mx(w2), SCALE_SUMS=is_mx(w2) and config.down_scale == "sums",
+        HAS_RESIDUAL=residual is not None, MX=is_mx(w2),
         EVICTION=ONE_TOKEN_EVICTION if tokens == 1 else "",
         num_warps=config.down_warps, num_stages=config.down_stages, **pdl_options(out.device),
     )  # fmt: skip

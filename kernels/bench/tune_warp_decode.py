@@ -6,8 +6,7 @@
 Each kernel is timed alone (CUDA-graph replay over rotated layers); the winners are timed together against the
 expert-centric path (on the same weights), and the largest token count where warp decode is faster becomes the
 dispatcher's crossover. MXFP8 weights (`--weights mxfp8`, written under "H,I,E,K,mx") sweep tiles of twice the
-columns (16 fp8 weights per 16-byte load) and, around the best tile, both placements of the scales
-(WarpDecodeConfig.gate_up_scale / down_scale: "sums" or "weights"), each placement's best time printed.
+columns (16 fp8 weights per 16-byte load).
 """
 
 from __future__ import annotations
@@ -22,13 +21,7 @@ import triton
 from warpcode.kernels.bench.bench_moe import MoeShape, layer_count, make_layers, parse_tuner_args
 from warpcode.kernels.bench.timing import time_per_call
 from warpcode.kernels.expert_centric import moe_expert_centric
-from warpcode.kernels.tuning import (
-    SCALE_PLACEMENTS,
-    WarpDecodeConfig,
-    shape_key,
-    token_bucket,
-    update_config_file,
-)
+from warpcode.kernels.tuning import WarpDecodeConfig, shape_key, token_bucket, update_config_file
 from warpcode.kernels.warp_decode import intermediate_dtype, launch_down, launch_gate_up, moe_warp_decode
 
 MAX_ELEMENTS_PER_THREAD = 256  # larger tiles spill registers
@@ -61,14 +54,9 @@ def down_candidates(shape: MoeShape, mx: bool = False) -> list[WarpDecodeConfig]
     return found
 
 
-def around_best(config: WarpDecodeConfig, prefix: str, mx: bool) -> list[WarpDecodeConfig]:
-    """Software pipelining depth (and for MX weights the scales' placement) is tried only around the best tile,
-    which keeps the compile count small."""
-    placements = SCALE_PLACEMENTS if mx else (getattr(config, f"{prefix}_scale"),)
-    return [
-        replace(config, **{f"{prefix}_stages": stages, f"{prefix}_scale": placement})
-        for stages, placement in itertools.product((1, 2, 3), placements)
-    ]
+def with_stages(config: WarpDecodeConfig, prefix: str) -> list[WarpDecodeConfig]:
+    """Software pipelining depth is tried only around the best tile, which keeps the compile count small."""
+    return [replace(config, **{f"{prefix}_stages": stages}) for stages in (1, 2, 3)]
 
 
 def tune(shape: MoeShape, batch: int, mx: bool = False) -> tuple[WarpDecodeConfig, dict]:
@@ -82,43 +70,29 @@ def tune(shape: MoeShape, batch: int, mx: bool = False) -> tuple[WarpDecodeConfi
     gate_up_args = [(x, ids, w13, h) for (x, _, ids, w13, _), h in zip(layers, hiddens, strict=True)]
     down_args = [(h, w, ids, w2, o) for (_, w, ids, _, w2), h, o in zip(layers, hiddens, outs, strict=True)]
 
-    def timed(candidates, launch, arguments) -> list[tuple[float, WarpDecodeConfig]]:
-        found = []
+    def fastest(candidates, launch, arguments) -> tuple[float, WarpDecodeConfig]:
+        timed = []
         for config in candidates:
             try:
                 seconds, _ = time_per_call(lambda *a, c=config: launch(*a, c), arguments)
             except triton.runtime.errors.OutOfResources:
                 continue  # deeper pipelining of a large tile can exceed shared memory
-            found.append((seconds, config))
-        return found
-
-    def fastest(candidates, launch, arguments) -> tuple[float, WarpDecodeConfig]:
-        return min(timed(candidates, launch, arguments), key=lambda pair: pair[0])
-
-    def best_around(config, prefix, launch, arguments) -> tuple[float, WarpDecodeConfig, dict]:
-        found = timed(around_best(config, prefix, mx), launch, arguments)
-        by_placement = {
-            placement: min(s for s, c in found if getattr(c, f"{prefix}_scale") == placement) * 1e6
-            for placement in {getattr(c, f"{prefix}_scale") for _, c in found}
-        }
-        return (*min(found, key=lambda pair: pair[0]), by_placement)
+            timed.append((seconds, config))
+        return min(timed, key=lambda pair: pair[0])
 
     _, gate_up = fastest(gate_up_candidates(shape, mx), launch_gate_up, gate_up_args)
-    gate_up_seconds, gate_up, gate_up_placements = best_around(gate_up, "gate_up", launch_gate_up, gate_up_args)
+    gate_up_seconds, gate_up = fastest(with_stages(gate_up, "gate_up"), launch_gate_up, gate_up_args)
     _, down = fastest(down_candidates(shape, mx), launch_down, down_args)
-    down_seconds, down, down_placements = best_around(down, "down", launch_down, down_args)
+    down_seconds, down = fastest(with_stages(down, "down"), launch_down, down_args)
     best = replace(down, **{k: v for k, v in asdict(gate_up).items() if k.startswith("gate_up")})
     total_seconds, _ = time_per_call(lambda *layer: moe_warp_decode(*layer, config=best), layers)
     centric_seconds, _ = time_per_call(moe_expert_centric, layers)
-    times = {
+    return best, {
         "gate_up_us": gate_up_seconds * 1e6,
         "down_us": down_seconds * 1e6,
         "total_us": total_seconds * 1e6,
         "expert_centric_us": centric_seconds * 1e6,
     }
-    if mx:
-        times["scale_placement_us"] = {"gate_up": gate_up_placements, "down": down_placements}
-    return best, times
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -68,18 +68,13 @@ def test_mx_warp_decode_matches_float64_and_writes_every_output(case, dtype):
     assert relative_error(out, float64_reference(x, topk_weights, topk_ids, w13, w2)) < TOLERANCE[dtype]
 
 
-@pytest.mark.parametrize("down_scale", ["sums", "weights"])
-@pytest.mark.parametrize("gate_up_scale", ["sums", "weights"])
-def test_both_scale_placements_of_both_kernels(gate_up_scale, down_scale):
-    """The tuner's variants: the scale times each 32-group's partial sum, or times each weight; wide tiles (several
-    groups per iteration, a partial one last) and narrow ones."""
+def test_wide_and_narrow_tiles_of_both_kernels():
+    """Each 32-group's partial sum times its scale, in tiles of several groups per iteration (a partial one last)
+    and of one."""
     x, topk_weights, topk_ids, w13, w2 = make_mx_case(2, 100, 40, 4, 2, torch.float32, seed=3)
     reference = float64_reference(x, topk_weights, topk_ids, w13, w2)
     for cols in (32, 64):
-        config = WarpDecodeConfig(
-            gate_up_rows=32, gate_up_cols=cols, down_rows=32, down_cols=cols,
-            gate_up_scale=gate_up_scale, down_scale=down_scale,
-        )  # fmt: skip
+        config = WarpDecodeConfig(gate_up_rows=32, gate_up_cols=cols, down_rows=32, down_cols=cols)
         out = moe_warp_decode(x, topk_weights, topk_ids, w13, w2, config=config)
         assert relative_error(out, reference) < 1e-6
 
@@ -113,8 +108,6 @@ def test_mixed_weight_formats_and_narrow_tiles_are_rejected():
         moe_warp_decode(x, topk_weights, topk_ids, w13, w2, config=WarpDecodeConfig(gate_up_cols=16))
     with pytest.raises(ValueError, match="down_cols >= 32"):
         moe_warp_decode(x, topk_weights, topk_ids, w13, w2, config=WarpDecodeConfig(down_cols=16))
-    with pytest.raises(ValueError, match="gate_up_scale"):
-        WarpDecodeConfig(gate_up_scale="rows")
 
 
 def test_dispatcher_and_route_prefetch_take_mx_weights_off_the_gpu():
@@ -146,7 +139,7 @@ def config_file(tmp_path, monkeypatch):
 def test_mx_configs_have_their_own_keys_and_default_to_the_bf16_tile_bytes(config_file):
     qwen3 = (2048, 768, 128, 8)
     bf16 = {"gate_up_rows": 1, "gate_up_cols": 512, "gate_up_warps": 2, "down_rows": 2, "down_cols": 128}
-    mx = {**bf16, "gate_up_cols": 2048, "down_scale": "weights"}
+    mx = {**bf16, "gate_up_cols": 2048, "down_rows": 4}
     config_file.write_text(
         json.dumps({"configs": {"2048,768,128,8": {"1": bf16, "8": bf16}, "2048,768,128,8,mx": {"1": mx}},
                     "crossover": {"2048,768,128,8": 8, "2048,1024,64,8,mx": 2, "2048,1024,64,8": 4}})
@@ -164,15 +157,13 @@ def test_mx_configs_have_their_own_keys_and_default_to_the_bf16_tile_bytes(confi
     assert warp_decode_max_tokens(2048, 1024, 64, 8) == 4
 
 
-def test_mx_tuner_sweeps_wider_tiles_and_both_placements_and_writes_mx_keys(config_file, monkeypatch):
+def test_mx_tuner_sweeps_wider_tiles_and_writes_mx_keys(config_file, monkeypatch):
     shape = MoeShape(2048, 768, 128, 8)
     mx_tiles = tune_warp_decode.gate_up_candidates(shape, mx=True)
     assert max(c.gate_up_cols for c in mx_tiles) == 2048  # no wider than H
     assert min(2 * c.gate_up_rows * c.gate_up_cols / (32 * c.gate_up_warps) for c in mx_tiles) == 16  # a 16-byte load
-    around = tune_warp_decode.around_best(WarpDecodeConfig(), "down", mx=True)
-    assert {(c.down_stages, c.down_scale) for c in around} == {(s, p) for s in (1, 2, 3) for p in ("sums", "weights")}
-    assert {c.down_scale for c in tune_warp_decode.around_best(WarpDecodeConfig(), "down", mx=False)} == {"sums"}
-    best = WarpDecodeConfig(gate_up_cols=1024, down_cols=256, gate_up_scale="weights")
+    assert {c.down_stages for c in tune_warp_decode.with_stages(WarpDecodeConfig(), "down")} == {1, 2, 3}
+    best = WarpDecodeConfig(gate_up_cols=1024, down_cols=256, gate_up_stages=2)
     times = {"total_us": 10.0, "expert_centric_us": 20.0}
     monkeypatch.setattr(tune_warp_decode, "tune", lambda shape, batch, mx: (best, times))
     config_file.write_text(json.dumps({"configs": {"2048,768,128,8": {"1": {}}}, "crossover": {"2048,768,128,8": 8}}))

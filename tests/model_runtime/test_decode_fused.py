@@ -27,11 +27,8 @@ GEMV_BLOCKS = GemvConfig(block_n=64, block_k=32, num_warps=1)
 # a partial tile of one group.
 MX_GEMV_BLOCKS = GemvConfig(block_n=64, block_k=64, num_warps=1)
 WARP_DECODE_BLOCKS = WarpDecodeConfig(gate_up_rows=32, gate_up_cols=32, down_rows=64, down_cols=16)
-# MX tiles hold whole scale groups (down: I = 32 in one tile); gate/up scale the weights, down the partial sums,
-# so both placements run.
-MX_WARP_DECODE_BLOCKS = WarpDecodeConfig(
-    gate_up_rows=32, gate_up_cols=32, down_rows=64, down_cols=32, gate_up_scale="weights", down_scale="sums"
-)
+# MX tiles hold whole scale groups (down: I = 32 in one tile).
+MX_WARP_DECODE_BLOCKS = WarpDecodeConfig(gate_up_rows=32, gate_up_cols=32, down_rows=64, down_cols=32)
 # load()'s weight formats ("bf16": the model's weights in its dtype, whatever it is), by test id.
 WEIGHTS = {"plain": "bf16", "mxfp8": "mxfp8"}
 
