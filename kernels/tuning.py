@@ -11,7 +11,6 @@ the bf16 config with twice the columns, the same bytes per tile).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import os
@@ -161,23 +160,18 @@ def grouped_gemm_config(
     (key suffix ",mx"; `tune_expert_centric --weights mxfp8`), else bf16's tiles with block_k at least one scale
     group (32)."""
     if tokens <= TOKEN_BUCKETS[-1]:
-        tuned = _measured_grouped_gemm_config(hidden, intermediate, experts, top_k, token_bucket(tokens), mx)
+        bucket = token_bucket(tokens)
+        tuned = _measured_grouped_gemm_config(hidden, intermediate, experts, top_k, bucket, mx)
+        if tuned is None and mx:
+            tuned = _measured_grouped_gemm_config(hidden, intermediate, experts, top_k, bucket)
         if tuned is not None:
-            return tuned
-        if mx:
-            return _at_least_one_group(grouped_gemm_config(hidden, intermediate, experts, top_k, tokens))
-    slots_per_expert = tokens * top_k / experts
+            return replace(tuned, block_k=max(32, tuned.block_k)) if mx else tuned
+    slots_per_expert = tokens * top_k / experts  # the heuristic's block_k (>= 64) holds whole MX scale groups
     if slots_per_expert <= 16:
-        config = GroupedGemmConfig(block_m=16, block_n=64, block_k=128, num_warps=4, num_stages=4)
-    elif slots_per_expert <= 64:
-        config = GroupedGemmConfig(block_m=32, block_n=64, block_k=64, num_warps=4, num_stages=4)
-    else:
-        config = GroupedGemmConfig(block_m=64, block_n=128, block_k=64, num_warps=8, num_stages=3)
-    return _at_least_one_group(config) if mx else config
-
-
-def _at_least_one_group(config: GroupedGemmConfig) -> GroupedGemmConfig:
-    return config if config.block_k >= 32 else dataclasses.replace(config, block_k=32)
+        return GroupedGemmConfig(block_m=16, block_n=64, block_k=128, num_warps=4, num_stages=4)
+    if slots_per_expert <= 64:
+        return GroupedGemmConfig(block_m=32, block_n=64, block_k=64, num_warps=4, num_stages=4)
+    return GroupedGemmConfig(block_m=64, block_n=128, block_k=64, num_warps=8, num_stages=3)
 
 
 @functools.cache

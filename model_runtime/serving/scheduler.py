@@ -106,15 +106,14 @@ class Scheduler:
         matched, keys = self.blocks.match_prefix(tokens, (len(tokens) - 1) // size)
         start = len(matched) * size
         partial = self.blocks.match_partial(keys[-1] if keys else 0, tokens[start : min(start + size, len(tokens) - 1)])
-        held = matched + ([partial[0]] if partial else [])
         needed = self.blocks.blocks_for(len(tokens)) - len(matched)
         if partial and needed + decoding > self.blocks.available:
             # Held for the copy, the source no longer counts as available, yet it saves no block: when the pool is
             # that tight, recompute its ids instead of waiting for a block that only this sequence could free.
             self.blocks.release([partial[0]])
-            held, partial = matched, None
+            partial = None
         if needed + decoding > self.blocks.available:
-            self.blocks.release(held)
+            self.blocks.release(matched)
             return False
         fresh = self.blocks.allocate(needed)
         seq.block_table, seq.block_keys = matched + fresh, keys
