@@ -27,13 +27,14 @@ batch-1 decode step: -0.3 to -0.4%). gamma is a weight: its first tile is fetche
 weight tile. Each output element has one owner program, the only one that reads its residual element (right after
 the wait, so the load overlaps the product), so `out` may be `residual` itself.
 
-MXFP8 weights (kernels/mx.py, weight-only: x, bias, gamma, residual and y keep x.dtype), under the IS_MX switch:
-w is data fp8 [N, H] plus scales uint8 [N, ceil(H / 32)], and each weight tile [BLOCK_N, BLOCK_K] (BLOCK_K a
-multiple of 32) comes with its scale tile [BLOCK_N, BLOCK_K / 32], loaded alike (first tiles before the wait, the
-next after using the current). Where a tile is used it becomes w[n, k] = data[n, k] * 2**(scales[n, k // 32] - 127)
-(mx_tile.py): fp32 for the broadcast product (exact), x.dtype for tl.dot (exact in bf16 but for values below
-bf16's subnormals). A 16-byte load is 16 fp8 weights, so MX configs carry twice the block_k for the same bytes
-in flight (default_mx_gemv_config, MX_TUNED_CONFIGS).
+MXFP8 weights (kernels/mx.py, weight-only: x, bias, gamma, residual and y keep x.dtype), under the IS_MX switch: w
+is data fp8 [N, H] plus scales uint8 [N, ceil(H / 32)], and each weight tile [BLOCK_N, BLOCK_K] (BLOCK_K a multiple
+of 32) comes with its scale tile [BLOCK_N, BLOCK_K / 32], loaded alike (first tiles before the wait, the next after
+using the current). Where a tile is used it becomes w[n, k] = data[n, k] * 2**(scales[n, k // 32] - 127)
+(mx_tile.py), in x.dtype for tl.dot (exact in bf16 but for values below bf16's subnormals); the broadcast product
+instead sums each 32-group's products and scales the sums (mx_tile.scaled_group_sums). A 16-byte load is 16 fp8
+weights, so MX configs carry twice the block_k for the same bytes in flight (default_mx_gemv_config,
+MX_TUNED_CONFIGS).
 """
 
 from __future__ import annotations
@@ -156,8 +157,8 @@ def _accumulate(acc, a, w, USE_DOT: tl.constexpr, DOT_IN_FP32: tl.constexpr):
 
 @triton.jit
 def _mx_tile(w, s, x_ptr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, TO_X_DTYPE: tl.constexpr):
-    """An MX weight tile dequantised where it is used (its loads stay in flight until then): in x.dtype for the
-    tensor cores, else fp32 (exact) for the broadcast product."""
+    """An MX weight tile dequantised for tl.dot where it is used (its loads stay in flight until then): exactly to
+    fp32, then to x.dtype unless the product runs in fp32."""
     w = dequantize_tile(w, s, BLOCK_N, BLOCK_K, tl.float32)
     if TO_X_DTYPE:
         w = w.to(x_ptr.dtype.element_ty)

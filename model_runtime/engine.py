@@ -19,7 +19,7 @@ import torch
 from warpcode.model_runtime.config import ModelConfig
 from warpcode.model_runtime.decode_runner import DecodeRunner
 from warpcode.model_runtime.fp8_checkpoint import check_quantization
-from warpcode.model_runtime.model import MoeForCausalLM, build_model, check_weight_format, init_random_weights
+from warpcode.model_runtime.model import MoeForCausalLM, build_model, init_random_weights
 from warpcode.model_runtime.presets import get_preset
 from warpcode.model_runtime.sampling import SamplingParams
 from warpcode.model_runtime.serving.config import EngineConfig
@@ -253,7 +253,6 @@ def load(
     either way, dequantised on the device tensor by tensor.
     serving / serving_options: the serving engine's settings (EngineConfig, or its fields: kv_cache_gb=...).
     """
-    check_weight_format(weights)
     device = torch.device(device)
     dtype = dtype or (torch.float32 if device.type == "cpu" else torch.bfloat16)
     config = ModelConfig.from_pretrained(path)

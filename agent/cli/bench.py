@@ -109,7 +109,8 @@ def _run_moe(args: argparse.Namespace) -> int:
     paths = args.paths.split(",") if args.paths else None
     weights = tuple(part.strip() for part in args.weights.split(",") if part.strip())
     console = Console(stderr=True)
-    table = Table(title=f"MoE layer H={shape.hidden} I={shape.intermediate} E={shape.experts} K={shape.top_k}, bf16 x")
+    title = f"MoE layer H={shape.hidden} I={shape.intermediate} E={shape.experts} K={shape.top_k}, bf16 activations"
+    table = Table(title=title)
     for column in ("path", "weights", "T", "us", "GB/s", "% copy", "rel err", "x transformers", "timing"):
         table.add_column(column, justify="left" if column in ("path", "weights", "timing") else "right")
     results = run_moe_bench(shape, batches, paths, device=args.device, weights=weights)
