@@ -28,12 +28,15 @@ weight tile. Each output element has one owner program, the only one that reads 
 the wait, so the load overlaps the product), so `out` may be `residual` itself.
 
 MXFP8 weights (kernels/mx.py, weight-only: x, bias, gamma, residual and y keep x.dtype), under the IS_MX switch: w
-is data fp8 [N, H] plus scales uint8 [N, ceil(H / 32)], and each weight tile [BLOCK_N, BLOCK_K] (BLOCK_K a multiple
-of 32) comes with its scale tile [BLOCK_N, BLOCK_K / 32], loaded alike (first tiles before the wait, the next after
-using the current). Where a tile is used it becomes w[n, k] = data[n, k] * 2**(scales[n, k // 32] - 127)
-(mx_tile.py), in x.dtype for tl.dot (exact in bf16 but for values below bf16's subnormals); the broadcast product
-instead sums each 32-group's products and scales the sums (mx_tile.scaled_group_sums). A 16-byte load is 16 fp8
-weights, so MX configs carry twice the block_k for the same bytes in flight (default_mx_gemv_config,
+is data fp8 [N, H] plus scales uint8 [N, ceil(H / 32)], and each weight tile comes with its scale tile [BLOCK_N,
+BLOCK_K / 32], loaded alike (first tiles before the wait, the next after using the current). The broadcast product
+reads the data as int32 words, a tile [BLOCK_N, BLOCK_K / 32, 8] (a 16-byte load is 16 weights of one group),
+converts each word in its register (mx_tile.word_products: a chain of FMAs with the four partners of x) and scales
+each 32-group's sum (H200, q/k/v at one row with the norm prologue: 6.1 us against 8.0-8.5 for fp8 tiles whose
+every byte Triton unpacks into a register of its own). H must then be a multiple of 4 (every real model's is);
+otherwise, and from B = 8 on, the tensor-core product dequantises each tile, w[n, k] = data[n, k] * 2**(scales[n,
+k // 32] - 127) (mx_tile.py), in x.dtype (exact in bf16 but for values below bf16's subnormals). A 16-byte load is
+16 fp8 weights, so MX configs carry twice the block_k for the same bytes in flight (default_mx_gemv_config,
 MX_TUNED_CONFIGS).
 """
 
@@ -49,7 +52,7 @@ import triton.language as tl
 from warpcode.kernels.launch import INTERPRETER, pdl_options
 from warpcode.kernels.mx import BLOCK as MX_GROUP
 from warpcode.kernels.mx import MXTensor, dequantize_any, is_mx
-from warpcode.kernels.mx_tile import dequantize_tile, scaled_group_sums
+from warpcode.kernels.mx_tile import dequantize_tile, scale_values, split_by_word_byte, word_products
 from warpcode.kernels.norm import SUPPORTED_DTYPES, round_to, rounded_rmsnorm
 from warpcode.kernels.tuning import require_powers_of_two, token_bucket
 
@@ -89,8 +92,11 @@ TUNED_CONFIGS: dict[tuple[int, int, int], GemvConfig] = {
 }
 
 
-# MXFP8 weights (fp8 data + one scale byte per 32), by `bench_gemv --weights mxfp8`; none measured yet.
-MX_TUNED_CONFIGS: dict[tuple[int, int, int], GemvConfig] = {}
+# MXFP8 weights (fp8 data + one scale byte per 32): the q/k/v shape at one row with the RMSNorm prologue, the best of
+# eight tiles by scripts/sweep_mx_kernels.py (H200, 2026-12-02; the heuristic's 16 x 1024 took 8.0-8.5 us).
+MX_TUNED_CONFIGS: dict[tuple[int, int, int], GemvConfig] = {
+    (5120, 2048, 1): GemvConfig(block_n=8, block_k=2048, num_warps=4),
+}
 
 
 def default_gemv_config(n: int, h: int, batch: int, mx: bool = False) -> GemvConfig:
@@ -129,15 +135,17 @@ def default_mx_gemv_config(n: int, h: int, batch: int) -> GemvConfig:
 
 
 @triton.jit
-def _accumulate_mx_sums(acc, a, w, s, BLOCK_B: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """acc [BLOCK_B, BLOCK_N] += a @ dequantised(w).T on CUDA cores, each 32-group's products summed before its
-    scale multiplies them (mx_tile.scaled_group_sums), one input row at a time."""
+def _accumulate_mx_sums(acc, a, words, s, BLOCK_B: tl.constexpr, BLOCK_K: tl.constexpr):
+    """acc [BLOCK_B, BLOCK_N] += a [BLOCK_B, BLOCK_K] @ dequantised(w).T on CUDA cores, for w loaded as int32 words
+    [BLOCK_N, BLOCK_K / 32, 8] (four weights each): each 32-group's products are summed (a chain of FMAs per word)
+    before its scale multiplies them, one input row at a time."""
+    scales = scale_values(s)
     a = a.to(tl.float32)
-    w = w.to(tl.float32)
     batch = tl.arange(0, BLOCK_B)
     for b in tl.static_range(BLOCK_B):
-        row = tl.sum(tl.where(batch[:, None] == b, a, 0.0), axis=0)  # a[b] [BLOCK_K]
-        y = scaled_group_sums(w * row[None, :], s, BLOCK_N, BLOCK_K)
+        x0, x1, x2, x3 = split_by_word_byte(tl.sum(tl.where(batch[:, None] == b, a, 0.0), axis=0), BLOCK_K // 32, 8)
+        products = word_products(words, x0[None, :, :], x1[None, :, :], x2[None, :, :], x3[None, :, :])
+        y = tl.sum(tl.sum(products, axis=2) * scales, axis=1)
         acc += tl.where(batch[:, None] == b, y[None, :], 0.0)
     return acc
 
@@ -199,7 +207,18 @@ def _gemv_kernel(
     batch = tl.arange(0, BLOCK_B)
     batch_mask = batch < B
     cols = tl.arange(0, BLOCK_K)
-    w_ptrs = w_ptr + rows[:, None].to(tl.int64) * stride_w + cols[None, :]
+    if IS_MX and not USE_DOT:  # int32 words [BLOCK_N, BLOCK_K / 32, 8]: a 16-byte load is 16 weights of one group
+        PER_WORD: tl.constexpr = 4
+        W_ZERO: tl.constexpr = 0
+        w_cols = tl.arange(0, BLOCK_K // 32)[:, None] * 8 + tl.arange(0, 8)[None, :]  # word index
+        w_ptrs = w_ptr + rows[:, None, None].to(tl.int64) * stride_w + w_cols[None, :, :]
+        w_row_mask = row_mask[:, None, None]
+    else:
+        PER_WORD: tl.constexpr = 1
+        W_ZERO: tl.constexpr = 0.0
+        w_cols = cols
+        w_ptrs = w_ptr + rows[:, None].to(tl.int64) * stride_w + cols[None, :]
+        w_row_mask = row_mask[:, None]
     x_ptrs = x_ptr + batch[:, None].to(tl.int64) * stride_x + cols[None, :]
     normed_ptrs = normed_ptr + batch[:, None].to(tl.int64) * stride_n + cols[None, :]
     last_k = (H - 1) // BLOCK_K * BLOCK_K  # the last tile, the only one that can be ragged (EVEN_K: none is)
@@ -212,9 +231,11 @@ def _gemv_kernel(
     # Weights never change: their first tiles are fetched before waiting for the kernel that writes x (gamma's
     # tiles are always masked: BLOCK_K elements, one small load each).
     if EVEN_K:
-        w = tl.load(w_ptrs, mask=row_mask[:, None], other=0.0, eviction_policy="evict_first")
+        w = tl.load(w_ptrs, mask=w_row_mask, other=W_ZERO, eviction_policy="evict_first")
     else:
-        w = tl.load(w_ptrs, mask=row_mask[:, None] & (cols < H)[None, :], other=0.0, eviction_policy="evict_first")
+        w = tl.load(
+            w_ptrs, mask=w_row_mask & (w_cols * PER_WORD < H)[None], other=W_ZERO, eviction_policy="evict_first"
+        )
     if IS_MX:
         s = tl.load(
             s_ptrs, mask=row_mask[:, None] & (groups < s_groups)[None, :], other=0, eviction_policy="evict_first"
@@ -237,16 +258,17 @@ def _gemv_kernel(
             if USE_DOT:
                 acc = _accumulate(acc, a, _mx_tile(w, s, x_ptr, BLOCK_N, BLOCK_K, MX_TO_X_DTYPE), True, DOT_IN_FP32)
             else:
-                acc = _accumulate_mx_sums(acc, a, w, s, BLOCK_B, BLOCK_N, BLOCK_K)
+                acc = _accumulate_mx_sums(acc, a, w, s, BLOCK_B, BLOCK_K)
         else:
             acc = _accumulate(acc, a, w, USE_DOT, DOT_IN_FP32)
+        next_k = k + BLOCK_K
         if EVEN_K:
-            w = tl.load(w_ptrs + k + BLOCK_K, mask=row_mask[:, None], other=0.0, eviction_policy="evict_first")
+            w = tl.load(w_ptrs + next_k // PER_WORD, mask=w_row_mask, other=W_ZERO, eviction_policy="evict_first")
         else:
             w = tl.load(
-                w_ptrs + k + BLOCK_K,
-                mask=row_mask[:, None] & (cols + k + BLOCK_K < H)[None, :],
-                other=0.0,
+                w_ptrs + next_k // PER_WORD,
+                mask=w_row_mask & (w_cols * PER_WORD + next_k < H)[None],
+                other=W_ZERO,
                 eviction_policy="evict_first",
             )
         if IS_MX:
@@ -266,7 +288,7 @@ def _gemv_kernel(
         if USE_DOT:
             acc = _accumulate(acc, a, _mx_tile(w, s, x_ptr, BLOCK_N, BLOCK_K, MX_TO_X_DTYPE), True, DOT_IN_FP32)
         else:
-            acc = _accumulate_mx_sums(acc, a, w, s, BLOCK_B, BLOCK_N, BLOCK_K)
+            acc = _accumulate_mx_sums(acc, a, w, s, BLOCK_B, BLOCK_K)
     else:
         acc = _accumulate(acc, a, w, USE_DOT, DOT_IN_FP32)
     if HAS_NORM:
@@ -368,6 +390,11 @@ def gemv(
     config = config or default_gemv_config(n, hidden, batch, mx=mx)
     if mx and config.block_k < MX_GROUP:
         raise ValueError(f"MX weights need GemvConfig.block_k >= {MX_GROUP} (whole scale groups), got {config.block_k}")
+    if mx and not config.use_dot:
+        if hidden % 4 or data.stride(0) % 4 or data.data_ptr() % 4:  # rows of whole int32 words: else tensor cores
+            config = dataclasses.replace(config, use_dot=True, block_n=max(8, config.block_n))
+        else:
+            data = data.view(torch.int32)
     dot_in_fp32 = x.dtype == torch.float32 or INTERPRETER
     programs = triton.cdiv(n, config.block_n) + (normed_out is not None)
     _gemv_kernel[(programs,)](

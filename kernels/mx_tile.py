@@ -5,6 +5,10 @@ Two ways to use a tile. Dequantising it (`dequantize_tile`) feeds tl.dot. For a 
 smaller than the weights (H200, warp decode at one token: 9.3 / 8.3 us against 13.2 / 14.9 us for gate_up / down
 with every weight scaled first).
 
+Weights read as int32 words (four e4m3 bytes each) are converted in the register they were loaded in
+(`e4m3_words_to_f32`, `word_products`); Triton's cast of an fp8 tensor moves every byte into a register of its own
+first (a byte permute per weight).
+
 A tile holds whole 32-element scale groups along K: data [ROWS, BLOCK_K] fp8 e4m3 and scales [ROWS, BLOCK_K / 32]
 E8M0 bits, with BLOCK_K a multiple of 32 and the tile starting on a group boundary. Element (r, k) is
 data[r, k] * 2**(scales[r, k // 32] - 127), exact in fp32; masked-off data loads as 0, so its scale does not matter.
@@ -15,7 +19,65 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from warpcode.kernels.launch import INTERPRETER
+
 GROUP = 32  # elements per scale along K (kernels/mx.py BLOCK)
+_INTERPRETED = tl.constexpr(INTERPRETER)
+
+
+@triton.jit
+def _byte_to_f32(words, shift: tl.constexpr):
+    return ((words >> shift) & 0xFF).to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float32)
+
+
+@triton.jit
+def e4m3_words_to_f32(words):
+    """int32 words of four e4m3 weights (byte c = weight 4i + c) -> the four fp32 tensors of bytes 0..3, exactly.
+
+    On the GPU each word is converted in the register it was loaded in (two e4m3x2 -> f16x2 conversions, four
+    f16 -> f32); Triton's own cast of an fp8 tensor first moves every byte into a register of its own and packs the
+    pairs again, a byte permute per weight."""
+    if _INTERPRETED:
+        return _byte_to_f32(words, 0), _byte_to_f32(words, 8), _byte_to_f32(words, 16), _byte_to_f32(words, 24)
+    else:
+        return tl.inline_asm_elementwise(
+            asm="""{
+            .reg .b16 low, high, h0, h1, h2, h3;
+            .reg .b32 pair0, pair1;
+            mov.b32 {low, high}, $4;
+            cvt.rn.f16x2.e4m3x2 pair0, low;
+            cvt.rn.f16x2.e4m3x2 pair1, high;
+            mov.b32 {h0, h1}, pair0;
+            mov.b32 {h2, h3}, pair1;
+            cvt.f32.f16 $0, h0;
+            cvt.f32.f16 $1, h1;
+            cvt.f32.f16 $2, h2;
+            cvt.f32.f16 $3, h3;
+            }""",
+            constraints="=f,=f,=f,=f,r",
+            args=[words],
+            dtype=(tl.float32, tl.float32, tl.float32, tl.float32),
+            is_pure=True,
+            pack=1,
+        )
+
+
+@triton.jit
+def word_products(words, x0, x1, x2, x3):
+    """sum_c w_c * x_c per word (a chain of FMAs), w_c the weight in byte c of each int32 word of `words` and x_c
+    its partner (broadcastable to words' shape)."""
+    w0, w1, w2, w3 = e4m3_words_to_f32(words)
+    return w0 * x0 + w1 * x1 + w2 * x2 + w3 * x3
+
+
+@triton.jit
+def split_by_word_byte(x, SHAPE0: tl.constexpr, WORDS: tl.constexpr):
+    """x [SHAPE0 * WORDS * 4] -> its elements 4i + c for c = 0..3, each [SHAPE0, WORDS] (the partners of
+    e4m3_words_to_f32's four tensors for words [..., SHAPE0, WORDS])."""
+    even, odd = tl.split(tl.reshape(x, [SHAPE0, WORDS, 2, 2]))  # elements 4i + 2p and 4i + 2p + 1
+    x0, x2 = tl.split(even)
+    x1, x3 = tl.split(odd)
+    return x0, x1, x2, x3
 
 
 @triton.jit

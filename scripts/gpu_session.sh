@@ -3,7 +3,7 @@
 # Usage (on the GPU machine, from the repository root):
 #   bash scripts/gpu_session.sh [tests] [tune] [tune-centric] [bench] [pdl] [decode-tests] [profile] [decode] [decode-hf] [gemv]
 #       [attention] [small] [variants] [moe-small] [boundaries] [pytest] [ab] [serve] [prefill] [prefill-attention]
-#       [mx-tests] [mx-gemv] [mx-tune] [mx-bench] [mx-decode] [mx-accuracy]
+#       [mx-tests] [mx-gemv] [mx-tune] [mx-bench] [mx-decode] [mx-accuracy] [mx-sweep] [mx-ncu]
 # ab: decode of this tree against a base tree made here with `git archive REF -o ab_base.tar` (an untracked file in
 # the repository root travels with the working tree), alternating AB_ROUNDS times in one call.
 set -uo pipefail
@@ -123,6 +123,21 @@ for step in $steps; do
                 | tee -a "$OUT/bench_decode_mx.jsonl"
         done
         tail -3 "$OUT/decode_err.log" ;;
+    mx-sweep)  # the batch-1 MX kernels against bf16 over a few tiles; MX_SWEEP_ENV="A=1 B=2" runs it once per setting
+        for setting in ${MX_SWEEP_ENV:-none=0}; do
+            env $setting python3 scripts/sweep_mx_kernels.py --tokens ${MX_SWEEP_TOKENS:-1,8} 2>&1 \
+                | sed "s|^|$setting |" | tee -a "$OUT/sweep_mx.log"
+        done ;;
+    mx-ncu)  # hardware counters of the batch-1 warp decode and q/k/v GEMV kernels, bf16 and MX (--once launches)
+        for setting in ${MX_SWEEP_ENV:-none=0}; do
+            env $setting ncu --clock-control none -k regex:'_gate_up_kernel|_down_kernel|_gemv_kernel' \
+                --section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats \
+                --section WarpStateStats --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+                --metrics sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active,sm__pipe_fmaheavy_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_shared_cycles_active.avg.pct_of_peak_sustained_active \
+                python3 scripts/sweep_mx_kernels.py --once >"$OUT/ncu_${setting//=/_}.txt" 2>&1
+            grep -E '^  _|Duration|DRAM Throughput|Issue Slots Busy|Executed Ipc A|pct_of_peak|Registers Per|Achieved Occ|Local' \
+                "$OUT/ncu_${setting//=/_}.txt" | head -150
+        done ;;
     mx-accuracy)  # a small qwen3_moe trained here on the machine's Python files; perplexity bf16 vs MXFP8
         python3 scripts/mx_accuracy.py --device cuda --train-seconds ${MX_TRAIN_SECONDS:-180} --out "$OUT/mx_accuracy.json" \
             2>&1 | tee "$OUT/mx_accuracy.log" | tail -30 ;;

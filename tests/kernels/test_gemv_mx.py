@@ -4,8 +4,16 @@ ragged K (not a multiple of 32 nor of block_k), odd N, the RMSNorm prologue and 
 import pytest
 import torch
 
-from warpcode.kernels.gemv import GemvConfig, default_gemv_config, default_mx_gemv_config, gemv, gemv_reference
+from warpcode.kernels.gemv import (
+    MX_TUNED_CONFIGS,
+    GemvConfig,
+    default_gemv_config,
+    default_mx_gemv_config,
+    gemv,
+    gemv_reference,
+)
 from warpcode.kernels.mx import dequantize_mxfp8, quantize_mxfp8
+from warpcode.kernels.tuning import token_bucket
 
 BF16_TOLERANCE = {"rtol": 2**-8, "atol": 1e-3}  # as tests/kernels/test_gemv.py: y rounded once from an fp32 sum
 FP32_ERROR = 1e-6
@@ -85,9 +93,11 @@ def test_mx_default_config_and_checks():
     for n, hidden in [(5120, 2048), (2048, 4096), (128, 2048), (7, 37)]:
         for batch in (1, 4, 8, 16):
             config = default_gemv_config(n, hidden, batch, mx=True)
-            assert config == default_mx_gemv_config(n, hidden, batch)
+            tuned = MX_TUNED_CONFIGS.get((n, hidden, token_bucket(batch)))
+            assert config == (tuned or default_mx_gemv_config(n, hidden, batch))
             assert config.block_k % 32 == 0 and config.block_k <= max(32, 2 * hidden)
-            assert config.block_n * config.block_k // (32 * config.num_warps) <= 64
+            if tuned is None:
+                assert config.block_n * config.block_k // (32 * config.num_warps) <= 64
     with pytest.raises(ValueError, match="block_k >= 32"):
         gemv(x, w, config=GemvConfig(block_n=4, block_k=16, num_warps=1))
     with pytest.raises(ValueError):

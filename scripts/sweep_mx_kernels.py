@@ -1,0 +1,154 @@
+"""The batch-1 MX kernels of a qwen3-30b-a3b decoder layer against their bf16 counterparts, on the GPU.
+
+    python3 scripts/sweep_mx_kernels.py [--tokens 1,8] [--json]
+    ncu ... python3 scripts/sweep_mx_kernels.py --once     # each kernel launched once per weight format, untimed
+
+Times (CUDA-graph replay over rotated weight copies, so nothing is served from L2) warp decode's gate_up and down
+kernels and the whole MoE at each token count, the q/k/v GEMV with its RMSNorm prologue at one row and the fused
+o_proj + router kernel, each over a few launch configurations around the tuned one, and prints the rate on the
+unique weight bytes against the copy bandwidth measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+import torch
+
+from warpcode.kernels.bench.bench_moe import MoeShape, make_layers
+from warpcode.kernels.bench.timing import measure_copy_bandwidth, time_per_call
+from warpcode.kernels.gemv import GemvConfig, default_gemv_config, gemv
+from warpcode.kernels.mx import quantize_mxfp8
+from warpcode.kernels.o_proj_router import o_proj_router, router_fold
+from warpcode.kernels.tuning import WarpDecodeConfig, warp_decode_config
+from warpcode.kernels.warp_decode import intermediate_dtype, launch_down, launch_gate_up, moe_warp_decode
+
+SHAPE = MoeShape(hidden=2048, intermediate=768, experts=128, top_k=8)
+QKV_ROWS, O_COLUMNS = 5120, 4096
+COPIES = 8  # rotated weight copies per measurement
+
+GATE_UP_MX = [(1, 512, 2), (2, 1024, 2), (4, 1024, 2), (4, 1024, 4), (2, 2048, 2), (4, 2048, 4), (8, 1024, 4)]
+DOWN_MX = [(4, 256, 8), (2, 256, 4), (4, 256, 4), (2, 512, 4), (4, 512, 8), (8, 256, 8), (2, 128, 2)]
+GEMV_MX = [(16, 1024, 8), (4, 2048, 4), (8, 2048, 4), (8, 2048, 8), (16, 2048, 8), (2, 2048, 2), (4, 1024, 2)]
+
+
+def weight_bytes(w) -> int:
+    return w.data.nbytes + w.scales.nbytes if hasattr(w, "scales") else w.nbytes
+
+
+def moe_rows(tokens: int, mx: bool, copy_bw: float, emit) -> None:
+    layers = make_layers(SHAPE, tokens, torch.bfloat16, torch.device("cuda"), COPIES, mx)
+    tuned = warp_decode_config(SHAPE.hidden, SHAPE.intermediate, SHAPE.experts, SHAPE.top_k, tokens, mx)
+    hidden_dtype = intermediate_dtype(torch.bfloat16)
+    hiddens = [torch.empty(tokens * SHAPE.top_k, SHAPE.intermediate, device="cuda", dtype=hidden_dtype) for _ in layers]
+    outs = [torch.empty_like(layer[0]) for layer in layers]
+    touched = sum(torch.unique(layer[2]).numel() for layer in layers) / len(layers) / SHAPE.experts
+    w13_bytes, w2_bytes = weight_bytes(layers[0][3]) * touched, weight_bytes(layers[0][4]) * touched
+    weights = "mxfp8" if mx else "bf16"
+
+    def report(kernel: str, config, seconds: float, nbytes: float) -> None:
+        emit({"kernel": kernel, "weights": weights, "tokens": tokens, "config": config, "us": seconds * 1e6,
+              "tb_s": nbytes / seconds / 1e12, "of_copy": nbytes / seconds / copy_bw})  # fmt: skip
+
+    seconds, _ = time_per_call(lambda *a: moe_warp_decode(*a, config=tuned), [layer[:5] for layer in layers])
+    report("moe", "tuned", seconds, w13_bytes + w2_bytes)
+    gate_up = [(x, ids, w13, h) for (x, _, ids, w13, _), h in zip(layers, hiddens, strict=True)]
+    down = [(h, w, ids, w2, o) for (_, w, ids, _, w2), h, o in zip(layers, hiddens, outs, strict=True)]
+    gate_up_configs = [tuned] + [
+        WarpDecodeConfig(gate_up_rows=r, gate_up_cols=c, gate_up_warps=w) for r, c, w in (GATE_UP_MX if mx else [])
+    ]
+    down_configs = [tuned] + [
+        WarpDecodeConfig(down_rows=r, down_cols=c, down_warps=w) for r, c, w in (DOWN_MX if mx else [])
+    ]
+    for config in gate_up_configs:
+        seconds, _ = time_per_call(lambda *a, c=config: launch_gate_up(*a, c), gate_up)
+        report("gate_up", [config.gate_up_rows, config.gate_up_cols, config.gate_up_warps, config.gate_up_stages],
+               seconds, w13_bytes)  # fmt: skip
+    for config in down_configs:
+        seconds, _ = time_per_call(lambda *a, c=config: launch_down(*a, c), down)
+        report("down", [config.down_rows, config.down_cols, config.down_warps, config.down_stages], seconds, w2_bytes)
+
+
+def projection_rows(mx: bool, copy_bw: float, emit) -> None:
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    weights = "mxfp8" if mx else "bf16"
+
+    def weight(rows: int, columns: int):
+        w = torch.randn(rows, columns, device="cuda", dtype=torch.bfloat16, generator=generator) / math.sqrt(columns)
+        return quantize_mxfp8(w) if mx else w
+
+    x = torch.randn(1, SHAPE.hidden, device="cuda", dtype=torch.bfloat16, generator=generator)
+    gamma = torch.rand(SHAPE.hidden, device="cuda", dtype=torch.bfloat16, generator=generator) + 0.5
+    out = torch.empty(1, QKV_ROWS, device="cuda", dtype=torch.bfloat16)
+    qkv = [(weight(QKV_ROWS, SHAPE.hidden),) for _ in range(COPIES)]
+    configs = [default_gemv_config(QKV_ROWS, SHAPE.hidden, 1, mx=mx)]
+    configs += [GemvConfig(block_n=n, block_k=k, num_warps=w) for n, k, w in (GEMV_MX if mx else [])]
+    for config in configs:
+        seconds, _ = time_per_call(lambda w, c=config: gemv(x, w, config=c, out=out, norm_weight=gamma, eps=1e-6), qkv)
+        nbytes = weight_bytes(qkv[0][0])
+        emit({"kernel": "qkv_gemv_norm", "weights": weights, "tokens": 1,
+              "config": [config.block_n, config.block_k, config.num_warps], "us": seconds * 1e6,
+              "tb_s": nbytes / seconds / 1e12, "of_copy": nbytes / seconds / copy_bw})  # fmt: skip
+
+    attn = torch.randn(1, O_COLUMNS, device="cuda", dtype=torch.bfloat16, generator=generator)
+    residual = torch.randn(1, SHAPE.hidden, device="cuda", dtype=torch.bfloat16, generator=generator)
+    router = torch.randn(SHAPE.experts, SHAPE.hidden, device="cuda", dtype=torch.bfloat16, generator=generator)
+    layers = []
+    for _ in range(COPIES):
+        wo = weight(SHAPE.hidden, O_COLUMNS)
+        folded_attn, folded_h = router_fold(router, gamma, wo)
+        layers.append((wo, folded_attn, folded_h))
+    h_out = torch.empty_like(residual)
+    seconds, _ = time_per_call(lambda wo, fa, fh: o_proj_router(attn, wo, residual, (fa, fh), out=h_out), layers)
+    nbytes = weight_bytes(layers[0][0])
+    emit({"kernel": "o_proj_router", "weights": weights, "tokens": 1, "config": "default", "us": seconds * 1e6,
+          "tb_s": nbytes / seconds / 1e12, "of_copy": nbytes / seconds / copy_bw})  # fmt: skip
+
+
+def once() -> None:
+    """Each kernel at one token, bf16 then MX, one launch each (compiled in an earlier launch on other buffers)."""
+    for mx in (False, True):
+        layers = make_layers(SHAPE, 1, torch.bfloat16, torch.device("cuda"), 1, mx)
+        x, weights, ids, w13, w2 = layers[0]
+        for _ in range(2):
+            moe_warp_decode(x, weights, ids, w13, w2)
+        generator = torch.Generator(device="cuda").manual_seed(0)
+        w = torch.randn(QKV_ROWS, SHAPE.hidden, device="cuda", dtype=torch.bfloat16, generator=generator) * 0.02
+        w = quantize_mxfp8(w) if mx else w
+        gamma = torch.ones(SHAPE.hidden, device="cuda", dtype=torch.bfloat16)
+        for _ in range(2):
+            gemv(x, w, norm_weight=gamma, eps=1e-6)
+    torch.cuda.synchronize()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", default="1,8", help="token counts of the MoE rows")
+    parser.add_argument("--json", action="store_true", help="one JSON object per line")
+    parser.add_argument("--once", action="store_true", help="launch each kernel once, untimed (for a profiler)")
+    args = parser.parse_args(argv)
+    if args.once:
+        once()
+        return
+    copy_bw = measure_copy_bandwidth(torch.device("cuda"))
+
+    def emit(row: dict) -> None:
+        if args.json:
+            print(json.dumps(row), flush=True)
+        else:
+            label = f"{row['kernel']:>14} {row['weights']:>5} T={row['tokens']:<2} {row['config']!s:>18}"
+            rate = f"{row['us']:8.2f} us {row['tb_s']:5.2f} TB/s {100 * row['of_copy']:5.1f} % of copy"
+            print(label, rate, flush=True)
+
+    print(f"copy bandwidth {copy_bw / 1e12:.2f} TB/s", file=sys.stderr)
+    for mx in (False, True):
+        for tokens in (int(t) for t in args.tokens.split(",")):
+            moe_rows(tokens, mx, copy_bw, emit)
+        projection_rows(mx, copy_bw, emit)
+
+
+if __name__ == "__main__":
+    main()
