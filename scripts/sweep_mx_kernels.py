@@ -17,6 +17,7 @@ import math
 import sys
 
 import torch
+import triton
 
 from warpcode.kernels.bench.bench_moe import MoeShape, make_layers
 from warpcode.kernels.bench.timing import measure_copy_bandwidth, time_per_call
@@ -30,9 +31,28 @@ SHAPE = MoeShape(hidden=2048, intermediate=768, experts=128, top_k=8)
 QKV_ROWS, O_COLUMNS = 5120, 4096
 COPIES = 8  # rotated weight copies per measurement
 
-GATE_UP_MX = [(1, 512, 2), (2, 1024, 2), (4, 1024, 2), (4, 1024, 4), (2, 2048, 2), (4, 2048, 4), (8, 1024, 4)]
-DOWN_MX = [(4, 256, 8), (2, 256, 4), (4, 256, 4), (2, 512, 4), (4, 512, 8), (8, 256, 8), (2, 128, 2)]
-GEMV_MX = [(16, 1024, 8), (4, 2048, 4), (8, 2048, 4), (8, 2048, 8), (16, 2048, 8), (2, 2048, 2), (4, 1024, 2)]
+# (rows, columns, warps, stages): whole rows at once, and narrower tiles pipelined over several stages
+GATE_UP_MX = [
+    (4, 1024, 2, 1), (4, 512, 2, 2), (4, 512, 2, 3), (4, 256, 2, 3), (4, 256, 2, 4), (2, 512, 1, 3), (2, 512, 2, 3),
+    (8, 512, 4, 2), (8, 256, 4, 3), (8, 512, 4, 3), (4, 512, 4, 3), (2, 1024, 2, 2), (4, 1024, 4, 2), (1, 1024, 1, 2),
+    (2, 256, 1, 4), (8, 1024, 4, 1),
+]  # fmt: skip
+DOWN_MX = [
+    (4, 256, 8, 1), (4, 256, 8, 2), (4, 128, 4, 3), (4, 128, 8, 3), (2, 128, 4, 3), (8, 128, 8, 3), (4, 64, 4, 4),
+    (8, 64, 4, 4), (2, 256, 4, 2), (8, 256, 8, 2), (4, 256, 4, 3), (8, 256, 8, 1),
+]  # fmt: skip
+GEMV_MX = [
+    (8, 2048, 4, 1), (8, 1024, 4, 2), (8, 512, 4, 3), (16, 512, 8, 3), (4, 1024, 2, 2), (8, 1024, 8, 2),
+    (16, 1024, 8, 2), (4, 512, 2, 3), (16, 256, 4, 4), (4, 2048, 4, 1),
+]  # fmt: skip
+
+
+def timed(call, argument_sets) -> float:
+    """Seconds per call, or inf where the launch does not fit the SM (a deep pipeline's shared memory)."""
+    try:
+        return time_per_call(call, argument_sets)[0]
+    except triton.runtime.errors.OutOfResources:
+        return math.inf
 
 
 def weight_bytes(w) -> int:
@@ -58,17 +78,19 @@ def moe_rows(tokens: int, mx: bool, copy_bw: float, emit) -> None:
     gate_up = [(x, ids, w13, h) for (x, _, ids, w13, _), h in zip(layers, hiddens, strict=True)]
     down = [(h, w, ids, w2, o) for (_, w, ids, _, w2), h, o in zip(layers, hiddens, outs, strict=True)]
     gate_up_configs = [tuned] + [
-        WarpDecodeConfig(gate_up_rows=r, gate_up_cols=c, gate_up_warps=w) for r, c, w in (GATE_UP_MX if mx else [])
+        WarpDecodeConfig(gate_up_rows=r, gate_up_cols=c, gate_up_warps=w, gate_up_stages=st)
+        for r, c, w, st in (GATE_UP_MX if mx else [])
     ]
     down_configs = [tuned] + [
-        WarpDecodeConfig(down_rows=r, down_cols=c, down_warps=w) for r, c, w in (DOWN_MX if mx else [])
+        WarpDecodeConfig(down_rows=r, down_cols=c, down_warps=w, down_stages=st)
+        for r, c, w, st in (DOWN_MX if mx else [])
     ]
     for config in gate_up_configs:
-        seconds, _ = time_per_call(lambda *a, c=config: launch_gate_up(*a, c), gate_up)
+        seconds = timed(lambda *a, c=config: launch_gate_up(*a, c), gate_up)
         report("gate_up", [config.gate_up_rows, config.gate_up_cols, config.gate_up_warps, config.gate_up_stages],
                seconds, w13_bytes)  # fmt: skip
     for config in down_configs:
-        seconds, _ = time_per_call(lambda *a, c=config: launch_down(*a, c), down)
+        seconds = timed(lambda *a, c=config: launch_down(*a, c), down)
         report("down", [config.down_rows, config.down_cols, config.down_warps, config.down_stages], seconds, w2_bytes)
 
 
@@ -85,12 +107,12 @@ def projection_rows(mx: bool, copy_bw: float, emit) -> None:
     out = torch.empty(1, QKV_ROWS, device="cuda", dtype=torch.bfloat16)
     qkv = [(weight(QKV_ROWS, SHAPE.hidden),) for _ in range(COPIES)]
     configs = [default_gemv_config(QKV_ROWS, SHAPE.hidden, 1, mx=mx)]
-    configs += [GemvConfig(block_n=n, block_k=k, num_warps=w) for n, k, w in (GEMV_MX if mx else [])]
+    configs += [GemvConfig(block_n=n, block_k=k, num_warps=w, num_stages=st) for n, k, w, st in (GEMV_MX if mx else [])]
     for config in configs:
-        seconds, _ = time_per_call(lambda w, c=config: gemv(x, w, config=c, out=out, norm_weight=gamma, eps=1e-6), qkv)
+        seconds = timed(lambda w, c=config: gemv(x, w, config=c, out=out, norm_weight=gamma, eps=1e-6), qkv)
         nbytes = weight_bytes(qkv[0][0])
         emit({"kernel": "qkv_gemv_norm", "weights": weights, "tokens": 1,
-              "config": [config.block_n, config.block_k, config.num_warps], "us": seconds * 1e6,
+              "config": [config.block_n, config.block_k, config.num_warps, config.num_stages], "us": seconds * 1e6,
               "tb_s": nbytes / seconds / 1e12, "of_copy": nbytes / seconds / copy_bw})  # fmt: skip
 
     attn = torch.randn(1, O_COLUMNS, device="cuda", dtype=torch.bfloat16, generator=generator)
