@@ -32,12 +32,12 @@ is data fp8 [N, H] plus scales uint8 [N, ceil(H / 32)], and each weight tile com
 BLOCK_K / 32], loaded alike (first tiles before the wait, the next after using the current). The broadcast product
 reads the data as int32 words, a tile [BLOCK_N, BLOCK_K / 32, 8] (a 16-byte load is 16 weights of one group),
 converts each word in its register (mx_tile.word_products: a chain of FMAs with the four partners of x) and scales
-each 32-group's sum (H200, q/k/v at one row with the norm prologue, 8 x 2048 tiles: 6.1 us against 8.0-8.5 us for
-fp8 tiles whose every byte Triton unpacks into a register of its own). H must then be a multiple of 4 (every real model's is);
-otherwise, and from B = 8 on, the tensor-core product dequantises each tile, w[n, k] = data[n, k] * 2**(scales[n,
-k // 32] - 127) (mx_tile.py), in x.dtype (exact in bf16 but for values below bf16's subnormals). A 16-byte load is
-16 fp8 weights, so MX configs carry twice the block_k for the same bytes in flight (default_mx_gemv_config,
-MX_TUNED_CONFIGS).
+each 32-group's sum (H200, q/k/v at one row with the norm prologue, 8 x 2048 tiles: 6.1 us against 8.0-8.5 us
+for fp8 tiles whose every byte Triton unpacks into a register of its own). H must then be a multiple of 4 (every
+real model's is); otherwise, and from B = 8 on, the tensor-core product dequantises each tile, w[n, k] =
+data[n, k] * 2**(scales[n, k // 32] - 127) (mx_tile.py), in x.dtype (exact in bf16 but for values below bf16's
+subnormals). A 16-byte load is 16 fp8 weights, so MX configs carry twice the block_k for the same bytes in flight
+(default_mx_gemv_config, MX_TUNED_CONFIGS).
 """
 
 from __future__ import annotations
