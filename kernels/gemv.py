@@ -193,6 +193,39 @@ def _store_rmsnorm(x_ptrs, gamma_ptr, normed_ptrs, rstd, batch_mask, H, BLOCK_K:
 
 
 @triton.jit
+def _accumulate_tile(
+    acc, a, w, s, x_ptr, BLOCK_B: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, IS_MX: tl.constexpr,
+    USE_DOT: tl.constexpr, DOT_IN_FP32: tl.constexpr, MX_TO_X_DTYPE: tl.constexpr,
+):  # fmt: skip
+    """One weight tile's share of acc: MX words summed group by group, an MX tile dequantised for the tensor cores,
+    or a plain tile."""
+    if IS_MX:
+        if USE_DOT:
+            return _accumulate(acc, a, _mx_tile(w, s, x_ptr, BLOCK_N, BLOCK_K, MX_TO_X_DTYPE), True, DOT_IN_FP32)
+        else:
+            return _accumulate_mx_sums(acc, a, w, s, BLOCK_B, BLOCK_K)
+    else:
+        return _accumulate(acc, a, w, USE_DOT, DOT_IN_FP32)
+
+
+@triton.jit
+def _load_weight_tile(w_ptrs, k, w_row_mask, w_cols, H, EVEN_K: tl.constexpr, PER_WORD: tl.constexpr, W_ZERO):
+    """The weight tile from column k (elements; w_ptrs advance by words of PER_WORD of them), first to evict."""
+    if EVEN_K:
+        return tl.load(w_ptrs + k // PER_WORD, mask=w_row_mask, other=W_ZERO, eviction_policy="evict_first")
+    else:
+        mask = w_row_mask & (w_cols * PER_WORD + k < H)[None]
+        return tl.load(w_ptrs + k // PER_WORD, mask=mask, other=W_ZERO, eviction_policy="evict_first")
+
+
+@triton.jit
+def _load_scale_tile(s_ptrs, k, row_mask, groups, s_groups):
+    """The scales of the weight tile from column k (a multiple of 32)."""
+    mask = row_mask[:, None] & (groups + k // 32 < s_groups)[None, :]
+    return tl.load(s_ptrs + k // 32, mask=mask, other=0, eviction_policy="evict_first")
+
+
+@triton.jit
 def _gemv_kernel(
     x_ptr, w_ptr, scales_ptr, bias_ptr, gamma_ptr, residual_ptr, y_ptr, normed_ptr,
     B, N, H, eps,
@@ -231,16 +264,10 @@ def _gemv_kernel(
         tl.extra.cuda.gdc_launch_dependents()
     # Weights never change: their first tiles are fetched before waiting for the kernel that writes x (gamma's
     # tiles are always masked: BLOCK_K elements, one small load each).
-    if EVEN_K:
-        w = tl.load(w_ptrs, mask=w_row_mask, other=W_ZERO, eviction_policy="evict_first")
-    else:
-        w = tl.load(
-            w_ptrs, mask=w_row_mask & (w_cols * PER_WORD < H)[None], other=W_ZERO, eviction_policy="evict_first"
-        )
+    w = _load_weight_tile(w_ptrs, 0, w_row_mask, w_cols, H, EVEN_K, PER_WORD, W_ZERO)
+    s = 0  # the weight tile's scales (MX only)
     if IS_MX:
-        s = tl.load(
-            s_ptrs, mask=row_mask[:, None] & (groups < s_groups)[None, :], other=0, eviction_policy="evict_first"
-        )
+        s = _load_scale_tile(s_ptrs, 0, row_mask, groups, s_groups)
     if HAS_NORM:
         gamma = tl.load(gamma_ptr + cols, mask=cols < H, other=0.0)
     if USE_PDL:
@@ -255,43 +282,19 @@ def _gemv_kernel(
         a = tl.load(x_ptrs + k, mask=batch_mask[:, None], other=0.0)  # k + BLOCK_K < H: no column mask
         if HAS_NORM:
             a, sum_sq = _norm_prologue_tile(a, gamma, sum_sq)
+        acc = _accumulate_tile(
+            acc, a, w, s, x_ptr, BLOCK_B, BLOCK_N, BLOCK_K, IS_MX, USE_DOT, DOT_IN_FP32, MX_TO_X_DTYPE
+        )
+        w = _load_weight_tile(w_ptrs, k + BLOCK_K, w_row_mask, w_cols, H, EVEN_K, PER_WORD, W_ZERO)
         if IS_MX:
-            if USE_DOT:
-                acc = _accumulate(acc, a, _mx_tile(w, s, x_ptr, BLOCK_N, BLOCK_K, MX_TO_X_DTYPE), True, DOT_IN_FP32)
-            else:
-                acc = _accumulate_mx_sums(acc, a, w, s, BLOCK_B, BLOCK_K)
-        else:
-            acc = _accumulate(acc, a, w, USE_DOT, DOT_IN_FP32)
-        next_k = k + BLOCK_K
-        if EVEN_K:
-            w = tl.load(w_ptrs + next_k // PER_WORD, mask=w_row_mask, other=W_ZERO, eviction_policy="evict_first")
-        else:
-            w = tl.load(
-                w_ptrs + next_k // PER_WORD,
-                mask=w_row_mask & (w_cols * PER_WORD + next_k < H)[None],
-                other=W_ZERO,
-                eviction_policy="evict_first",
-            )
-        if IS_MX:
-            s = tl.load(
-                s_ptrs + (k + BLOCK_K) // 32,
-                mask=row_mask[:, None] & (groups + (k + BLOCK_K) // 32 < s_groups)[None, :],
-                other=0,
-                eviction_policy="evict_first",
-            )
+            s = _load_scale_tile(s_ptrs, k + BLOCK_K, row_mask, groups, s_groups)
         if HAS_NORM:
             gamma = tl.load(gamma_ptr + cols + k + BLOCK_K, mask=cols + k + BLOCK_K < H, other=0.0)
     x_mask = batch_mask[:, None] if EVEN_K else batch_mask[:, None] & (cols + last_k < H)[None, :]
     a = tl.load(x_ptrs + last_k, mask=x_mask, other=0.0)
     if HAS_NORM:
         a, sum_sq = _norm_prologue_tile(a, gamma, sum_sq)
-    if IS_MX:
-        if USE_DOT:
-            acc = _accumulate(acc, a, _mx_tile(w, s, x_ptr, BLOCK_N, BLOCK_K, MX_TO_X_DTYPE), True, DOT_IN_FP32)
-        else:
-            acc = _accumulate_mx_sums(acc, a, w, s, BLOCK_B, BLOCK_K)
-    else:
-        acc = _accumulate(acc, a, w, USE_DOT, DOT_IN_FP32)
+    acc = _accumulate_tile(acc, a, w, s, x_ptr, BLOCK_B, BLOCK_N, BLOCK_K, IS_MX, USE_DOT, DOT_IN_FP32, MX_TO_X_DTYPE)
     if HAS_NORM:
         rstd = tl.rsqrt(sum_sq / H + eps)
         acc *= rstd[:, None]
