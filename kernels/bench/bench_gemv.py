@@ -198,18 +198,26 @@ def mx_linear_configs(m: int, args) -> list[MxLinearConfig]:
     return list(dict.fromkeys([default, *configs]))
 
 
+def row_printer(as_json: bool, rows_name: str) -> Callable[[dict], None]:
+    """Prints each measured row as it comes: a JSON line, or one aligned line (rows_name: "B" or "M")."""
+
+    def emit(row: dict) -> None:
+        if as_json:
+            print(json.dumps(row), flush=True)
+            return
+        config = row["config"]
+        label = "" if config is None else " ".join(f"{k}={v}" for k, v in config.items())
+        timing = f"{row['us']:8.2f} us {row['gbps']:7.0f} GB/s {row['pct_copy']:5.1f}%"
+        line = f"{row['shape']:>11} {rows_name}={row['batch']:<5} {row['path']:<15} {timing}  err {row['rel_err']:.1e}"
+        print(f"{line}  {label}".rstrip(), flush=True)
+
+    return emit
+
+
 def bench_mx(shapes, batches, dtype, args, copy_bw) -> None:
     """Times the MX paths per (shape, M) (module docstring) and prints the best of each and the crossovers."""
 
-    def emit(row: dict) -> None:
-        if args.json:
-            print(json.dumps(row), flush=True)
-        else:
-            config = row["config"]
-            label = "" if config is None else " ".join(f"{k}={v}" for k, v in config.items())
-            print(f"{row['shape']:>11} M={row['batch']:<5} {row['path']:<15} {row['us']:9.2f} us "
-                  f"{row['pct_copy']:5.1f}%  err {row['rel_err']:.1e}  {label}", flush=True)  # fmt: skip
-
+    emit = row_printer(args.json, "M")
     best = {}
     for n, hidden in shapes:
         mx_bytes = n * hidden + n * -(-hidden // 32)
@@ -312,17 +320,7 @@ def main(argv: list[str] | None = None) -> None:
         bench_mx(shapes, batches, dtype, args, copy_bw)
         return
 
-    def emit(row: dict) -> None:
-        if args.json:
-            print(json.dumps(row), flush=True)
-        else:
-            config = row["config"]
-            label = "" if config is None else " ".join(f"{k}={v}" for k, v in config.items())
-            timing = f"{row['us']:7.2f} us {row['gbps']:7.0f} GB/s {row['pct_copy']:5.1f}%"
-            print(
-                f"{row['shape']:>11} B={row['batch']:<2} {row['path']:<6} {timing}  err {row['rel_err']:.1e}  {label}"
-            )
-
+    emit = row_printer(args.json, "B")
     summary = {}
     for n, hidden in shapes:
         summary[(n, hidden)] = bench_shape(n, hidden, batches, dtype, args, copy_bw, emit)
