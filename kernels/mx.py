@@ -82,7 +82,9 @@ class MXTensor:
             raise IndexError("MXTensor indexing selects leading dimensions only (no `...`, nothing along K)")
         return MXTensor(self.data[index], self.scales[index])
 
+    @property
     def nbytes(self) -> int:
+        """Data plus scales, like torch.Tensor.nbytes."""
         return self.data.numel() * self.data.element_size() + self.scales.numel()
 
     def to(self, device: torch.device | str) -> MXTensor:

@@ -22,7 +22,7 @@ import torch
 from warpcode.model_runtime.config import ModelConfig
 from warpcode.model_runtime.decode_runner import DecodeRunner
 from warpcode.model_runtime.engine import Engine
-from warpcode.model_runtime.mx_weights import named_weights, weight_bytes
+from warpcode.model_runtime.mx_weights import named_weights
 from warpcode.model_runtime.sampling import SamplingParams
 
 
@@ -46,11 +46,11 @@ def bytes_per_step(config: ModelConfig, model: torch.nn.Module, batch: int, cont
     total = 0
     for name, weight in named_weights(model):
         if name.endswith(("experts.w13", "experts.w2")):
-            total += round(weight_bytes(weight) * expert_fraction)
+            total += round(weight.nbytes * expert_fraction)
         elif name.endswith("embed_tokens.weight") and not config.tie_word_embeddings:
             total += batch * weight.shape[1] * element
         else:
-            total += weight_bytes(weight)
+            total += weight.nbytes
     kv_per_token = 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * element
     return total + batch * (context + 1) * kv_per_token
 

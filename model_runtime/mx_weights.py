@@ -123,10 +123,6 @@ def named_weights(model: nn.Module) -> Iterator[tuple[str, Weight]]:
                 yield dot + name, param
 
 
-def weight_bytes(weight: Weight) -> int:
-    return weight.nbytes() if is_mx(weight) else weight.numel() * weight.element_size()
-
-
 @torch.no_grad()
 def store_(destination: Weight, source: torch.Tensor) -> None:
     """Writes the float tensor `source` into `destination`: converted for a plain tensor, quantised for MX."""

@@ -17,15 +17,15 @@ import math
 import sys
 
 import torch
-import triton
 
 from warpcode.kernels.bench.bench_moe import MoeShape, make_layers
 from warpcode.kernels.bench.timing import measure_copy_bandwidth, time_per_call
+from warpcode.kernels.bench.tune_warp_decode import kernel_arguments, time_config
 from warpcode.kernels.gemv import GemvConfig, default_gemv_config, gemv
 from warpcode.kernels.mx import quantize_mxfp8
 from warpcode.kernels.o_proj_router import o_proj_router, router_fold
 from warpcode.kernels.tuning import WarpDecodeConfig, warp_decode_config
-from warpcode.kernels.warp_decode import intermediate_dtype, launch_down, launch_gate_up, moe_warp_decode
+from warpcode.kernels.warp_decode import launch_down, launch_gate_up, moe_warp_decode
 
 SHAPE = MoeShape(hidden=2048, intermediate=768, experts=128, top_k=8)
 QKV_ROWS, O_COLUMNS = 5120, 4096
@@ -47,36 +47,26 @@ GEMV_MX = [
 ]  # fmt: skip
 
 
-def timed(call, argument_sets) -> float:
-    """Seconds per call, or inf where the launch does not fit the SM (a deep pipeline's shared memory)."""
-    try:
-        return time_per_call(call, argument_sets)[0]
-    except triton.runtime.errors.OutOfResources:
-        return math.inf
-
-
-def weight_bytes(w) -> int:
-    return w.data.nbytes + w.scales.nbytes if hasattr(w, "scales") else w.nbytes
+def rate(kernel: str, weights: str, tokens: int, config, seconds: float, nbytes: float, copy_bw: float) -> dict:
+    """One output row: the time and the rate on the kernel's unique weight bytes."""
+    return {"kernel": kernel, "weights": weights, "tokens": tokens, "config": config, "us": seconds * 1e6,
+            "tb_s": nbytes / seconds / 1e12, "of_copy": nbytes / seconds / copy_bw}  # fmt: skip
 
 
 def moe_rows(tokens: int, mx: bool, copy_bw: float, emit) -> None:
     layers = make_layers(SHAPE, tokens, torch.bfloat16, torch.device("cuda"), COPIES, mx)
     tuned = warp_decode_config(SHAPE.hidden, SHAPE.intermediate, SHAPE.experts, SHAPE.top_k, tokens, mx)
-    hidden_dtype = intermediate_dtype(torch.bfloat16)
-    hiddens = [torch.empty(tokens * SHAPE.top_k, SHAPE.intermediate, device="cuda", dtype=hidden_dtype) for _ in layers]
-    outs = [torch.empty_like(layer[0]) for layer in layers]
+    gate_up, down = kernel_arguments(layers, SHAPE)
     touched = sum(torch.unique(layer[2]).numel() for layer in layers) / len(layers) / SHAPE.experts
-    w13_bytes, w2_bytes = weight_bytes(layers[0][3]) * touched, weight_bytes(layers[0][4]) * touched
+    w13_bytes, w2_bytes = layers[0][3].nbytes * touched, layers[0][4].nbytes * touched
     weights = "mxfp8" if mx else "bf16"
 
-    def report(kernel: str, config, seconds: float, nbytes: float) -> None:
-        emit({"kernel": kernel, "weights": weights, "tokens": tokens, "config": config, "us": seconds * 1e6,
-              "tb_s": nbytes / seconds / 1e12, "of_copy": nbytes / seconds / copy_bw})  # fmt: skip
+    def report(kernel: str, config, seconds: float | None, nbytes: float) -> None:
+        if seconds is not None:  # None: the tile does not fit the SM
+            emit(rate(kernel, weights, tokens, config, seconds, nbytes, copy_bw))
 
     seconds, _ = time_per_call(lambda *a: moe_warp_decode(*a, config=tuned), [layer[:5] for layer in layers])
     report("moe", "tuned", seconds, w13_bytes + w2_bytes)
-    gate_up = [(x, ids, w13, h) for (x, _, ids, w13, _), h in zip(layers, hiddens, strict=True)]
-    down = [(h, w, ids, w2, o) for (_, w, ids, _, w2), h, o in zip(layers, hiddens, outs, strict=True)]
     gate_up_configs = [tuned] + [
         WarpDecodeConfig(gate_up_rows=r, gate_up_cols=c, gate_up_warps=w, gate_up_stages=st)
         for r, c, w, st in (GATE_UP_MX if mx else [])
@@ -86,11 +76,11 @@ def moe_rows(tokens: int, mx: bool, copy_bw: float, emit) -> None:
         for r, c, w, st in (DOWN_MX if mx else [])
     ]
     for config in gate_up_configs:
-        seconds = timed(lambda *a, c=config: launch_gate_up(*a, c), gate_up)
+        seconds = time_config(launch_gate_up, config, gate_up)
         report("gate_up", [config.gate_up_rows, config.gate_up_cols, config.gate_up_warps, config.gate_up_stages],
                seconds, w13_bytes)  # fmt: skip
     for config in down_configs:
-        seconds = timed(lambda *a, c=config: launch_down(*a, c), down)
+        seconds = time_config(launch_down, config, down)
         report("down", [config.down_rows, config.down_cols, config.down_warps, config.down_stages], seconds, w2_bytes)
 
 
@@ -109,11 +99,10 @@ def projection_rows(mx: bool, copy_bw: float, emit) -> None:
     configs = [default_gemv_config(QKV_ROWS, SHAPE.hidden, 1, mx=mx)]
     configs += [GemvConfig(block_n=n, block_k=k, num_warps=w, num_stages=st) for n, k, w, st in (GEMV_MX if mx else [])]
     for config in configs:
-        seconds = timed(lambda w, c=config: gemv(x, w, config=c, out=out, norm_weight=gamma, eps=1e-6), qkv)
-        nbytes = weight_bytes(qkv[0][0])
-        emit({"kernel": "qkv_gemv_norm", "weights": weights, "tokens": 1,
-              "config": [config.block_n, config.block_k, config.num_warps, config.num_stages], "us": seconds * 1e6,
-              "tb_s": nbytes / seconds / 1e12, "of_copy": nbytes / seconds / copy_bw})  # fmt: skip
+        seconds = time_config(lambda w, c: gemv(x, w, config=c, out=out, norm_weight=gamma, eps=1e-6), config, qkv)
+        if seconds is not None:
+            shape = [config.block_n, config.block_k, config.num_warps, config.num_stages]
+            emit(rate("qkv_gemv_norm", weights, 1, shape, seconds, qkv[0][0].nbytes, copy_bw))
 
     attn = torch.randn(1, O_COLUMNS, device="cuda", dtype=torch.bfloat16, generator=generator)
     residual = torch.randn(1, SHAPE.hidden, device="cuda", dtype=torch.bfloat16, generator=generator)
@@ -125,9 +114,7 @@ def projection_rows(mx: bool, copy_bw: float, emit) -> None:
         layers.append((wo, folded_attn, folded_h))
     h_out = torch.empty_like(residual)
     seconds, _ = time_per_call(lambda wo, fa, fh: o_proj_router(attn, wo, residual, (fa, fh), out=h_out), layers)
-    nbytes = weight_bytes(layers[0][0])
-    emit({"kernel": "o_proj_router", "weights": weights, "tokens": 1, "config": "default", "us": seconds * 1e6,
-          "tb_s": nbytes / seconds / 1e12, "of_copy": nbytes / seconds / copy_bw})  # fmt: skip
+    emit(rate("o_proj_router", weights, 1, "default", seconds, layers[0][0].nbytes, copy_bw))
 
 
 def once() -> None:

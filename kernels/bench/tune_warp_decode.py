@@ -59,26 +59,38 @@ def with_stages(config: WarpDecodeConfig, prefix: str) -> list[WarpDecodeConfig]
     return [replace(config, **{f"{prefix}_stages": stages}) for stages in (1, 2, 3)]
 
 
+def kernel_arguments(layers: list[tuple], shape: MoeShape) -> tuple[list[tuple], list[tuple]]:
+    """For make_layers' layers: the argument sets of launch_gate_up and of launch_down, one per layer (each with
+    its own intermediate and output buffers)."""
+    x = layers[0][0]
+    hidden_dtype = intermediate_dtype(x.dtype)
+    rows = x.shape[0] * shape.top_k
+    hiddens = [torch.empty(rows, shape.intermediate, device=x.device, dtype=hidden_dtype) for _ in layers]
+    outs = [torch.empty_like(layer[0]) for layer in layers]
+    gate_up_args = [(x, ids, w13, h) for (x, _, ids, w13, _), h in zip(layers, hiddens, strict=True)]
+    down_args = [(h, w, ids, w2, o) for (_, w, ids, _, w2), h, o in zip(layers, hiddens, outs, strict=True)]
+    return gate_up_args, down_args
+
+
+def time_config(launch, config: WarpDecodeConfig, arguments: list[tuple]) -> float | None:
+    """Seconds per launch(*arguments, config), rotated over the argument sets; None when the tile does not fit
+    (deeper pipelining of a large tile can exceed shared memory)."""
+    try:
+        return time_per_call(lambda *a: launch(*a, config), arguments)[0]
+    except triton.runtime.errors.OutOfResources:
+        return None
+
+
 def tune(shape: MoeShape, batch: int, mx: bool = False) -> tuple[WarpDecodeConfig, dict]:
     device = torch.device("cuda")
     budget = int(torch.cuda.mem_get_info(device)[0] * 0.6)
     count = layer_count(shape, batch, torch.bfloat16, budget, mx)
     layers = make_layers(shape, batch, torch.bfloat16, device, count, mx)
-    hidden_dtype = intermediate_dtype(torch.bfloat16)
-    hiddens = [torch.empty(batch * shape.top_k, shape.intermediate, device=device, dtype=hidden_dtype) for _ in layers]
-    outs = [torch.empty_like(layer[0]) for layer in layers]
-    gate_up_args = [(x, ids, w13, h) for (x, _, ids, w13, _), h in zip(layers, hiddens, strict=True)]
-    down_args = [(h, w, ids, w2, o) for (_, w, ids, _, w2), h, o in zip(layers, hiddens, outs, strict=True)]
+    gate_up_args, down_args = kernel_arguments(layers, shape)
 
     def fastest(candidates, launch, arguments) -> tuple[float, WarpDecodeConfig]:
-        timed = []
-        for config in candidates:
-            try:
-                seconds, _ = time_per_call(lambda *a, c=config: launch(*a, c), arguments)
-            except triton.runtime.errors.OutOfResources:
-                continue  # deeper pipelining of a large tile can exceed shared memory
-            timed.append((seconds, config))
-        return min(timed, key=lambda pair: pair[0])
+        timed = [(time_config(launch, config, arguments), config) for config in candidates]
+        return min(((s, c) for s, c in timed if s is not None), key=lambda pair: pair[0])
 
     _, gate_up = fastest(gate_up_candidates(shape, mx), launch_gate_up, gate_up_args)
     gate_up_seconds, gate_up = fastest(with_stages(gate_up, "gate_up"), launch_gate_up, gate_up_args)

@@ -126,7 +126,7 @@ def test_gaussian_sqnr_at_least_30_db():
 def test_mxtensor_checks_and_indexing():
     mx = quantize_mxfp8(torch.randn(3, 8, 64))
     assert mx[1].shape == (8, 64) and torch.equal(mx[1].scales, mx.scales[1])
-    assert mx.nbytes() == 3 * 8 * 64 + 3 * 8 * 2
+    assert mx.nbytes == 3 * 8 * 64 + 3 * 8 * 2
     with pytest.raises(ValueError, match="one scale per 32"):
         MXTensor(mx.data, mx.scales[..., :1])
     with pytest.raises(ValueError, match="float8_e4m3fn"):

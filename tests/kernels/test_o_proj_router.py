@@ -32,6 +32,18 @@ def layer(hidden, k, experts, intermediate, dtype, seed=0):
     )
 
 
+def assert_matches_float64(h_new, z, p, wo64, h_before, dtype):
+    """h_new = round(h + round(attn @ Wo.T)) and z = (h + attn @ Wo.T) * gamma @ router.T, against float64 (wo64:
+    the projection's weights in float64)."""
+    projected = p["attn"].double() @ wo64.T
+    expected_h = (h_before.double() + projected.to(dtype).double()).to(dtype)
+    expected_z = (h_before.double() + projected) * p["gamma"].double() @ p["router"].double().T
+    tolerance = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(h_new.double(), expected_h.double(), **tolerance)
+    torch.testing.assert_close(z.double(), expected_z, **tolerance)
+    assert z.dtype == torch.float32 and h_new.dtype == dtype
+
+
 def rmsnorm64(x, gamma):
     x = x.double()
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * gamma.double()
@@ -45,13 +57,7 @@ def test_o_proj_router_matches_float64(hidden, k, experts, dtype):
     h_before = p["h"].clone()
     h_new, z = o_proj_router(p["attn"], p["o_proj"], p["h"], fold)
     assert torch.equal(p["h"], h_before), "h is read, never written"
-    projected = p["attn"].double() @ p["o_proj"].double().T
-    expected_h = (h_before.double() + projected.to(dtype).double()).to(dtype)
-    expected_z = (h_before.double() + projected) * p["gamma"].double() @ p["router"].double().T
-    tolerance = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
-    torch.testing.assert_close(h_new.double(), expected_h.double(), **tolerance)
-    torch.testing.assert_close(z.double(), expected_z, **tolerance)
-    assert z.dtype == torch.float32 and h_new.dtype == dtype
+    assert_matches_float64(h_new, z, p, p["o_proj"].double(), h_before, dtype)
 
 
 def test_o_proj_router_checks_arguments():

@@ -7,6 +7,8 @@ import torch
 from warpcode.kernels.mx import dequantize_mxfp8, quantize_mxfp8
 from warpcode.kernels.o_proj_router import o_proj_router, router_fold
 
+from .test_o_proj_router import assert_matches_float64
+
 
 def layer(hidden, k, experts, dtype, seed):
     g = torch.Generator().manual_seed(seed)
@@ -39,13 +41,7 @@ def test_o_proj_router_mx_matches_float64(hidden, k, experts, dtype):
     h_new, z = o_proj_router(p["attn"], p["o_proj"], p["h"], fold, out=out)
     assert h_new is out and not h_new.isnan().any()
     assert torch.equal(p["h"], h_before), "h is read, never written"
-    projected = p["attn"].double() @ wo64.T
-    expected_h = (h_before.double() + projected.to(dtype).double()).to(dtype)
-    expected_z = (h_before.double() + projected) * p["gamma"].double() @ p["router"].double().T
-    tolerance = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
-    torch.testing.assert_close(h_new.double(), expected_h.double(), **tolerance)
-    torch.testing.assert_close(z.double(), expected_z, **tolerance)
-    assert z.dtype == torch.float32 and h_new.dtype == dtype
+    assert_matches_float64(h_new, z, p, wo64, h_before, dtype)
 
 
 def test_o_proj_router_mx_matches_the_dequantised_weights_plain():

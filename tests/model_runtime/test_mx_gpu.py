@@ -9,7 +9,7 @@ import torch
 
 from warpcode.kernels import MXTensor
 from warpcode.model_runtime import load, load_random
-from warpcode.model_runtime.mx_weights import named_weights, weight_bytes
+from warpcode.model_runtime.mx_weights import named_weights
 
 pytestmark = pytest.mark.gpu
 
@@ -70,7 +70,7 @@ def test_real_shape_random_mx_model_peaks_near_its_size():
     torch.cuda.reset_peak_memory_stats()
     before = torch.cuda.memory_allocated()
     engine = load_random("qwen3-30b-a3b", device="cuda", weights="mxfp8")
-    size = sum(weight_bytes(w) for _, w in named_weights(engine.model))
+    size = sum(w.nbytes for _, w in named_weights(engine.model))
     peak = torch.cuda.max_memory_allocated() - before
     assert isinstance(engine.model.model.layers[0].mlp.experts.w13, MXTensor)
     assert size < 34 * 2**30  # ~31 GB of MX weights and bf16 embeddings, LM head, routers, norms (bf16: ~61 GB)
