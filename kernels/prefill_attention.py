@@ -55,15 +55,19 @@ def _attend_tile(
     else:
         k = tl.load(k_ptrs, mask=d_mask[None, :], other=0.0)
         v = tl.load(v_ptrs, mask=d_mask[None, :], other=0.0)
-    s = tl.dot(q, tl.trans(k.to(DOT_DTYPE)), input_precision=DOT_PRECISION) * qk_scale
+    s = tl.dot(q, tl.trans(k.to(DOT_DTYPE)), input_precision=DOT_PRECISION)
     if MASKED:
-        s = tl.where((keys[None, :] <= position[:, None]) & (keys < end)[None, :], s, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, axis=1))
-    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no key yet (in its split): all weights 0
+        s = tl.where((keys[None, :] <= position[:, None]) & (keys < end)[None, :], s * qk_scale, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no key yet (in its split): all weights 0
+        p = tl.exp2(s - m_safe[:, None])
+    else:  # every row sees every key, so m_new is finite and the scale folds into one FFMA per score
+        m_new = tl.maximum(m_i, tl.max(s, axis=1) * qk_scale)
+        m_safe = m_new
+        p = tl.exp2(s * qk_scale - m_new[:, None])
     alpha = tl.exp2(m_i - m_safe)
-    p = tl.exp2(s - m_safe[:, None])
     l_i = l_i * alpha + tl.sum(p, axis=1)
-    acc = acc * alpha[:, None] + tl.dot(p.to(DOT_DTYPE), v.to(DOT_DTYPE), input_precision=DOT_PRECISION)
+    acc = tl.dot(p.to(DOT_DTYPE), v.to(DOT_DTYPE), acc * alpha[:, None], input_precision=DOT_PRECISION)
     return m_new, l_i, acc
 
 
@@ -165,7 +169,7 @@ def paged_prefill_attention(
     scale: float | None = None,
     out: torch.Tensor | None = None,  # [T, Hq, D] q.dtype
     rows: torch.Tensor | None = None,  # int32 [1] on the device: only q's first `rows` rows are real
-    config: tuple[int, int, int, int, int] | None = None,  # (rows per program, BLOCK_N, warps, stages, splits)
+    config: tuple[int, ...] | None = None,  # (rows per program, BLOCK_N, warps, stages, splits[, max registers])
 ) -> torch.Tensor:
     """The chunk's attention output [T, Hq, D] (with `rows`, rows past it are left as they are in `out`); its own
     keys must already be in the pool."""
@@ -183,7 +187,8 @@ def paged_prefill_attention(
     if out.shape != q.shape or out.stride(-1) != 1:
         raise ValueError(f"out must be {tuple(q.shape)} with a contiguous head dimension")
     group = q_heads // kv_heads
-    rows_per_program, block_n, warps, stages, splits = config or _config(tokens, group, kv_heads, cache_block, q)
+    config = config or _config(tokens, group, kv_heads, cache_block, q)
+    rows_per_program, block_n, warps, stages, splits, *max_registers = config
     token_tile = max(1, rows_per_program // group)
     if cache_block % block_n:
         raise ValueError(f"the cache block ({cache_block} slots) must be a multiple of {block_n}")
@@ -208,6 +213,7 @@ def paged_prefill_attention(
         BLOCK_N=block_n, BLOCK_D=max(16, triton.next_power_of_2(dim)), CACHE_BLOCK=cache_block,
         DOT_DTYPE=dot_dtype, DOT_PRECISION="ieee" if dot_dtype == tl.float32 else "tf32",
         ROWS_ON_DEVICE=rows is not None, NUM_SPLITS=splits, HQ=q_heads, num_warps=warps, num_stages=stages,
+        **({"maxnreg": max_registers[0]} if max_registers and max_registers[0] else {}),
     )  # fmt: skip
     if splits > 1:
         _merge_splits_kernel[(tokens, q_heads)](
@@ -219,14 +225,13 @@ def paged_prefill_attention(
 
 
 def _config(tokens: int, group: int, kv_heads: int, cache_block: int, q: torch.Tensor) -> tuple[int, ...]:
-    """(rows per program, BLOCK_N, warps, stages, key splits). H200 (scripts/sweep_prefill_attention.py, qwen3
-    attention, 300-1024 tokens after 7-31K): 128 rows, 128 keys, 8 warps, 3 stages fastest from 256 tokens on; below
-    them 64 rows; splits of the keys until the programs fill the SMs twice over."""
-    big = tokens * group >= 128 * 16 and cache_block % 128 == 0
-    rows, block_n, warps, stages = (128, 128, 8, 3) if big else (64, min(64, cache_block), 4, 2)
-    programs = triton.cdiv(tokens, max(1, rows // group)) * kv_heads
-    slots = 2 * _sm_count(q.device) if q.is_cuda else programs
-    return rows, block_n, warps, stages, max(1, min(_MAX_SPLITS, slots // programs))
+    """(rows per program, BLOCK_N, warps, stages, key splits, max registers). H200 (sweep_prefill_attention.py
+    --configs; 64-1,024 tokens after 2-31K): 128 rows, 64 keys, 8 warps, 3 stages capped at 128 registers a thread
+    fastest everywhere (two programs share an SM, so one's softmax runs beside the other's tensor-core work);
+    splits of the keys until about four programs wait per SM."""
+    programs = triton.cdiv(tokens, max(1, 128 // group)) * kv_heads
+    slots = 4 * _sm_count(q.device) if q.is_cuda else programs
+    return 128, min(64, cache_block), 8, 3, max(1, min(_MAX_SPLITS, slots // programs)), 128
 
 
 def _sm_count(device: torch.device) -> int:

@@ -17,8 +17,9 @@ everything in fp32 and rounds once at the store; the eager model (and `qk_norm_r
 follows it) rounds after the norm and inside the rotation, so in bf16 the two agree to bf16 precision, not bit
 for bit.
 
-Grid (B, Hq + Hkv): program (b, h) handles query head h for h < Hq, else key and value head h - Hq. The head's
-column offset in qkv is h * D in both cases (key heads start right after the Hq query heads).
+Grid (B, (Hq + Hkv) / n): program (b, j) handles heads h in [j n, j n + n), query head h for h < Hq, else key and
+value head h - Hq; n = 1 for decode batches, gcd(Hq, Hkv) for prefill rows (so one program's heads are all queries
+or all keys). The head's column offset in qkv is h * D in both cases (key heads start right after the query heads).
 
 CUDA graphs: the launcher reads shapes and strides only. positions, slots and the block tables are read inside the
 kernel, so a captured graph replays correctly after they are changed in place. Under PDL they (and the weights) are
@@ -30,6 +31,8 @@ tables right is the caller's job.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import triton
 import triton.language as tl
@@ -39,6 +42,7 @@ from warpcode.kernels.norm import add_rmsnorm_reference, round_to
 
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 INDEX_DTYPES = (torch.int32, torch.int64)
+_ONE_HEAD_ROWS = 64  # up to this many rows (decode batches) a program per head; above, gcd(Hq, Hkv) heads a program
 
 
 @triton.jit
@@ -87,10 +91,11 @@ def _qk_norm_rope_cache_kernel(
     PAGED: tl.constexpr,
     CACHE_BLOCK: tl.constexpr,
     USE_PDL: tl.constexpr,
+    HEADS: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
-    head = tl.program_id(1).to(tl.int64)
-    is_query = head < num_heads
+    first_head = tl.program_id(1).to(tl.int64) * HEADS
+    is_query = first_head < num_heads  # HEADS divides Hq: a program's heads are all queries or all keys
     cols = tl.arange(0, BLOCK_HALF)
     mask = cols < HALF
     # Everything but qkv was written before this decode step began (positions, slots, block tables) or never changes
@@ -115,35 +120,36 @@ def _qk_norm_rope_cache_kernel(
     if USE_PDL and EARLY_DEPENDENTS:  # the next kernel reads nothing of this one's before its own wait
         tl.extra.cuda.gdc_launch_dependents()
     wait_for_inputs(USE_PDL)
-    src = qkv_ptr + row * stride_qkv + head * D
-    x1 = tl.load(src + cols, mask=mask, other=0.0).to(tl.float32)
-    x2 = tl.load(src + HALF + cols, mask=mask, other=0.0).to(tl.float32)
     # Used only after the wait: without an early launch (a predecessor that does not trigger it) the loads above
     # and qkv's are then in flight together.
     angle = position * inv_freq
     cos = tl.cos(angle) * attention_scaling
     sin = tl.sin(angle) * attention_scaling
-
-    if is_query:
-        if HAS_Q_NORM:
-            x1, x2 = _rms_norm_halves(x1, x2, w1, w2, eps, D)
-        dst = q_ptr + row * stride_qb + head * stride_qh
-        tl.store(dst + cols, round_to(x1 * cos - x2 * sin, q_ptr.dtype.element_ty), mask=mask)
-        tl.store(dst + HALF + cols, round_to(x2 * cos + x1 * sin, q_ptr.dtype.element_ty), mask=mask)
-    else:
-        v_src = src + num_kv_heads * D
-        v1 = tl.load(v_src + cols, mask=mask)  # in flight during the norm and the rotation
-        v2 = tl.load(v_src + HALF + cols, mask=mask)
-        if HAS_K_NORM:
-            x1, x2 = _rms_norm_halves(x1, x2, w1, w2, eps, D)
-        kv_head = head - num_heads
-        write = cols < tl.where(in_cache, HALF, 0)  # (mask & scalar trips the interpreter)
-        k_dst = k_cache_ptr + cache_row * stride_kb + kv_head * stride_kh + slot * stride_ks
-        tl.store(k_dst + cols, round_to(x1 * cos - x2 * sin, k_cache_ptr.dtype.element_ty), mask=write)
-        tl.store(k_dst + HALF + cols, round_to(x2 * cos + x1 * sin, k_cache_ptr.dtype.element_ty), mask=write)
-        v_dst = v_cache_ptr + cache_row * stride_vb + kv_head * stride_vh + slot * stride_vs
-        tl.store(v_dst + cols, v1, mask=write)
-        tl.store(v_dst + HALF + cols, v2, mask=write)
+    for offset in tl.static_range(HEADS):
+        head = first_head + offset
+        src = qkv_ptr + row * stride_qkv + head * D
+        x1 = tl.load(src + cols, mask=mask, other=0.0).to(tl.float32)
+        x2 = tl.load(src + HALF + cols, mask=mask, other=0.0).to(tl.float32)
+        if is_query:
+            if HAS_Q_NORM:
+                x1, x2 = _rms_norm_halves(x1, x2, w1, w2, eps, D)
+            dst = q_ptr + row * stride_qb + head * stride_qh
+            tl.store(dst + cols, round_to(x1 * cos - x2 * sin, q_ptr.dtype.element_ty), mask=mask)
+            tl.store(dst + HALF + cols, round_to(x2 * cos + x1 * sin, q_ptr.dtype.element_ty), mask=mask)
+        else:
+            v_src = src + num_kv_heads * D
+            v1 = tl.load(v_src + cols, mask=mask)  # in flight during the norm and the rotation
+            v2 = tl.load(v_src + HALF + cols, mask=mask)
+            if HAS_K_NORM:
+                x1, x2 = _rms_norm_halves(x1, x2, w1, w2, eps, D)
+            kv_head = head - num_heads
+            write = cols < tl.where(in_cache, HALF, 0)  # (mask & scalar trips the interpreter)
+            k_dst = k_cache_ptr + cache_row * stride_kb + kv_head * stride_kh + slot * stride_ks
+            tl.store(k_dst + cols, round_to(x1 * cos - x2 * sin, k_cache_ptr.dtype.element_ty), mask=write)
+            tl.store(k_dst + HALF + cols, round_to(x2 * cos + x1 * sin, k_cache_ptr.dtype.element_ty), mask=write)
+            v_dst = v_cache_ptr + cache_row * stride_vb + kv_head * stride_vh + slot * stride_vs
+            tl.store(v_dst + cols, v1, mask=write)
+            tl.store(v_dst + HALF + cols, v2, mask=write)
 
 
 def _num_warps(block_half: int) -> int:
@@ -272,7 +278,9 @@ def qk_norm_rope_cache_triton(
     if batch:
         half = head_dim // 2
         block_half = triton.next_power_of_2(half)
-        _qk_norm_rope_cache_kernel[(batch, num_heads + num_kv_heads)](
+        # Prefill rows: several heads a program (one-head programs of one warp made 15K tiny programs at 384 rows)
+        heads = math.gcd(num_heads, num_kv_heads) if batch > _ONE_HEAD_ROWS else 1
+        _qk_norm_rope_cache_kernel[(batch, (num_heads + num_kv_heads) // heads)](
             qkv, qkv if q_norm_weight is None else q_norm_weight, qkv if k_norm_weight is None else k_norm_weight,
             inv_freq, positions, slots, out, k_cache, v_cache,
             num_heads, num_kv_heads, capacity, float(eps), float(attention_scaling),
@@ -283,7 +291,7 @@ def qk_norm_rope_cache_triton(
             D=head_dim, HALF=half, BLOCK_HALF=block_half,
             HAS_Q_NORM=q_norm_weight is not None, HAS_K_NORM=k_norm_weight is not None,
             EARLY_DEPENDENTS=early_dependents, PAGED=paged, CACHE_BLOCK=cache_slots if paged else 1,
-            num_warps=_num_warps(block_half), **pdl_options(qkv.device),
+            HEADS=heads, num_warps=_num_warps(block_half), **pdl_options(qkv.device),
         )  # fmt: skip
     return out
 

@@ -3,7 +3,7 @@
 # Usage (on the GPU machine, from the repository root):
 #   bash scripts/gpu_session.sh [tests] [tune] [tune-centric] [bench] [pdl] [decode-tests] [profile] [decode] [decode-hf] [gemv]
 #       [attention] [small] [variants] [moe-small] [boundaries] [pytest] [ab] [serve] [prefill] [prefill-attention]
-#       [mx-tests] [mx-gemv] [mx-tune] [mx-bench] [mx-decode] [mx-accuracy] [mx-sweep] [mx-ncu]
+#       [ab-turn] [mx-tests] [mx-gemv] [mx-tune] [mx-bench] [mx-decode] [mx-accuracy] [mx-sweep] [mx-ncu]
 # ab: decode of this tree against a base tree made here with `git archive REF -o ab_base.tar` (an untracked file in
 # the repository root travels with the working tree), alternating AB_ROUNDS times in one call.
 set -uo pipefail
@@ -98,6 +98,18 @@ for step in $steps; do
                     python3 -m warpcode.agent bench decode --preset qwen3-30b-a3b --random-weights \
                         --batch ${DECODE_BATCH:-1} --context ${DECODE_CONTEXT:-512,8192} --prefill 0 --json \
                         2>>"$OUT/ab_err.log" | sed "s|^|$tree round $round |" | tee -a "$OUT/ab.log")
+            done
+        done
+        python3 -m pip install -q --no-deps --no-build-isolation -e . >>"$OUT/install.log" 2>&1 ;;
+    ab-turn)  # a cached agent turn (16K cached + 300 new) and a cold 2K prefill, this tree then the base (as ab)
+        base=/tmp/warpcode-ab-base
+        rm -rf "$base" && mkdir -p "$base" && tar -xf "${AB_BASE:-ab_base.tar}" -C "$base"
+        for round in $(seq "${AB_ROUNDS:-2}"); do
+            for tree in "$PWD" "$base"; do
+                (cd "$tree" && python3 -m pip install -q --no-deps --no-build-isolation -e . >>"$OUT/install.log" 2>&1 &&
+                    python3 "$OLDPWD/scripts/sweep_prefill.py" --lengths 2048 --budgets 16384 --profile 16384 \
+                        2>>"$OUT/ab_err.log" | sed "s|^|$tree round $round |" >>"$OUT/ab_turn.log")
+                grep -E "cached turn|budget|_paged_prefill_attention_kernel|_qk_norm_rope" "$OUT/ab_turn.log" | tail -9
             done
         done
         python3 -m pip install -q --no-deps --no-build-isolation -e . >>"$OUT/install.log" 2>&1 ;;

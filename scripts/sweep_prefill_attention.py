@@ -3,7 +3,8 @@ against the eager prefill's gather + PyTorch SDPA, per (chunk tokens, cached pre
 
 python3 scripts/sweep_prefill_attention.py [--cases 300:16000,1024:31000] [--configs]
 
---configs also times the kernel's configurations (rows per program, BLOCK_N, warps, stages, key splits) per case.
+--configs also times the kernel's configurations (rows per program, BLOCK_N, warps, stages, key splits, register
+cap) per case.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def median_ms(function, repeats: int = 20) -> float:
     return statistics.median(times)
 
 
-CONFIGS = list(itertools.product((64, 128), (64, 128), (4, 8), (3,), (1, 2, 4, 8)))
+CONFIGS = list(itertools.product((64, 128), (64, 128), (4, 8), (2, 3, 4), (1, 2, 3, 6, 8), (None, 128)))
 
 
 def time_case(tokens: int, start: int, sweep: bool) -> str:

@@ -109,15 +109,18 @@ def test_add_rmsnorm_dispatches_to_the_reference_on_cpu():
 # --------------------------------------------------------------------------------------- qk_norm_rope_cache
 
 
-def rope_inputs(num_heads, num_kv_heads, head_dim, dtype, with_norm, index_dtype=torch.int64, seed=0):
+def rope_inputs(num_heads, num_kv_heads, head_dim, dtype, with_norm, index_dtype=torch.int64, seed=0, batch=3):
     g = generator(seed + 100 * num_heads + head_dim)
-    batch, cache_batch, slots_per_row = 3, 5, 9
+    cache_batch, slots_per_row = batch + 2, 9
     qkv = (torch.randn(batch, (num_heads + 2 * num_kv_heads) * head_dim, generator=g) * 2).to(dtype)
     norms = [(1 + torch.randn(head_dim, generator=g) / 4).to(dtype) if with_norm else None for _ in "qk"]
     # yarn: inv_freq with interpolated and original bands, and attention_scaling = 0.1 ln(4) + 1 != 1
     inv_freq, scaling = rope_frequencies(head_dim, 1e6, RopeScaling("yarn", 4.0, original_max_position_embeddings=64))
     positions = torch.tensor([1234, 7, 402], dtype=index_dtype)  # not in order
     slots = torch.tensor([6, 0, 3], dtype=index_dtype)  # a different slot per row
+    if batch != 3:
+        positions = torch.randint(0, 5000, (batch,), generator=g).to(index_dtype)
+        slots = torch.randint(0, slots_per_row, (batch,), generator=g).to(index_dtype)
     k_cache = torch.full((cache_batch, num_kv_heads, slots_per_row, head_dim), SENTINEL, dtype=dtype)
     return [qkv, num_heads, num_kv_heads, head_dim, *norms, EPS, inv_freq, scaling, positions, k_cache,
             k_cache.clone(), slots]  # fmt: skip
@@ -159,6 +162,14 @@ def test_qk_norm_rope_cache_matches_float64(num_heads, num_kv_heads, head_dim, d
     q = qk_norm_rope_cache_triton(*args)
     assert q.shape == (3, num_heads, head_dim) and q.dtype == dtype
     check_against_float64(args, q, TOLERANCE[dtype])
+
+
+@pytest.mark.parametrize(("num_heads", "num_kv_heads"), [(6, 2), (8, 4), (5, 1)])
+def test_prefill_rows_take_several_heads_a_program(num_heads, num_kv_heads):
+    """Past the decode batches (65+ rows) a program takes gcd(Hq, Hkv) heads: every row and head still matches."""
+    args = rope_inputs(num_heads, num_kv_heads, 16, torch.float32, True, batch=70)
+    q = qk_norm_rope_cache_triton(*args)
+    check_against_float64(args, q, TOLERANCE[torch.float32])
 
 
 def test_int32_indices_and_strided_tensors():
