@@ -20,6 +20,7 @@ KV heads, splits), each writing fp32 partials (m_i, l_i, acc_i) that a second ke
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 import triton
@@ -29,6 +30,15 @@ from warpcode.kernels.launch import INTERPRETER
 
 _TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}
 _MAX_SPLITS = 8
+
+
+class PrefillAttentionConfig(NamedTuple):
+    rows: int  # query rows per program (tokens x the GQA group)
+    block_n: int  # keys per tile; divides the cache block
+    warps: int
+    stages: int
+    splits: int  # key ranges read in parallel, merged by _merge_splits_kernel
+    max_registers: int | None = None  # per thread (Triton's maxnreg): a cap lets two programs share an SM
 
 
 @triton.jit
@@ -169,7 +179,7 @@ def paged_prefill_attention(
     scale: float | None = None,
     out: torch.Tensor | None = None,  # [T, Hq, D] q.dtype
     rows: torch.Tensor | None = None,  # int32 [1] on the device: only q's first `rows` rows are real
-    config: tuple[int, ...] | None = None,  # (rows per program, BLOCK_N, warps, stages, splits[, max registers])
+    config: tuple[int, ...] | None = None,  # PrefillAttentionConfig's fields, in order
 ) -> torch.Tensor:
     """The chunk's attention output [T, Hq, D] (with `rows`, rows past it are left as they are in `out`); its own
     keys must already be in the pool."""
@@ -187,8 +197,9 @@ def paged_prefill_attention(
     if out.shape != q.shape or out.stride(-1) != 1:
         raise ValueError(f"out must be {tuple(q.shape)} with a contiguous head dimension")
     group = q_heads // kv_heads
-    config = config or _config(tokens, group, kv_heads, cache_block, q)
-    rows_per_program, block_n, warps, stages, splits, *max_registers = config
+    rows_per_program, block_n, warps, stages, splits, max_registers = (
+        PrefillAttentionConfig(*config) if config else _config(tokens, group, kv_heads, cache_block, q)
+    )
     token_tile = max(1, rows_per_program // group)
     if cache_block % block_n:
         raise ValueError(f"the cache block ({cache_block} slots) must be a multiple of {block_n}")
@@ -213,7 +224,7 @@ def paged_prefill_attention(
         BLOCK_N=block_n, BLOCK_D=max(16, triton.next_power_of_2(dim)), CACHE_BLOCK=cache_block,
         DOT_DTYPE=dot_dtype, DOT_PRECISION="ieee" if dot_dtype == tl.float32 else "tf32",
         ROWS_ON_DEVICE=rows is not None, NUM_SPLITS=splits, HQ=q_heads, num_warps=warps, num_stages=stages,
-        **({"maxnreg": max_registers[0]} if max_registers and max_registers[0] else {}),
+        **({"maxnreg": max_registers} if max_registers else {}),
     )  # fmt: skip
     if splits > 1:
         _merge_splits_kernel[(tokens, q_heads)](
@@ -224,14 +235,13 @@ def paged_prefill_attention(
     return out
 
 
-def _config(tokens: int, group: int, kv_heads: int, cache_block: int, q: torch.Tensor) -> tuple[int, ...]:
-    """(rows per program, BLOCK_N, warps, stages, key splits, max registers). H200 (sweep_prefill_attention.py
-    --configs; 64-1,024 tokens after 2-31K): 128 rows, 64 keys, 8 warps, 3 stages capped at 128 registers a thread
-    fastest everywhere (two programs share an SM, so one's softmax runs beside the other's tensor-core work);
-    splits of the keys until about four programs wait per SM."""
+def _config(tokens: int, group: int, kv_heads: int, cache_block: int, q: torch.Tensor) -> PrefillAttentionConfig:
+    """H200 (sweep_prefill_attention.py --configs; 64-1,024 tokens after 2-31K): 128 rows, 64 keys, 8 warps, 3
+    stages capped at 128 registers a thread fastest everywhere (two programs share an SM, so one's softmax runs
+    beside the other's tensor-core work); splits of the keys until about four programs wait per SM."""
     programs = triton.cdiv(tokens, max(1, 128 // group)) * kv_heads
     slots = 4 * _sm_count(q.device) if q.is_cuda else programs
-    return 128, min(64, cache_block), 8, 3, max(1, min(_MAX_SPLITS, slots // programs)), 128
+    return PrefillAttentionConfig(128, min(64, cache_block), 8, 3, max(1, min(_MAX_SPLITS, slots // programs)), 128)
 
 
 def _sm_count(device: torch.device) -> int:

@@ -22,6 +22,21 @@ fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/device.txt"
 git log -1 --format='commit %H' 2>/dev/null | tee -a "$OUT/device.txt"
 
+# run_ab LOG COMMAND...: COMMAND in this tree, then in the base tree (ab_base.tar), AB_ROUNDS times, each output
+# line prefixed with its tree and round and appended to $OUT/LOG; this tree is installed again at the end.
+run_ab() {
+    local log=$1 base=/tmp/warpcode-ab-base
+    shift
+    rm -rf "$base" && mkdir -p "$base" && tar -xf "${AB_BASE:-ab_base.tar}" -C "$base"
+    for round in $(seq "${AB_ROUNDS:-2}"); do
+        for tree in "$PWD" "$base"; do
+            (cd "$tree" && python3 -m pip install -q --no-deps --no-build-isolation -e . >>"$OUT/install.log" 2>&1 &&
+                "$@" 2>>"$OUT/ab_err.log" | sed "s|^|$tree round $round |" >>"$OUT/$log")
+        done
+    done
+    python3 -m pip install -q --no-deps --no-build-isolation -e . >>"$OUT/install.log" 2>&1
+}
+
 for step in $steps; do
     case $step in
     tests)
@@ -90,29 +105,12 @@ for step in $steps; do
         python3 -m warpcode.agent bench moe --shape 2048,768,128,8 --batch 1,2,4,8 --paths warp-decode,expert-centric \
             --json 2>>"$OUT/bench_err.log" | tee -a "$OUT/bench_moe_small.jsonl" | python3 scripts/show_bench.py ;;
     ab)
-        base=/tmp/warpcode-ab-base
-        rm -rf "$base" && mkdir -p "$base" && tar -xf "${AB_BASE:-ab_base.tar}" -C "$base"
-        for round in $(seq "${AB_ROUNDS:-2}"); do
-            for tree in "$PWD" "$base"; do
-                (cd "$tree" && python3 -m pip install -q --no-deps --no-build-isolation -e . >>"$OUT/install.log" 2>&1 &&
-                    python3 -m warpcode.agent bench decode --preset qwen3-30b-a3b --random-weights \
-                        --batch ${DECODE_BATCH:-1} --context ${DECODE_CONTEXT:-512,8192} --prefill 0 --json \
-                        2>>"$OUT/ab_err.log" | sed "s|^|$tree round $round |" | tee -a "$OUT/ab.log")
-            done
-        done
-        python3 -m pip install -q --no-deps --no-build-isolation -e . >>"$OUT/install.log" 2>&1 ;;
+        run_ab ab.log python3 -m warpcode.agent bench decode --preset qwen3-30b-a3b --random-weights \
+            --batch ${DECODE_BATCH:-1} --context ${DECODE_CONTEXT:-512,8192} --prefill 0 --json
+        cat "$OUT/ab.log" ;;
     ab-turn)  # a cached agent turn (16K cached + 300 new) and a cold 2K prefill, this tree then the base (as ab)
-        base=/tmp/warpcode-ab-base
-        rm -rf "$base" && mkdir -p "$base" && tar -xf "${AB_BASE:-ab_base.tar}" -C "$base"
-        for round in $(seq "${AB_ROUNDS:-2}"); do
-            for tree in "$PWD" "$base"; do
-                (cd "$tree" && python3 -m pip install -q --no-deps --no-build-isolation -e . >>"$OUT/install.log" 2>&1 &&
-                    python3 "$OLDPWD/scripts/sweep_prefill.py" --lengths 2048 --budgets 16384 --profile 16384 \
-                        2>>"$OUT/ab_err.log" | sed "s|^|$tree round $round |" >>"$OUT/ab_turn.log")
-                grep -E "cached turn|budget|_paged_prefill_attention_kernel|_qk_norm_rope" "$OUT/ab_turn.log" | tail -9
-            done
-        done
-        python3 -m pip install -q --no-deps --no-build-isolation -e . >>"$OUT/install.log" 2>&1 ;;
+        run_ab ab_turn.log python3 "$PWD/scripts/sweep_prefill.py" --lengths 2048 --budgets 16384 --profile 16384
+        grep -E "cached turn|budget|_paged_prefill_attention_kernel|_qk_norm_rope" "$OUT/ab_turn.log" ;;
     mx-tests)  # MXFP8: the quantiser, every MX kernel, the runtime on MX weights, and the bf16 decode tests beside them
         python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_mx.py tests/kernels/*mx*_gpu.py \
             tests/model_runtime/test_mx_gpu.py ${MX_TEST_EXTRA:-} 2>&1 | tee "$OUT/mx_tests.log" | tail -25 ;;
