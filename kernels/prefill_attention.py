@@ -30,6 +30,7 @@ from warpcode.kernels.launch import INTERPRETER
 
 _TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}
 _MAX_SPLITS = 8
+MERGE_WARPS = 4
 
 
 class PrefillAttentionConfig(NamedTuple):
@@ -148,26 +149,29 @@ def _paged_prefill_attention_kernel(
 @triton.jit
 def _merge_splits_kernel(
     m_ptr, l_ptr, acc_ptr, rows_ptr, out_ptr, T, stride_ot, stride_oh,
-    D: tl.constexpr, HQ: tl.constexpr, NUM_SPLITS: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr,
-    ROWS_ON_DEVICE: tl.constexpr,
+    D: tl.constexpr, G: tl.constexpr, HQ: tl.constexpr, NUM_SPLITS: tl.constexpr, BLOCK_G: tl.constexpr,
+    BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr, ROWS_ON_DEVICE: tl.constexpr,
 ):  # fmt: skip
-    """out[t, j] = sum_i 2^(m_i - M) acc_i / sum_i 2^(m_i - M) l_i over the splits i, M = max_i m_i."""
-    token, head = tl.program_id(0), tl.program_id(1)
+    """out[t, j] = sum_i 2^(m_i - M) acc_i / sum_i 2^(m_i - M) l_i over the splits i, M = max_i m_i, for the G query
+    heads j of one (token, KV head): their partials are one contiguous [G, NUM_SPLITS, D] run, read in one step."""
+    token, kv = tl.program_id(0), tl.program_id(1)
     if ROWS_ON_DEVICE:
         T = tl.load(rows_ptr)
     if token < T:
+        heads = kv * G + tl.arange(0, BLOCK_G)
         splits = tl.arange(0, BLOCK_S)
-        s_mask = splits < NUM_SPLITS
         offs_d = tl.arange(0, BLOCK_D)
-        base = (token * HQ + head) * NUM_SPLITS
-        m = tl.load(m_ptr + base + splits, mask=s_mask, other=float("-inf"))
-        l = tl.load(l_ptr + base + splits, mask=s_mask, other=0.0)
-        acc = tl.load(acc_ptr + (base + splits)[:, None] * D + offs_d[None, :],
-                      mask=s_mask[:, None] & (offs_d < D)[None, :], other=0.0)  # fmt: skip
-        weight = tl.exp2(m - tl.max(m, axis=0))  # the empty splits' m is -inf: weight 0
-        out = tl.sum(acc * weight[:, None], axis=0) / tl.sum(l * weight, axis=0)
-        tl.store(out_ptr + token * stride_ot + head * stride_oh + offs_d, out.to(out_ptr.dtype.element_ty),
-                 mask=offs_d < D)  # fmt: skip
+        head_mask = heads < (kv + 1) * G
+        ml_mask = head_mask[:, None] & (splits < NUM_SPLITS)[None, :]  # [BLOCK_G, BLOCK_S]
+        partial = (token * HQ + heads[:, None]) * NUM_SPLITS + splits[None, :]
+        m = tl.load(m_ptr + partial, mask=ml_mask, other=float("-inf"))
+        l = tl.load(l_ptr + partial, mask=ml_mask, other=0.0)
+        acc = tl.load(acc_ptr + partial[:, :, None] * D + offs_d[None, None, :],
+                      mask=ml_mask[:, :, None] & (offs_d < D)[None, None, :], other=0.0)  # fmt: skip
+        weight = tl.exp2(m - tl.max(m, axis=1)[:, None])  # the empty splits' m is -inf: weight 0
+        out = tl.sum(acc * weight[:, :, None], axis=1) / tl.sum(l * weight, axis=1)[:, None]
+        out_ptrs = out_ptr + token * stride_ot + heads[:, None] * stride_oh + offs_d[None, :]
+        tl.store(out_ptrs, out.to(out_ptr.dtype.element_ty), mask=head_mask[:, None] & (offs_d < D)[None, :])
 
 
 def paged_prefill_attention(
@@ -227,10 +231,11 @@ def paged_prefill_attention(
         **({"maxnreg": max_registers} if max_registers else {}),
     )  # fmt: skip
     if splits > 1:
-        _merge_splits_kernel[(tokens, q_heads)](
+        _merge_splits_kernel[(tokens, kv_heads)](
             m, l, acc, start if rows is None else rows, out, tokens, out.stride(0), out.stride(1),
-            D=dim, HQ=q_heads, NUM_SPLITS=splits, BLOCK_S=triton.next_power_of_2(splits),
-            BLOCK_D=triton.next_power_of_2(dim), ROWS_ON_DEVICE=rows is not None,
+            D=dim, G=group, HQ=q_heads, NUM_SPLITS=splits, BLOCK_G=triton.next_power_of_2(group),
+            BLOCK_S=triton.next_power_of_2(splits), BLOCK_D=triton.next_power_of_2(dim),
+            ROWS_ON_DEVICE=rows is not None, num_warps=MERGE_WARPS,
         )  # fmt: skip
     return out
 

@@ -21,6 +21,8 @@ import triton
 
 CONFIG_FILE = Path(__file__).parent / "warp_decode_configs.json"
 TOKEN_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
+# The grouped GEMMs also serve prefill: its graphs' chunk sizes past 128 (model_runtime/prefill_graphs.py).
+GROUPED_GEMM_BUCKETS = (*TOKEN_BUCKETS, 256, 320, 384, 448, 512, 640, 768, 896, 1024)
 
 
 def require_powers_of_two(config: object, names: tuple[str, ...]) -> None:
@@ -73,8 +75,8 @@ def shape_key(hidden: int, intermediate: int, experts: int, top_k: int, mx: bool
     return f"{hidden},{intermediate},{experts},{top_k}" + (",mx" if mx else "")
 
 
-def token_bucket(tokens: int) -> int:
-    return next((bucket for bucket in TOKEN_BUCKETS if tokens <= bucket), TOKEN_BUCKETS[-1])
+def token_bucket(tokens: int, buckets: tuple[int, ...] = TOKEN_BUCKETS) -> int:
+    return next((bucket for bucket in buckets if tokens <= bucket), buckets[-1])
 
 
 def update_config_file(path: Path, section: str, key: str, entries: object, replace: bool) -> None:
@@ -155,12 +157,12 @@ def warp_decode_max_tokens(hidden: int, intermediate: int, experts: int, top_k: 
 def grouped_gemm_config(
     hidden: int, intermediate: int, experts: int, top_k: int, tokens: int, mx: bool = False
 ) -> GroupedGemmConfig:
-    """The measured entry of the token count's bucket, else by the slots each expert sees on average (more: taller
-    blocks). Beyond the largest bucket (prefill) the heuristic decides. MXFP8 weights (mx) have entries of their own
-    (key suffix ",mx"; `tune_expert_centric --weights mxfp8`), else bf16's tiles with block_k at least one scale
-    group (32)."""
-    if tokens <= TOKEN_BUCKETS[-1]:
-        bucket = token_bucket(tokens)
+    """The measured entry of the token count's bucket (GROUPED_GEMM_BUCKETS, prefill chunks included), else by the
+    slots each expert sees on average (more: taller blocks). Past the largest bucket the heuristic decides. MXFP8
+    weights (mx) have entries of their own (key suffix ",mx"; `tune_expert_centric --weights mxfp8`), else bf16's
+    tiles with block_k at least one scale group (32)."""
+    if tokens <= GROUPED_GEMM_BUCKETS[-1]:
+        bucket = token_bucket(tokens, GROUPED_GEMM_BUCKETS)
         tuned = _measured_grouped_gemm_config(hidden, intermediate, experts, top_k, bucket, mx)
         if tuned is None and mx:
             tuned = _measured_grouped_gemm_config(hidden, intermediate, experts, top_k, bucket)

@@ -3,7 +3,7 @@
 # Usage (on the GPU machine, from the repository root):
 #   bash scripts/gpu_session.sh [tests] [tune] [tune-centric] [bench] [pdl] [decode-tests] [profile] [decode] [decode-hf] [gemv]
 #       [attention] [small] [variants] [moe-small] [boundaries] [pytest] [ab] [serve] [prefill] [prefill-attention]
-#       [ab-turn] [mx-tests] [mx-gemv] [mx-tune] [mx-bench] [mx-decode] [mx-accuracy] [mx-sweep] [mx-ncu]
+#       [ab-prefill-attention] [ab-turn] [mx-tests] [mx-gemv] [mx-tune] [mx-bench] [mx-decode] [mx-accuracy] [mx-sweep] [mx-ncu]
 # ab: decode of this tree against a base tree made here with `git archive REF -o ab_base.tar` (an untracked file in
 # the repository root travels with the working tree), alternating AB_ROUNDS times in one call.
 set -uo pipefail
@@ -111,6 +111,10 @@ for step in $steps; do
     ab-turn)  # a cached agent turn (16K cached + 300 new) and a cold 2K prefill, this tree then the base (as ab)
         run_ab ab_turn.log python3 "$PWD/scripts/sweep_prefill.py" --lengths 2048 --budgets 16384 --profile 16384
         grep -E "cached turn|budget|_paged_prefill_attention_kernel|_qk_norm_rope" "$OUT/ab_turn.log" ;;
+    ab-prefill-attention)  # one layer's prefill attention (kernel + split merge), this tree then the base (as ab)
+        run_ab ab_prefill_attention.log python3 "$PWD/scripts/sweep_prefill_attention.py" \
+            --cases ${PREFILL_ATTENTION_CASES:-300:16000,384:16000,1024:31000}
+        cat "$OUT/ab_prefill_attention.log" ;;
     mx-tests)  # MXFP8: the quantiser, every MX kernel, the runtime on MX weights, and the bf16 decode tests beside them
         python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_mx.py tests/kernels/*mx*_gpu.py \
             tests/model_runtime/test_mx_gpu.py ${MX_TEST_EXTRA:-} 2>&1 | tee "$OUT/mx_tests.log" | tail -25 ;;

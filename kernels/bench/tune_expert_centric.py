@@ -26,6 +26,7 @@ from warpcode.kernels.bench.timing import time_per_call
 from warpcode.kernels.expert_centric import moe_expert_centric
 from warpcode.kernels.mx import quantize_mxfp8_torch
 from warpcode.kernels.tuning import (
+    GROUPED_GEMM_BUCKETS,
     GroupedGemmConfig,
     grouped_gemm_config,
     shape_key,
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
     configs = {}
     for batch in batches:
         best, best_seconds, default_seconds = tune(shape, batch, mx)
-        configs[str(token_bucket(batch))] = asdict(best)
+        configs[str(token_bucket(batch, GROUPED_GEMM_BUCKETS))] = asdict(best)
         line = {"shape": args.shape, "weights": args.weights, "batch": batch, "config": asdict(best)}
         print(json.dumps({**line, "us": best_seconds * 1e6, "default_us": default_seconds * 1e6}), flush=True)
     if args.write:

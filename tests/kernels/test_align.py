@@ -1,5 +1,5 @@
 """The expert-centric path's alignment kernel (CPU: TRITON_INTERPRET=1): every slot lands exactly once in its
-expert's group, groups follow expert order from block boundaries, and blocks name their experts."""
+expert's group, in slot order, groups follow expert order from block boundaries, and blocks name their experts."""
 
 import pytest
 import torch
@@ -31,6 +31,8 @@ def check_alignment(topk_ids: torch.Tensor, experts: int, block_m: int) -> None:
         first = int(group_starts[expert]) * block_m
         group = sorted_slots[first : first + int(blocks_per_expert[expert]) * block_m]
         assert (group[: int(counts[expert])] != slots).all() and (group[int(counts[expert]) :] == slots).all()
+        members = group[: int(counts[expert])]
+        assert (members[1:] > members[:-1]).all(), f"expert {expert}'s slots are not in slot order"
 
 
 @pytest.mark.parametrize("tokens, top_k, experts, block_m", [(1, 1, 1, 16), (3, 2, 5, 4), (33, 3, 6, 16), (7, 8, 8, 2)])
@@ -49,3 +51,10 @@ def test_more_slots_than_one_program_tile_and_int32_ids():
     generator = torch.Generator().manual_seed(0)
     ids = torch.randint(0, 130, (650, 2), generator=generator, dtype=torch.int32)
     check_alignment(ids, 130, 8)
+
+
+def test_several_sub_tiles_a_program():
+    # 5,000 slots: 32 programs of 192 slots, each ranking three 64-slot sub-tiles after the ones before it.
+    generator = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, 128, (625, 8), generator=generator)
+    check_alignment(ids, 128, 32)

@@ -54,5 +54,5 @@ def test_a_padded_chunk_after_a_cached_prefix_matches_a_cache_free_forward(engin
 
 
 def test_token_buckets():
-    assert [token_bucket(n) for n in (1, 16, 17, 300, 1024)] == [16, 16, 32, 384, 1024]
+    assert [token_bucket(n) for n in (1, 16, 17, 300, 321, 1000, 1024)] == [16, 16, 32, 320, 384, 1024, 1024]
     assert token_bucket(1025) is None
