@@ -150,8 +150,10 @@ def _weight_tile(b_ptrs, s_ptrs, k_start, k_mask, n_mask, groups, num_groups, BL
         b = tl.load(b_ptrs + k_start, mask=n_mask[:, None] & k_mask[None, :], other=0.0)
         s_mask = n_mask[:, None] & (groups < num_groups - k_start // 32)[None, :]
         s = tl.load(s_ptrs + k_start // 32, mask=s_mask, other=0)
-        return tl.trans(dequantize_tile(b, s, BLOCK_N, BLOCK_K, DTYPE))
-    return tl.load(b_ptrs + k_start, mask=k_mask[:, None] & n_mask[None, :], other=0.0)
+        tile = tl.trans(dequantize_tile(b, s, BLOCK_N, BLOCK_K, DTYPE))
+    else:  # one return: Triton compiles the code after a returning constexpr branch too
+        tile = tl.load(b_ptrs + k_start, mask=k_mask[:, None] & n_mask[None, :], other=0.0)
+    return tile
 
 
 @triton.jit
