@@ -115,6 +115,8 @@ def test_requests_that_can_never_fit_are_refused():
         engine.submit([], 4)
     with pytest.raises(RequestRefused, match=r"token ids must be in \[0, 512\)"):
         engine.submit([1, 512], 4)
+    with pytest.raises(RequestRefused, match="token ids must be integers"):
+        engine.submit([1, 2.0], 4)
     assert len(engine.generate([1, 2, 3], 4, stop_token_ids=[])) == 4  # and it keeps serving
     engine.shutdown()
 
