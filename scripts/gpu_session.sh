@@ -51,10 +51,10 @@ for step in $steps; do
                 2>&1 | tee -a "$OUT/tune.log" | python3 scripts/show_tune.py
         done
         cp kernels/warp_decode_configs.json "$OUT/" ;;
-    tune-centric)  # the expert-centric path's grouped-GEMM tiles past warp decode's crossover
+    tune-centric)  # the expert-centric path's grouped-GEMM tiles past warp decode's crossover (CENTRIC_FLAGS="--weights mxfp8")
         for shape in ${CENTRIC_SHAPES:-2048,768,128,8}; do
             python3 -m warpcode.kernels.bench.tune_expert_centric --shape $shape --batch ${CENTRIC_BATCH:-16,32,64,128} \
-                --write kernels/warp_decode_configs.json 2>&1 | tee -a "$OUT/tune_centric.log"
+                ${CENTRIC_FLAGS:-} --write kernels/warp_decode_configs.json 2>&1 | tee -a "$OUT/tune_centric.log"
         done
         cp kernels/warp_decode_configs.json "$OUT/" ;;
     bench)

@@ -1,7 +1,7 @@
 """Cold prefill through the serving engine at several chunk budgets, and where a long prefill's time goes.
 
 python3 scripts/sweep_prefill.py [--lengths 2048,16384] [--budgets 2048,4096,8192,16384] [--profile 16384]
-    [--balanced-routing]
+    [--balanced-routing] [--weights bf16|mxfp8]
 
 --profile N also times agent turns (N cached tokens + 300 new) and profiles one. --balanced-routing then times the
 same turns with every token's experts spread evenly over all of them, as a trained router spreads them (the random
@@ -58,8 +58,9 @@ def main() -> None:
     parser.add_argument("--budgets", default="2048,4096,8192,16384")
     parser.add_argument("--profile", type=int, default=16384, help="prompt length to profile (0: none)")
     parser.add_argument("--balanced-routing", action="store_true", help="also time the turns with a balanced router")
+    parser.add_argument("--weights", choices=("bf16", "mxfp8"), default="bf16")
     args = parser.parse_args()
-    engine = load_random(args.preset, device="cuda", kv_cache_gb=8)
+    engine = load_random(args.preset, device="cuda", kv_cache_gb=8, weights=args.weights)
     lengths = [int(x) for x in args.lengths.split(",")]
     seed = 0
     for budget in (int(x) for x in args.budgets.split(",")):
