@@ -128,7 +128,7 @@ def align_slots_by_expert(topk_ids: torch.Tensor, experts: int, block_m: int) ->
     device = topk_ids.device
     sorted_slots = torch.empty(capacity, dtype=torch.int64, device=device)
     block_expert = torch.empty(capacity // block_m, dtype=torch.int64, device=device)
-    chunk = triton.cdiv(triton.cdiv(slots, min(ALIGN_CHUNKS, triton.cdiv(slots, ALIGN_SUB))), ALIGN_SUB) * ALIGN_SUB
+    chunk = triton.cdiv(triton.cdiv(slots, ALIGN_SUB), ALIGN_CHUNKS) * ALIGN_SUB  # whole sub-tiles a program
     chunks = triton.cdiv(slots, chunk)
     block_e = triton.next_power_of_2(experts)
     rank = torch.empty(slots, dtype=torch.int32, device=device)

@@ -21,8 +21,11 @@ import triton
 
 CONFIG_FILE = Path(__file__).parent / "warp_decode_configs.json"
 TOKEN_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
-# The grouped GEMMs also serve prefill: its graphs' chunk sizes past 128 (model_runtime/prefill_graphs.py).
-GROUPED_GEMM_BUCKETS = (*TOKEN_BUCKETS, 256, 320, 384, 448, 512, 640, 768, 896, 1024)
+# Prefill chunks are padded to these row counts (model_runtime/prefill_graphs.py): past 256 the projections and the
+# experts' GEMMs do work in proportion to the padded rows, so they step by 64 to 512 and by 128 to 1,024.
+PREFILL_BUCKETS = (16, 32, 64, 128, 192, 256, 320, 384, 448, 512, 640, 768, 896, 1024)
+# The grouped GEMMs serve decode batches and prefill chunks.
+GROUPED_GEMM_BUCKETS = tuple(sorted({*TOKEN_BUCKETS, *PREFILL_BUCKETS}))
 
 
 def require_powers_of_two(config: object, names: tuple[str, ...]) -> None:

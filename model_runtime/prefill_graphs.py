@@ -22,13 +22,12 @@ import torch.nn.functional as F
 from warpcode.kernels.norm import add_rmsnorm
 from warpcode.kernels.prefill_attention import paged_prefill_attention
 from warpcode.kernels.rope_cache import qk_norm_rope_cache
+from warpcode.kernels.tuning import PREFILL_BUCKETS
 from warpcode.model_runtime.decode_step import SCRATCH_BLOCK, DecodeState, add_pending_rmsnorm
 from warpcode.model_runtime.model import MoeForCausalLM
 from warpcode.model_runtime.mx_weights import linear
 
-# Past 256 rows the projections and the experts' GEMMs do work in proportion to the padded rows, so buckets step by
-# 64 to 512 and by 128 to 1024: at most a fifth of a chunk's rows are padding past 256.
-TOKEN_BUCKETS = (16, 32, 64, 128, 192, 256, 320, 384, 448, 512, 640, 768, 896, 1024)
+TOKEN_BUCKETS = PREFILL_BUCKETS  # the row counts a chunk is padded to
 
 
 def token_bucket(tokens: int) -> int | None:

@@ -116,11 +116,8 @@ def rope_inputs(num_heads, num_kv_heads, head_dim, dtype, with_norm, index_dtype
     norms = [(1 + torch.randn(head_dim, generator=g) / 4).to(dtype) if with_norm else None for _ in "qk"]
     # yarn: inv_freq with interpolated and original bands, and attention_scaling = 0.1 ln(4) + 1 != 1
     inv_freq, scaling = rope_frequencies(head_dim, 1e6, RopeScaling("yarn", 4.0, original_max_position_embeddings=64))
-    positions = torch.tensor([1234, 7, 402], dtype=index_dtype)  # not in order
-    slots = torch.tensor([6, 0, 3], dtype=index_dtype)  # a different slot per row
-    if batch != 3:
-        positions = torch.randint(0, 5000, (batch,), generator=g).to(index_dtype)
-        slots = torch.randint(0, slots_per_row, (batch,), generator=g).to(index_dtype)
+    positions = torch.tensor(([1234, 7, 402] * batch)[:batch], dtype=index_dtype)  # not in order
+    slots = torch.tensor(([6, 0, 3] * batch)[:batch], dtype=index_dtype)  # a different slot per neighbouring row
     k_cache = torch.full((cache_batch, num_kv_heads, slots_per_row, head_dim), SENTINEL, dtype=dtype)
     return [qkv, num_heads, num_kv_heads, head_dim, *norms, EPS, inv_freq, scaling, positions, k_cache,
             k_cache.clone(), slots]  # fmt: skip
