@@ -27,7 +27,7 @@ from warpcode.kernels.launch import INTERPRETER
 from warpcode.kernels.moe_args import check_kernel_layout, check_moe_args, output_buffer
 from warpcode.kernels.mx import BLOCK as MX_GROUP
 from warpcode.kernels.mx import MXTensor, is_mx
-from warpcode.kernels.mx_tile import dequantize_tile
+from warpcode.kernels.mx_tile import dot_operand_tile
 from warpcode.kernels.tuning import GroupedGemmConfig, grouped_gemm_config
 
 # Triton's CPU interpreter multiplies bf16 dot operands as their raw uint16 bits (triton 3.6-3.9); there the
@@ -150,7 +150,7 @@ def _weight_tile(b_ptrs, s_ptrs, k_start, k_mask, n_mask, groups, num_groups, BL
         b = tl.load(b_ptrs + k_start, mask=n_mask[:, None] & k_mask[None, :], other=0.0)
         s_mask = n_mask[:, None] & (groups < num_groups - k_start // 32)[None, :]
         s = tl.load(s_ptrs + k_start // 32, mask=s_mask, other=0)
-        tile = tl.trans(dequantize_tile(b, s, BLOCK_N, BLOCK_K, DTYPE))
+        tile = tl.trans(dot_operand_tile(b, s, BLOCK_N, BLOCK_K, DTYPE))
     else:  # one return: Triton compiles the code after a returning constexpr branch too
         tile = tl.load(b_ptrs + k_start, mask=k_mask[:, None] & n_mask[None, :], other=0.0)
     return tile

@@ -9,7 +9,8 @@ Weight-only MXFP8 (kernels/mx.py): x, bias and y are bf16/fp16/fp32; w is data f
                       registers to x.dtype (exact in bf16 down to its subnormals) and multiplying on tensor cores,
                       accumulated in fp32; bias is added in fp32 and y rounded once. The weights move as 1 byte
                       (+ 1/32) per element; output tiles are visited in groups of GROUP_M row blocks so that
-                      the weight tiles they share are read from L2.
+                      the weight tiles they share are read from L2. At decode batches the few output tiles are
+                      split along K (split_k programs each, fp32 partials summed in order by a second kernel).
     dequantise+cuBLAS: dequantize_weight (one Triton pass: 1 byte read, 2 written per element) then F.linear, whose
                       GEMM reads the 2-byte weights again: more traffic, but cuBLAS's tensor-core efficiency.
 
@@ -20,17 +21,18 @@ dequantise + cuBLAS, where the FLOPs do. `python -m warpcode.kernels.bench.bench
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from warpcode.kernels.launch import INTERPRETER
+from warpcode.kernels.launch import INTERPRETER, pdl_options, wait_for_inputs
 from warpcode.kernels.mx import BLOCK as MX_GROUP
 from warpcode.kernels.mx import MXTensor, dequantize_mxfp8, is_mx
-from warpcode.kernels.mx_tile import dequantize_tile
+from warpcode.kernels.mx_tile import dot_operand_tile
 from warpcode.kernels.norm import SUPPORTED_DTYPES, round_to
 from warpcode.kernels.tuning import require_powers_of_two
 
@@ -47,20 +49,30 @@ class MxLinearConfig:
     num_warps: int = 4
     num_stages: int = 3
     group_m: int = 8  # row blocks that visit the same weight tiles together (L2 reuse)
+    split_k: int = 1  # programs per output tile, each over its share of K; a second kernel sums their fp32 partials
 
     def __post_init__(self) -> None:
         require_powers_of_two(self, ("block_m", "block_n", "block_k", "num_warps", "group_m"))
         if min(self.block_m, self.block_n) < 16 or self.block_k < MX_GROUP:
             raise ValueError(f"MxLinearConfig needs block_m, block_n >= 16 (tl.dot) and block_k >= 32, got {self}")
-        if self.num_stages < 1:
-            raise ValueError(f"MxLinearConfig.num_stages must be >= 1, got {self.num_stages}")
+        if self.num_stages < 1 or self.split_k < 1:
+            raise ValueError(f"MxLinearConfig.num_stages and split_k must be >= 1, got {self}")
 
 
-def default_mx_linear_config(m: int) -> MxLinearConfig:
-    """Short row blocks for few rows (the weights dominate: wide, deep tiles keep them streaming), square tiles
-    once the rows fill them."""
-    if m <= 16:
-        return MxLinearConfig(block_m=16, block_n=64, block_k=256, num_warps=4, num_stages=4)
+# Programs wanted per SM when few rows leave few output tiles: the K splits supply the rest (H200, decode batches
+# 8-32: each program converts its weights on few warps, so the SMs need many programs to hide the latencies).
+PROGRAMS_PER_SM = 8
+
+
+def default_mx_linear_config(m: int, n: int = 4096, k: int = 4096, sms: int = 132) -> MxLinearConfig:
+    """For decode batches (m <= 32) narrow tiles and K split until the `sms` SMs hold PROGRAMS_PER_SM programs
+    each (at most one split per two K tiles); short row blocks up to 64 rows (the weights dominate: wide, deep tiles
+    keep them streaming), square tiles once the rows fill them."""
+    if m <= 32:
+        config = MxLinearConfig(block_m=16, block_n=16, block_k=256, num_warps=2, num_stages=3)
+        tiles = triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n)
+        splits = min(triton.cdiv(PROGRAMS_PER_SM * sms, tiles), max(1, triton.cdiv(k, config.block_k) // 2))
+        return replace(config, split_k=splits)
     if m <= 64:
         return MxLinearConfig(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=4)
     return MxLinearConfig(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=3)
@@ -68,13 +80,18 @@ def default_mx_linear_config(m: int) -> MxLinearConfig:
 
 @triton.jit
 def _mx_linear_kernel(
-    x_ptr, w_ptr, scales_ptr, bias_ptr, y_ptr,
+    x_ptr, w_ptr, scales_ptr, bias_ptr, y_ptr, partial_ptr,
     M, N, K,
     stride_xm, stride_wn, stride_sn, stride_ym,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    HAS_BIAS: tl.constexpr, UPCAST_DOT_OPERANDS: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, UPCAST_DOT_OPERANDS: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):  # fmt: skip
+    """Output tile pid's product over K share program_id(1) of SPLIT_K: into y (+ bias), or with SPLIT_K > 1 as
+    fp32 into partial[share]."""
+    wait_for_inputs(USE_PDL)
     pid = tl.program_id(0)
+    share = tl.program_id(1)
     row_blocks = tl.cdiv(M, BLOCK_M)
     col_blocks = tl.cdiv(N, BLOCK_N)
     per_group = GROUP_M * col_blocks
@@ -92,21 +109,46 @@ def _mx_linear_kernel(
     x_ptrs = x_ptr + rows[:, None].to(tl.int64) * stride_xm + offs_k[None, :]
     w_ptrs = w_ptr + cols[:, None].to(tl.int64) * stride_wn + offs_k[None, :]
     s_ptrs = scales_ptr + cols[:, None].to(tl.int64) * stride_sn + groups[None, :]
+    share_width = tl.cdiv(tl.cdiv(K, BLOCK_K), SPLIT_K) * BLOCK_K
+    k_begin = share * share_width
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for k in range(0, K, BLOCK_K):
+    for k in range(k_begin, tl.minimum(K, k_begin + share_width), BLOCK_K):
         k_mask = offs_k < K - k
         a = tl.load(x_ptrs + k, mask=row_mask[:, None] & k_mask[None, :], other=0.0)
         w = tl.load(w_ptrs + k, mask=col_mask[:, None] & k_mask[None, :], other=0.0)
         s = tl.load(s_ptrs + k // 32, mask=col_mask[:, None] & (groups < num_groups - k // 32)[None, :], other=0)
-        b = tl.trans(dequantize_tile(w, s, BLOCK_N, BLOCK_K, x_ptr.dtype.element_ty))
+        b = tl.trans(dot_operand_tile(w, s, BLOCK_N, BLOCK_K, x_ptr.dtype.element_ty))
         if UPCAST_DOT_OPERANDS:  # the interpreter multiplies bf16 dot operands as raw bits (expert_centric.py)
             a = a.to(tl.float32)
             b = b.to(tl.float32)
         acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)
+    out_mask = row_mask[:, None] & col_mask[None, :]
+    if SPLIT_K > 1:
+        partial_ptrs = partial_ptr + (share * M + rows[:, None]).to(tl.int64) * N + cols[None, :]
+        tl.store(partial_ptrs, acc, mask=out_mask)
+    else:
+        if HAS_BIAS:
+            acc += tl.load(bias_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
+        y_ptrs = y_ptr + rows[:, None].to(tl.int64) * stride_ym + cols[None, :]
+        tl.store(y_ptrs, round_to(acc, y_ptr.dtype.element_ty), mask=out_mask)
+
+
+@triton.jit
+def _sum_shares_kernel(
+    partial_ptr, bias_ptr, y_ptr, M, N, stride_ym,
+    SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr, USE_PDL: tl.constexpr,
+):  # fmt: skip
+    """y[m, n] = sum over shares of partial[share, m, n] (in share order) (+ bias[n]), rounded once."""
+    wait_for_inputs(USE_PDL)
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < M * N
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for share in tl.static_range(SPLIT_K):
+        acc += tl.load(partial_ptr + share * M * N + offsets, mask=mask, other=0.0)
+    cols = offsets % N
     if HAS_BIAS:
-        acc += tl.load(bias_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
-    y_ptrs = y_ptr + rows[:, None].to(tl.int64) * stride_ym + cols[None, :]
-    tl.store(y_ptrs, round_to(acc, y_ptr.dtype.element_ty), mask=row_mask[:, None] & col_mask[None, :])
+        acc += tl.load(bias_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + (offsets // N).to(tl.int64) * stride_ym + cols, round_to(acc, y_ptr.dtype.element_ty), mask=mask)
 
 
 def mx_linear(
@@ -129,18 +171,26 @@ def mx_linear(
     y = torch.empty((m, n), device=x.device, dtype=x.dtype)
     if m == 0 or n == 0:
         return y
-    config = config or default_mx_linear_config(m)
-    grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n),)
+    config = config or default_mx_linear_config(m, n, k, _sm_count(x.device))
+    bias_arg = x if bias is None else bias.contiguous()
+    partial = y if config.split_k == 1 else torch.empty((config.split_k, m, n), device=x.device, dtype=torch.float32)
+    grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n), config.split_k)
     _mx_linear_kernel[grid](
-        x, weight.data, weight.scales, x if bias is None else bias.contiguous(), y,
+        x, weight.data, weight.scales, bias_arg, y, partial,
         m, n, k,
         x.stride(0), weight.data.stride(0), weight.scales.stride(0), y.stride(0),
         BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, GROUP_M=config.group_m,
-        HAS_BIAS=bias is not None, UPCAST_DOT_OPERANDS=INTERPRETER,
+        SPLIT_K=config.split_k, HAS_BIAS=bias is not None, UPCAST_DOT_OPERANDS=INTERPRETER,
         # fp32 models get fp32 products (Triton's default for fp32 is tf32); bf16 operands are exact either way
         DOT_PRECISION="ieee" if x.dtype == torch.float32 else "tf32",
-        num_warps=config.num_warps, num_stages=config.num_stages,
+        num_warps=config.num_warps, num_stages=config.num_stages, **pdl_options(x.device),
     )  # fmt: skip
+    if config.split_k > 1:
+        block = 1024
+        _sum_shares_kernel[(triton.cdiv(m * n, block),)](
+            partial, bias_arg, y, m, n, y.stride(0),
+            SPLIT_K=config.split_k, HAS_BIAS=bias is not None, BLOCK=block, num_warps=4, **pdl_options(x.device),
+        )  # fmt: skip
     return y
 
 
@@ -156,7 +206,7 @@ def _dequantize_kernel(
     w = tl.load(w_ptr + rows[:, None].to(tl.int64) * stride_wn + cols[None, :], mask=mask, other=0.0)
     s_mask = (rows < N)[:, None] & (groups < tl.cdiv(K, 32))[None, :]
     s = tl.load(scales_ptr + rows[:, None].to(tl.int64) * stride_sn + groups[None, :], mask=s_mask, other=0)
-    out = dequantize_tile(w, s, ROWS, BLOCK_K, out_ptr.dtype.element_ty)
+    out = dot_operand_tile(w, s, ROWS, BLOCK_K, out_ptr.dtype.element_ty)
     tl.store(out_ptr + rows[:, None].to(tl.int64) * stride_on + cols[None, :], out, mask=mask)
 
 
@@ -174,6 +224,11 @@ def dequantize_weight(weight: MXTensor, dtype: torch.dtype) -> torch.Tensor:
             ROWS=rows, BLOCK_K=block_k, num_warps=4,
         )  # fmt: skip
     return out
+
+
+@functools.cache
+def _sm_count(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
 
 
 def linear_mx(x: torch.Tensor, weight: MXTensor, bias: torch.Tensor | None = None) -> torch.Tensor:

@@ -1,6 +1,7 @@
 """Triton helpers that dequantise MXFP8 weight tiles in registers (the layout of kernels/mx.py).
 
-Two ways to use a tile. Dequantising it (`dequantize_tile`) feeds tl.dot. For a product on CUDA cores,
+Two ways to use a tile. Dequantising it (`dequantize_tile`; `dot_operand_tile` for the tensor-core GEMMs) feeds
+tl.dot. For a product on CUDA cores,
 `scaled_group_sums` sums each 32-group's products first and scales the sums: the scale tile then meets a tile 32x
 smaller than the weights (H200, warp decode at one token: 9.3 / 8.3 us against 13.2 / 14.9 us for gate_up / down
 with every weight scaled first).
@@ -91,6 +92,44 @@ def dequantize_tile(w, s, ROWS: tl.constexpr, BLOCK_K: tl.constexpr, dtype: tl.c
     """w [ROWS, BLOCK_K] fp8 and s [ROWS, BLOCK_K // 32] uint8 -> [ROWS, BLOCK_K] in `dtype` (scaled in fp32)."""
     grouped = tl.reshape(w.to(tl.float32), [ROWS, BLOCK_K // 32, 32]) * scale_values(s)[:, :, None]
     return tl.reshape(grouped, [ROWS, BLOCK_K]).to(dtype)
+
+
+# dot_operand_tile's bit placement is exact for E8M0 scales up to 134 (2**7: block maxima up to 448 * 2**7); a weight
+# with larger scales would overflow its bf16 multiplier, so the model's loader refuses such weights (mx_weights.py).
+MAX_BF16_TILE_SCALE = 134
+
+
+@triton.jit
+def dot_operand_tile(w, s, ROWS: tl.constexpr, BLOCK_K: tl.constexpr, dtype: tl.constexpr):
+    """dequantize_tile for the tensor-core GEMMs. For bf16 on the GPU, without a detour through fp32: each e4m3 byte
+    is placed into a bf16 as bits (sign to bit 15, exponent and mantissa to bits 10..4: the value times 2**-120,
+    exact for subnormals and zeros too), then multiplied by 2**(s - 7) as bf16 pairs. Per four weights: two byte
+    permutes (sign-extending), two shifts, two masks, two bf16x2 multiplies, against fp8 -> f16x2 -> four fp32,
+    four multiplies and two packs (sm_90 SASS of the gated grouped GEMM's loop: 611 instructions against 772).
+    Exact while s <= MAX_BF16_TILE_SCALE."""
+    if _INTERPRETED or dtype != tl.bfloat16:
+        return dequantize_tile(w, s, ROWS, BLOCK_K, dtype)
+    else:
+        multiplier = ((s.to(tl.int32) + 120) << 7).to(tl.int16).to(tl.bfloat16, bitcast=True)  # 2**(s - 7)
+        multiplier = tl.reshape(tl.broadcast_to(multiplier[:, :, None], [ROWS, BLOCK_K // 32, 32]), [ROWS, BLOCK_K])
+        return tl.inline_asm_elementwise(
+            asm="""{
+            .reg .b32 pair0, pair1;
+            prmt.b32 pair0, $2, 0, 0x9180;
+            prmt.b32 pair1, $2, 0, 0xB3A2;
+            mul.lo.u32 pair0, pair0, 16;
+            mul.lo.u32 pair1, pair1, 16;
+            and.b32 pair0, pair0, 0x87F087F0;
+            and.b32 pair1, pair1, 0x87F087F0;
+            mul.rn.bf16x2 $0, pair0, $3;
+            mul.rn.bf16x2 $1, pair1, $4;
+            }""",
+            constraints="=r,=r,r,r,r",
+            args=[w.to(tl.uint8, bitcast=True), multiplier],
+            dtype=tl.bfloat16,
+            is_pure=True,
+            pack=4,
+        )
 
 
 @triton.jit

@@ -21,10 +21,15 @@ from torch import nn
 
 from warpcode.kernels.gemv import gemv
 from warpcode.kernels.mx import MXTensor, dequantize_mxfp8, is_mx, quantize_mxfp8, scale_columns
+from warpcode.kernels.mx_tile import MAX_BF16_TILE_SCALE
 
 Weight = torch.Tensor | MXTensor
 # The names an MX weight can replace a parameter under (Linear.weight, StackedExperts.w13 / .w2).
 MX_ATTRIBUTES = ("weight", "w13", "w2")
+
+
+class BeyondMXRange(ValueError):
+    """A weight too large for the MXFP8 kernels (kernels/mx_tile.py MAX_BF16_TILE_SCALE)."""
 
 
 class Linear(nn.Module):
@@ -128,6 +133,12 @@ def store_(destination: Weight, source: torch.Tensor) -> None:
     """Writes the float tensor `source` into `destination`: converted for a plain tensor, quantised for MX."""
     if is_mx(destination):
         quantised = quantize_mxfp8(source)
+        if int(quantised.scales.max()) > MAX_BF16_TILE_SCALE:
+            limit = 448 * 2 ** (MAX_BF16_TILE_SCALE - 127)
+            raise BeyondMXRange(
+                f"the weight holds magnitudes above {limit:,}, beyond what the MXFP8 kernels dequantise exactly: "
+                "load this model with --weights bf16"
+            )
         destination.data.copy_(quantised.data)
         destination.scales.copy_(quantised.scales)
     else:

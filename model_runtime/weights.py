@@ -25,7 +25,7 @@ from warpcode.kernels.mx import NonFiniteWeights
 from warpcode.model_runtime.checkpoint_error import CheckpointError
 from warpcode.model_runtime.fp8_checkpoint import dequantize_fp8_blocks, is_scale_name, scale_name, weight_name_of
 from warpcode.model_runtime.model import MoeForCausalLM
-from warpcode.model_runtime.mx_weights import Weight, named_weights, store_
+from warpcode.model_runtime.mx_weights import BeyondMXRange, Weight, named_weights, store_
 
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
@@ -94,6 +94,8 @@ def load_weights(model: MoeForCausalLM, model_dir: str | Path, show_progress: bo
                     store_(destination, _read_weight(name, location))
                 except NonFiniteWeights as error:
                     raise CheckpointError(f"tensor {name} in {path.name}: {error} (a corrupt checkpoint?)") from error
+                except BeyondMXRange as error:
+                    raise CheckpointError(f"tensor {name} in {path.name}: {error}") from error
                 filled[param_name][coverage] = True
             progress.advance(task)
     _check_complete(filled, params, model)

@@ -2,7 +2,7 @@
 the graph replay's own kernel timeline (when each kernel started and ended against the one before it: with PDL a
 kernel starts before its predecessor ends, and what it adds to the step is its end minus the previous end).
 
-python scripts/profile_decode.py [--preset qwen3-30b-a3b] [--batch 1] [--context 512] [--weights bf16|mxfp8]
+python scripts/profile_decode.py [--preset qwen3-30b-a3b] [--batch 1[,8,32]] [--context 512] [--weights bf16|mxfp8]
     [--timeline-layers 2]
 """
 
@@ -21,21 +21,28 @@ from warpcode.model_runtime.sampling import SamplingParams
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--preset", default="qwen3-30b-a3b")
-    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--batch", default="1", help="batch sizes, comma-separated: one model load profiles each")
     parser.add_argument("--context", type=int, default=512)
     parser.add_argument("--weights", default="bf16", choices=["bf16", "mxfp8"])
     parser.add_argument("--timeline-layers", type=int, default=2, help="layers of the graph timeline to list")
     args = parser.parse_args()
     engine = load_random(args.preset, device="cuda", weights=args.weights)
+    batches = [int(b) for b in args.batch.split(",")]
+    engine.runner.reserve(max(batches), args.context + 64)
+    for batch in batches:
+        print(f"== batch {batch}, context {args.context}, weights {args.weights}")
+        profile_batch(engine, batch, args.context, args.timeline_layers)
+
+
+def profile_batch(engine, batch: int, context: int, timeline_layers: int) -> None:
     runner = engine.runner
-    runner.reserve(args.batch, args.context + 64)
-    runner.start_from_random_cache(args.batch, args.context)
+    runner.start_from_random_cache(batch, context)
     for _ in range(3):  # compile
-        decode_step(engine.model, runner.state, args.batch, "greedy")
+        decode_step(engine.model, runner.state, batch, "greedy")
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(5):
-            decode_step(engine.model, runner.state, args.batch, "greedy")
+            decode_step(engine.model, runner.state, batch, "greedy")
         torch.cuda.synchronize()
     print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=70))
     kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
@@ -43,7 +50,7 @@ def main() -> None:
         f"kernels per step: {len(kernels) / 5:.0f}; summed kernel time per step: "
         f"{sum(e.device_time for e in kernels) / 5 / 1e3:.3f} ms"
     )
-    decode = runner.decode(args.batch, SamplingParams())
+    decode = runner.decode(batch, SamplingParams())
     next(decode)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
@@ -56,7 +63,7 @@ def main() -> None:
         for _ in range(4):
             next(decode)
         torch.cuda.synchronize()
-    print_graph_timeline(prof, steps=4, layers=args.timeline_layers, num_layers=len(engine.model.model.layers))
+    print_graph_timeline(prof, steps=4, layers=timeline_layers, num_layers=len(engine.model.model.layers))
 
 
 def print_graph_timeline(prof, steps: int, layers: int, num_layers: int) -> None:

@@ -9,13 +9,16 @@ rotated layers, `timing.time_per_call`); the fastest per bucket is merged into t
 section, which `tuning.grouped_gemm_config` reads. Candidates that exceed shared memory are skipped. With
 `--weights mxfp8` the layers' w13/w2 are MXFP8 (kernels/mx.py), the candidates' weight tiles may be twice as large
 (fp8: the same bytes), and the results go under the key "H,I,E,K,mx", which `grouped_gemm_config(..., mx=True)`
-reads.
+reads. The candidates' kernels are compiled first by parallel processes (Triton's on-disk cache is shared), so
+timing them only loads them.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import multiprocessing
+import os
 from dataclasses import asdict
 
 import torch
@@ -53,6 +56,7 @@ def candidates(shape: MoeShape, batch: int, mx: bool = False) -> list[GroupedGem
 def tune(shape: MoeShape, batch: int, mx: bool = False) -> tuple[GroupedGemmConfig, float, float]:
     """(fastest config, its seconds per layer, the current default's seconds per layer)."""
     device = torch.device("cuda")
+    precompile(shape, batch, mx, [c for c in candidates(shape, batch, mx) if c not in _COMPILED])
     budget = int(torch.cuda.mem_get_info(device)[0] * 0.6)
     layers = make_layers(shape, batch, torch.bfloat16, device, layer_count(shape, batch, torch.bfloat16, budget))
     if mx:
@@ -70,6 +74,29 @@ def tune(shape: MoeShape, batch: int, mx: bool = False) -> tuple[GroupedGemmConf
     best_seconds, best = min(timed, key=lambda pair: pair[0])
     default = grouped_gemm_config(shape.hidden, shape.intermediate, shape.experts, shape.top_k, batch, mx)
     return best, best_seconds, seconds(default)
+
+
+_COMPILED: set[GroupedGemmConfig] = set()  # candidates whose kernels this run has compiled
+
+
+def precompile(shape: MoeShape, batch: int, mx: bool, configs: list[GroupedGemmConfig]) -> None:
+    """Compiles the kernels of `configs` in parallel processes, one share each (compiling one candidate after
+    another took most of a tuning run; the kernels specialise on the shape, not the token count)."""
+    workers = min(len(configs), max(1, (os.cpu_count() or 2) - 2))
+    if workers:
+        with multiprocessing.get_context("spawn").Pool(workers) as pool:
+            pool.starmap(_compile_share, [(shape, batch, mx, configs[i::workers]) for i in range(workers)])
+    _COMPILED.update(configs)
+
+
+def _compile_share(shape: MoeShape, batch: int, mx: bool, configs: list[GroupedGemmConfig]) -> None:
+    layer = make_layers(shape, batch, torch.bfloat16, torch.device("cuda"), 1, mx=mx)[0]
+    for config in configs:
+        try:
+            moe_expert_centric(*layer, config=config)
+        except triton.runtime.errors.OutOfResources:
+            continue
+    torch.cuda.synchronize()
 
 
 def mx_layers(layers: list[tuple]) -> list[tuple]:

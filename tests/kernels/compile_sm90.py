@@ -14,11 +14,14 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from warpcode.kernels import expert_centric, prefill_attention
+from warpcode.kernels import expert_centric, mx_linear, prefill_attention
 
 # Pointers are 16-byte aligned and these integers multiples of 16, as the launcher would specialise them; without
 # it the loads are not vectorised and not pipelined, which is not the code the GPU runs.
-DIVISIBLE = {"K_DIM", "N", "H", "stride_am", "stride_be", "stride_bn", "stride_cm", "stride_se", "stride_sn"}
+DIVISIBLE = {
+    "K_DIM", "N", "H", "K", "stride_am", "stride_be", "stride_bn", "stride_cm", "stride_se", "stride_sn", "stride_xm",
+    "stride_wn", "stride_ym",
+}  # fmt: skip
 
 GEMM = {
     "a_ptr": "*bf16", "b_ptr": "*bf16", "b_scales_ptr": "*bf16", "c_ptr": "*bf16", "slot_weights_ptr": "*fp32",
@@ -38,6 +41,12 @@ PREFILL = {
 PREFILL_SHAPE = {
     "D": 128, "G": 8, "TOKENS": 16, "ROWS": 128, "BLOCK_N": 64, "BLOCK_D": 128, "CACHE_BLOCK": 256,
     "DOT_DTYPE": "bf16", "DOT_PRECISION": "tf32", "ROWS_ON_DEVICE": True, "HQ": 32,
+}  # fmt: skip
+
+MX_LINEAR = {
+    "x_ptr": "*bf16", "w_ptr": "*fp8e4nv", "scales_ptr": "*u8", "bias_ptr": "*bf16", "y_ptr": "*bf16",
+    "partial_ptr": "*fp32", "M": "i32", "N": "i32", "K": "i32", "stride_xm": "i32", "stride_wn": "i32",
+    "stride_sn": "i32", "stride_ym": "i32",
 }  # fmt: skip
 
 # (name, kernel, signature of the runtime arguments, constexprs, options)
@@ -64,6 +73,15 @@ CASES = [
          {**PREFILL_SHAPE, "NUM_SPLITS": splits}, {"num_warps": 8, "num_stages": 3, "maxnreg": 128})
         for splits in (1, 6)
     ),
+    *(
+        (f"mx_linear, {splits} K shares", mx_linear._mx_linear_kernel, MX_LINEAR,
+         {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 256, "GROUP_M": 8, "SPLIT_K": splits, "HAS_BIAS": True,
+          "UPCAST_DOT_OPERANDS": False, "DOT_PRECISION": "tf32", "USE_PDL": True}, {"num_warps": 2, "num_stages": 3})
+        for splits in (1, 4)
+    ),
+    ("mx_linear share sum", mx_linear._sum_shares_kernel,
+     {"partial_ptr": "*fp32", "bias_ptr": "*bf16", "y_ptr": "*bf16", "M": "i32", "N": "i32", "stride_ym": "i32"},
+     {"SPLIT_K": 4, "HAS_BIAS": True, "BLOCK": 1024, "USE_PDL": True}, {"num_warps": 4}),
     ("prefill split merge", prefill_attention._merge_splits_kernel,
      {"m_ptr": "*fp32", "l_ptr": "*fp32", "acc_ptr": "*fp32", "rows_ptr": "*i32", "out_ptr": "*bf16", "T": "i32",
       "stride_ot": "i32", "stride_oh": "i32"},

@@ -60,10 +60,10 @@ def test_mx_config_choice_and_checks(tmp_path, monkeypatch):
         moe_expert_centric(x, topk_weights, topk_ids, w13, w2, config=dataclasses.replace(SMALL, block_k=16))
     with pytest.raises(ValueError, match="both be MXFP8"):
         moe_expert_centric(x, topk_weights, topk_ids, w13, dequantize_mxfp8(w2))
-    # untuned: bf16's choice, block_k at least 32
+    # a shape without MX entries: bf16's choice, block_k at least 32
     for tokens in (1, 16, 128, 1024):
-        config = tuning.grouped_gemm_config(2048, 768, 128, 8, tokens, mx=True)
-        bf16 = tuning.grouped_gemm_config(2048, 768, 128, 8, tokens)
+        config = tuning.grouped_gemm_config(2048, 1024, 64, 8, tokens, mx=True)
+        bf16 = tuning.grouped_gemm_config(2048, 1024, 64, 8, tokens)
         assert config == dataclasses.replace(bf16, block_k=max(32, bf16.block_k))
     # a measured MX entry is read from its own key, never the bf16 one
     measured_mx = dict(block_m=32, block_n=128, block_k=256, num_warps=8, num_stages=2)

@@ -20,6 +20,8 @@ FP32_ERROR = 1e-6
 CONFIGS = {
     "small": MxLinearConfig(block_m=16, block_n=16, block_k=32, num_warps=1, num_stages=1, group_m=2),
     "wide_k": MxLinearConfig(block_m=32, block_n=16, block_k=64, num_warps=1, num_stages=1, group_m=1),
+    # three K shares (some K's leave the last one empty: it contributes zeros)
+    "split": MxLinearConfig(block_m=16, block_n=16, block_k=32, num_warps=1, num_stages=1, split_k=3),
     "default": None,
 }
 CASES = [(1, 7, 37), (5, 33, 100), (17, 16, 64), (33, 21, 130), (2, 1, 40)]  # (M, N, K)
@@ -89,6 +91,12 @@ def test_configs_and_bad_inputs():
     for m in (1, 16, 33, 64, 1024):
         config = default_mx_linear_config(m)
         assert config.block_k % 32 == 0 and config.block_m >= 16
+    # decode batches: K split until the SMs hold PROGRAMS_PER_SM programs, two K tiles a share at least
+    assert default_mx_linear_config(8, 5120, 2048, sms=132).split_k == 4  # 320 tiles, 8 K tiles
+    assert default_mx_linear_config(8, 2048, 4096, sms=132).split_k == 8  # 128 tiles, 16 K tiles
+    assert default_mx_linear_config(8, 2048, 256, sms=132).split_k == 1
+    with pytest.raises(ValueError, match="split_k"):
+        MxLinearConfig(block_m=16, block_n=16, block_k=32, split_k=0)
     with pytest.raises(ValueError):
         MxLinearConfig(block_m=16, block_n=16, block_k=16)
     x, w, bias = inputs(3, 5, 40, torch.float32, seed=5)

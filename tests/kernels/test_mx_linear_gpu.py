@@ -4,8 +4,9 @@ on the dequantised weights (run on the device: pytest -m gpu)."""
 import pytest
 import torch
 
-from warpcode.kernels.mx import dequantize_mxfp8, quantize_mxfp8_torch
+from warpcode.kernels.mx import MXTensor, dequantize_mxfp8, quantize_mxfp8_torch
 from warpcode.kernels.mx_linear import MX_LINEAR_MAX_ROWS, dequantize_weight, linear_mx, mx_linear
+from warpcode.kernels.mx_tile import MAX_BF16_TILE_SCALE
 
 pytestmark = pytest.mark.gpu
 
@@ -32,3 +33,18 @@ def test_dequantize_weight_on_the_gpu_is_exact():
     w = quantize_mxfp8_torch(torch.randn(2048, 4100, generator=g, device=CUDA))
     assert torch.equal(dequantize_weight(w, torch.float32), dequantize_mxfp8(w))
     assert MX_LINEAR_MAX_ROWS >= 16
+
+
+def test_bf16_dequantisation_is_exact_for_every_code_and_scale():
+    """The bit placement of mx_tile.dot_operand_tile (which the GEMMs and dequantize_weight use for bf16): every
+    finite e4m3 code, subnormals and both zeros included, under every scale it takes (0..MAX_BF16_TILE_SCALE)."""
+    codes = torch.arange(256, dtype=torch.int32)
+    codes = codes[(codes & 0x7F) != 0x7F]  # e4m3's two NaNs
+    codes = torch.cat([codes, torch.zeros(256 - codes.numel(), dtype=torch.int32)]).to(torch.uint8)
+    scales = torch.arange(MAX_BF16_TILE_SCALE + 1, dtype=torch.uint8)
+    data = codes.repeat(scales.numel(), 1).view(torch.float8_e4m3fn)  # [135, 256]
+    w = MXTensor(data.to(CUDA), scales[:, None].repeat(1, 256 // 32).to(CUDA))
+    expected = dequantize_mxfp8(w, torch.float64).to(torch.bfloat16)
+    assert torch.equal(dequantize_weight(w, torch.bfloat16), expected)
+    x = torch.eye(256, device=CUDA, dtype=torch.bfloat16)[:32]  # mx_linear's tiles dequantised the same way
+    assert torch.equal(mx_linear(x, w), expected[:, :32].T.contiguous())

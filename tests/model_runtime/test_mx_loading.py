@@ -144,3 +144,17 @@ def test_a_non_finite_weight_is_a_checkpoint_error_naming_it(hf_checkpoints, tmp
     save_file(tensors, str(broken / "model.safetensors"))
     with pytest.raises(CheckpointError, match=r"model\.layers\.0\.self_attn\.o_proj\.weight .*inf or NaN"):
         load(broken, device="cpu", dtype=torch.float32, weights="mxfp8", show_progress=False)
+
+
+def test_a_weight_beyond_the_mx_kernels_range_is_refused_naming_it(hf_checkpoints, tmp_path):
+    _, path = hf_checkpoints["qwen3_moe"]
+    large = tmp_path / "large"
+    shutil.copytree(path, large)
+    tensors = load_file(str(large / "model.safetensors"))
+    tensors["model.layers.0.self_attn.o_proj.weight"][3, 5] = 448 * 2**7 * 1.01
+    save_file(tensors, str(large / "model.safetensors"))
+    with pytest.raises(CheckpointError, match=r"o_proj\.weight .*above 57,344.*--weights bf16"):
+        load(large, device="cpu", dtype=torch.float32, weights="mxfp8", show_progress=False)
+    tensors["model.layers.0.self_attn.o_proj.weight"][3, 5] = 448 * 2**7  # the largest block maximum allowed
+    save_file(tensors, str(large / "model.safetensors"))
+    load(large, device="cpu", dtype=torch.float32, weights="mxfp8", show_progress=False).shutdown()
