@@ -12,7 +12,9 @@ Layout, as the kernels read it (`MXTensor` is also the exchange format, shared/d
     data   float8_e4m3fn [..., N, K]            row-major, K contiguous: a 16-byte load is 16 weights of one row
     scales uint8         [..., N, ceil(K / 32)] row-major: the scale of data[..., n, k] is scales[..., n, k // 32]
 Dequantised, an element is data * 2**(scale - 127); the kernels build 2**(s - 127) from the bits (s << 23 as
-fp32, 2**-127's subnormal pattern for s = 0).
+fp32, 2**-127's subnormal pattern for s = 0). The tensor-core kernels place the e4m3 bits into bf16 instead
+(kernels/mx_tile.py dot_operand_tile), exact for scales up to 134 (block maxima up to 448 * 2**7); loading a model
+refuses weights beyond that (model_runtime/mx_weights.py).
 
 `quantize_mxfp8` runs a Triton kernel on CUDA tensors (kernels/mx_quantize.py: loading quantises on the device) and
 the PyTorch definition below elsewhere; both compute the same bits. Weights must be finite: inf or NaN is refused.
