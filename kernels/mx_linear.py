@@ -10,7 +10,7 @@ Weight-only MXFP8 (kernels/mx.py): x, bias and y are bf16/fp16/fp32; w is data f
                       accumulated in fp32; bias is added in fp32 and y rounded once. The weights move as 1 byte
                       (+ 1/32) per element; output tiles are visited in groups of GROUP_M row blocks so that
                       the weight tiles they share are read from L2. At decode batches the few output tiles are
-                      split along K (split_k programs each, fp32 partials summed in order by a second kernel).
+                      split along K (split_k programs each; the last to finish sums the fp32 partials in order).
     dequantise+cuBLAS: dequantize_weight (one Triton pass: 1 byte read, 2 written per element) then F.linear, whose
                       GEMM reads the 2-byte weights again: more traffic, but cuBLAS's tensor-core efficiency.
 
@@ -29,6 +29,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
+from warpcode.kernels.counters import arrival_counters
 from warpcode.kernels.launch import INTERPRETER, pdl_options, wait_for_inputs
 from warpcode.kernels.mx import BLOCK as MX_GROUP
 from warpcode.kernels.mx import MXTensor, dequantize_mxfp8, is_mx
@@ -49,7 +50,7 @@ class MxLinearConfig:
     num_warps: int = 4
     num_stages: int = 3
     group_m: int = 8  # row blocks that visit the same weight tiles together (L2 reuse)
-    split_k: int = 1  # programs per output tile, each over its share of K; a second kernel sums their fp32 partials
+    split_k: int = 1  # programs per output tile, each over its share of K; the last to finish sums their partials
 
     def __post_init__(self) -> None:
         require_powers_of_two(self, ("block_m", "block_n", "block_k", "num_warps", "group_m"))
@@ -82,15 +83,16 @@ def default_mx_linear_config(m: int, n: int = 4096, k: int = 4096, sms: int = 13
 
 @triton.jit
 def _mx_linear_kernel(
-    x_ptr, w_ptr, scales_ptr, bias_ptr, y_ptr, partial_ptr,
+    x_ptr, w_ptr, scales_ptr, bias_ptr, y_ptr, partial_ptr, counter_ptr,
     M, N, K,
     stride_xm, stride_wn, stride_sn, stride_ym,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, UPCAST_DOT_OPERANDS: tl.constexpr, DOT_PRECISION: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):  # fmt: skip
-    """Output tile pid's product over K share program_id(1) of SPLIT_K: into y (+ bias), or with SPLIT_K > 1 as
-    fp32 into partial[share]."""
+    """Output tile pid's product over K share program_id(1) of SPLIT_K into y (+ bias). With SPLIT_K > 1 each share
+    stores its fp32 partial and the tile's last program to arrive sums them in share order (the same sum whichever
+    arrives last), adds the bias, stores y and resets the tile's arrival counter (kernels/counters.py)."""
     wait_for_inputs(USE_PDL)
     pid = tl.program_id(0)
     share = tl.program_id(1)
@@ -125,32 +127,25 @@ def _mx_linear_kernel(
             b = b.to(tl.float32)
         acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)
     out_mask = row_mask[:, None] & col_mask[None, :]
+    last = True
     if SPLIT_K > 1:
-        partial_ptrs = partial_ptr + (share * M + rows[:, None]).to(tl.int64) * N + cols[None, :]
-        tl.store(partial_ptrs, acc, mask=out_mask)
-    else:
+        partial_ptrs = partial_ptr + (rows[:, None] * N + cols[None, :]).to(tl.int64)
+        tl.store(partial_ptrs + share * M * N, acc, mask=out_mask)
+        # All threads' stores done, then one release-acquire increment publishes them; the program that sees
+        # SPLIT_K - 1 earlier arrivals acquires every share.
+        tl.debug_barrier()
+        arrived = tl.atomic_add(counter_ptr + pid, 1, sem="acq_rel", scope="gpu")
+        last = arrived == SPLIT_K - 1
+        if last:
+            tl.store(counter_ptr + pid, 0)  # the next call (or graph replay) starts from zero
+            acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+            for index in tl.static_range(SPLIT_K):
+                acc += tl.load(partial_ptrs + index * M * N, mask=out_mask, other=0.0)
+    if last:
         if HAS_BIAS:
             acc += tl.load(bias_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
         y_ptrs = y_ptr + rows[:, None].to(tl.int64) * stride_ym + cols[None, :]
         tl.store(y_ptrs, round_to(acc, y_ptr.dtype.element_ty), mask=out_mask)
-
-
-@triton.jit
-def _sum_shares_kernel(
-    partial_ptr, bias_ptr, y_ptr, M, N, stride_ym,
-    SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr, USE_PDL: tl.constexpr,
-):  # fmt: skip
-    """y[m, n] = sum over shares of partial[share, m, n] (in share order) (+ bias[n]), rounded once."""
-    wait_for_inputs(USE_PDL)
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < M * N
-    acc = tl.zeros([BLOCK], dtype=tl.float32)
-    for share in tl.static_range(SPLIT_K):
-        acc += tl.load(partial_ptr + share * M * N + offsets, mask=mask, other=0.0)
-    cols = offsets % N
-    if HAS_BIAS:
-        acc += tl.load(bias_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    tl.store(y_ptr + (offsets // N).to(tl.int64) * stride_ym + cols, round_to(acc, y_ptr.dtype.element_ty), mask=mask)
 
 
 def mx_linear(
@@ -175,10 +170,13 @@ def mx_linear(
         return y
     config = config or default_mx_linear_config(m, n, k, _sm_count(x.device))
     bias_arg = x if bias is None else bias.contiguous()
-    partial = y if config.split_k == 1 else torch.empty((config.split_k, m, n), device=x.device, dtype=torch.float32)
-    grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n), config.split_k)
-    _mx_linear_kernel[grid](
-        x, weight.data, weight.scales, bias_arg, y, partial,
+    tiles = triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n)
+    partial, counters = y, y  # never dereferenced unsplit
+    if config.split_k > 1:
+        partial = torch.empty((config.split_k, m, n), device=x.device, dtype=torch.float32)
+        counters = arrival_counters(x.device, tiles)
+    _mx_linear_kernel[(tiles, config.split_k)](
+        x, weight.data, weight.scales, bias_arg, y, partial, counters,
         m, n, k,
         x.stride(0), weight.data.stride(0), weight.scales.stride(0), y.stride(0),
         BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, GROUP_M=config.group_m,
@@ -187,12 +185,6 @@ def mx_linear(
         DOT_PRECISION="ieee" if x.dtype == torch.float32 else "tf32",
         num_warps=config.num_warps, num_stages=config.num_stages, **pdl_options(x.device),
     )  # fmt: skip
-    if config.split_k > 1:
-        block = 1024
-        _sum_shares_kernel[(triton.cdiv(m * n, block),)](
-            partial, bias_arg, y, m, n, y.stride(0),
-            SPLIT_K=config.split_k, HAS_BIAS=bias is not None, BLOCK=block, num_warps=4, **pdl_options(x.device),
-        )  # fmt: skip
     return y
 
 

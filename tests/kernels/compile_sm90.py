@@ -45,8 +45,8 @@ PREFILL_SHAPE = {
 
 MX_LINEAR = {
     "x_ptr": "*bf16", "w_ptr": "*fp8e4nv", "scales_ptr": "*u8", "bias_ptr": "*bf16", "y_ptr": "*bf16",
-    "partial_ptr": "*fp32", "M": "i32", "N": "i32", "K": "i32", "stride_xm": "i32", "stride_wn": "i32",
-    "stride_sn": "i32", "stride_ym": "i32",
+    "partial_ptr": "*fp32", "counter_ptr": "*i32", "M": "i32", "N": "i32", "K": "i32", "stride_xm": "i32",
+    "stride_wn": "i32", "stride_sn": "i32", "stride_ym": "i32",
 }  # fmt: skip
 
 # (name, kernel, signature of the runtime arguments, constexprs, options)
@@ -79,9 +79,6 @@ CASES = [
           "UPCAST_DOT_OPERANDS": False, "DOT_PRECISION": "tf32", "USE_PDL": True}, {"num_warps": 2, "num_stages": 3})
         for splits in (1, 4)
     ),
-    ("mx_linear share sum", mx_linear._sum_shares_kernel,
-     {"partial_ptr": "*fp32", "bias_ptr": "*bf16", "y_ptr": "*bf16", "M": "i32", "N": "i32", "stride_ym": "i32"},
-     {"SPLIT_K": 4, "HAS_BIAS": True, "BLOCK": 1024, "USE_PDL": True}, {"num_warps": 4}),
     ("prefill split merge", prefill_attention._merge_splits_kernel,
      {"m_ptr": "*fp32", "l_ptr": "*fp32", "acc_ptr": "*fp32", "rows_ptr": "*i32", "out_ptr": "*bf16", "T": "i32",
       "stride_ot": "i32", "stride_oh": "i32"},

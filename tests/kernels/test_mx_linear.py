@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from warpcode.kernels import mx_linear as mx_linear_module
+from warpcode.kernels.counters import arrival_counters
 from warpcode.kernels.mx import dequantize_mxfp8, quantize_mxfp8
 from warpcode.kernels.mx_linear import (
     MxLinearConfig,
@@ -112,3 +113,10 @@ def test_configs_and_bad_inputs():
             call()
             pytest.fail(f"{name} did not raise")
     assert mx_linear(x[:0], w).shape == (0, 5)
+
+
+def test_split_shares_leave_the_arrival_counters_at_zero():
+    x, w, bias = inputs(5, 33, 100, torch.float32, seed=9)
+    first = mx_linear(x, w, bias, CONFIGS["split"])
+    assert not arrival_counters(x.device, 1).any()  # the last program of each tile reset its counter
+    assert torch.equal(mx_linear(x, w, bias, CONFIGS["split"]), first)

@@ -5,7 +5,13 @@ import pytest
 import torch
 
 from warpcode.kernels.mx import MXTensor, dequantize_mxfp8, quantize_mxfp8_torch
-from warpcode.kernels.mx_linear import MX_LINEAR_MAX_ROWS, dequantize_weight, linear_mx, mx_linear
+from warpcode.kernels.mx_linear import (
+    MX_LINEAR_MAX_ROWS,
+    default_mx_linear_config,
+    dequantize_weight,
+    linear_mx,
+    mx_linear,
+)
 from warpcode.kernels.mx_tile import MAX_BF16_TILE_SCALE
 
 pytestmark = pytest.mark.gpu
@@ -48,3 +54,23 @@ def test_bf16_dequantisation_is_exact_for_every_code_and_scale():
     assert torch.equal(dequantize_weight(w, torch.bfloat16), expected)
     x = torch.eye(256, device=CUDA, dtype=torch.bfloat16)[:32]  # mx_linear's tiles dequantised the same way
     assert torch.equal(mx_linear(x, w), expected[:, :32].T.contiguous())
+
+
+@pytest.mark.parametrize("m", [8, 32])
+def test_decode_batches_split_k_and_replay_in_a_cuda_graph(m):
+    """Decode batch sizes split K (the last program of each tile sums the shares and resets its counter): replays
+    of a captured call stay exact to float64 as the input changes."""
+    n, k = 2048, 4096
+    assert default_mx_linear_config(m, n, k, torch.cuda.get_device_properties(CUDA).multi_processor_count).split_k > 1
+    g = torch.Generator(device=CUDA).manual_seed(m)
+    w = quantize_mxfp8_torch(torch.randn(n, k, generator=g, device=CUDA) / k**0.5)
+    x = torch.randn(m, k, generator=g, device=CUDA).bfloat16()
+    mx_linear(x, w)  # warm-up: compiles and allocates the arrival counters
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = mx_linear(x, w)
+    for _ in range(3):
+        x.copy_(torch.randn(m, k, generator=g, device=CUDA))
+        graph.replay()
+        expected = x.double() @ dequantize_mxfp8(w, torch.float64).T
+        torch.testing.assert_close(y.double(), expected, rtol=2**-7, atol=2e-2)
