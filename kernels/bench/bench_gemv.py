@@ -180,20 +180,31 @@ def mx_gemv_configs(n: int, hidden: int, batch: int, args) -> list[GemvConfig]:
     return list(dict.fromkeys([default, *doubled]))
 
 
-def mx_linear_configs(m: int, args) -> list[MxLinearConfig]:
-    """The default, then (unless --quick) the two tallest row blocks that M fills (16..128), 64/128 wide, 64..256
-    deep, 4 or 8 warps as the tile needs, 3 or 4 stages: <= 24 configs."""
-    default = default_mx_linear_config(m)
+def mx_linear_configs(m: int, n: int, k: int, args) -> list[MxLinearConfig]:
+    """The default for this shape, then (unless --quick) the two tallest row blocks that M fills (16..128), 64/128
+    wide, 64..256 deep, 4 or 8 warps as the tile needs, 3 or 4 stages (<= 24 configs); at decode batches (M <= 32)
+    instead narrow tiles (16/32 wide, 128-512 deep, 2 or 4 warps) with 1, 2, 4 or 8 shares of K (20 per height)."""
+    sms = torch.cuda.get_device_properties(DEVICE).multi_processor_count
+    default = default_mx_linear_config(m, n, k, sms)
     if args.quick:
         return [default]
     tallest = min(128, max(16, triton.next_power_of_2(m)))
     heights = [h for h in (tallest // 2, tallest) if h >= 16]
+    if m <= 32:
+        tiles = ((16, 256, 2), (16, 128, 2), (16, 512, 2), (32, 256, 4), (32, 128, 2))
+        configs = [
+            MxLinearConfig(block_m=h, block_n=wide, block_k=deep, num_warps=warps, num_stages=3, split_k=shares)
+            for h in heights
+            for wide, deep, warps in tiles
+            for shares in (1, 2, 4, 8)
+        ]
+        return list(dict.fromkeys([default, *configs]))
     configs = [
-        MxLinearConfig(block_m=h, block_n=n, block_k=k, num_warps=8 if h * n >= 128 * 64 else 4, num_stages=stages)
+        MxLinearConfig(block_m=h, block_n=wide, block_k=deep, num_warps=8 if h * wide >= 128 * 64 else 4, num_stages=s)
         for h in heights
-        for n in (64, 128)
-        for k in (64, 128, 256)
-        for stages in (3, 4)
+        for wide in (64, 128)
+        for deep in (64, 128, 256)
+        for s in (3, 4)
     ]
     return list(dict.fromkeys([default, *configs]))
 
@@ -265,7 +276,7 @@ def bench_mx_batch(weights, plain, m, args, copy_bw, emit) -> dict:
         ),
         "mx_linear": fastest(
             run("mx_linear", c, lambda w, c=c: mx_linear(x, w, config=c), weights, mx_bytes)
-            for c in mx_linear_configs(m, args)
+            for c in mx_linear_configs(m, n, hidden, args)
         ),
     }
     if m <= MAX_BATCH:
