@@ -129,8 +129,9 @@ def _mx_linear_kernel(
     out_mask = row_mask[:, None] & col_mask[None, :]
     last = True
     if SPLIT_K > 1:
-        partial_ptrs = partial_ptr + (rows[:, None] * N + cols[None, :]).to(tl.int64)
-        tl.store(partial_ptrs + share * M * N, acc, mask=out_mask)
+        partial_ptrs = partial_ptr + rows[:, None].to(tl.int64) * N + cols[None, :]
+        share_stride = M.to(tl.int64) * N  # elements per share's partial [M, N]
+        tl.store(partial_ptrs + share * share_stride, acc, mask=out_mask)
         # All threads' stores done, then one release-acquire increment publishes them; the program that sees
         # SPLIT_K - 1 earlier arrivals acquires every share.
         tl.debug_barrier()
@@ -140,7 +141,7 @@ def _mx_linear_kernel(
             tl.store(counter_ptr + pid, 0)  # the next call (or graph replay) starts from zero
             acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
             for index in tl.static_range(SPLIT_K):
-                acc += tl.load(partial_ptrs + index * M * N, mask=out_mask, other=0.0)
+                acc += tl.load(partial_ptrs + index * share_stride, mask=out_mask, other=0.0)
     if last:
         if HAS_BIAS:
             acc += tl.load(bias_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
