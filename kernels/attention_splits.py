@@ -13,13 +13,12 @@ The settings are read at every launch (the sweep scripts and tests change them);
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 import torch
 import triton
 
-from warpcode.kernels.launch import INTERPRETER
+from warpcode.kernels.launch import sm_count
 
 # One-tile splits. H200, qwen3 batch 1, the decode step in its CUDA graph (scripts/sweep_decode_variants.py), with
 # the RoPE kernel letting attention launch early: 128 keys x 8 warps 2.41-2.42 ms per step at 512 keys (streaming
@@ -41,16 +40,7 @@ class Launch(NamedTuple):
     num_splits: int
 
 
-@functools.cache
-def _sm_count(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
-def sms(device: torch.device) -> int:
-    """The SMs the splits fill: the GPU's, or 1 off the GPU and in the CPU interpreter."""
-    if device.type != "cuda" or INTERPRETER:
-        return 1
-    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+sms = sm_count  # the SMs the splits fill (tests set it)
 
 
 def default_num_splits(batch: int, kv_heads: int, slots: int, block_n: int, sm_count: int) -> int:

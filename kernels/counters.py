@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import torch
 import triton
+import triton.language as tl
 
 MIN_COUNTERS = 4096  # allocated at first use (16 KB), so that growing is rare
 COUNTERS: dict[tuple[torch.device, int], torch.Tensor] = {}
@@ -38,3 +39,14 @@ def arrival_counters(device: torch.device, count: int) -> torch.Tensor:
         capacity = max(MIN_COUNTERS, triton.next_power_of_2(count))
         COUNTERS[(device, capacity)] = torch.zeros(capacity, dtype=torch.int32, device=device)
     return COUNTERS[(device, capacity)]
+
+
+@triton.jit
+def arrive(counter, arrivals: tl.constexpr):
+    """Called by each of the `arrivals` programs sharing `counter`, after its stores: True in the one that arrives
+    last, which then sees every program's stores and has reset the counter to 0 (the module docstring)."""
+    tl.debug_barrier()  # every thread's stores are done before the release
+    last = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu") == arrivals - 1
+    if last:
+        tl.store(counter, 0)
+    return last

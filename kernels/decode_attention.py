@@ -41,7 +41,7 @@ import triton.language as tl
 
 from warpcode.kernels import attention_splits
 from warpcode.kernels.attention_merge import _merge_group, _merge_splits_kernel, _split_chunk
-from warpcode.kernels.counters import arrival_counters
+from warpcode.kernels.counters import arrival_counters, arrive
 from warpcode.kernels.launch import INTERPRETER, pdl_options, wait_for_inputs
 
 # From this many splits on, a merge kernel over (row, query head) follows the split kernel; below it the last program
@@ -200,13 +200,8 @@ def _decode_attention_kernel(
         acc_ptrs = acc_ptr + b64 * stride_ab + heads[:, None] * stride_ah + split * stride_as + offs_d[None, :]
         tl.store(acc_ptrs, acc, mask=g_mask[:, None] & d_mask[None, :])
     if NUM_SPLITS > 1 and MERGE_IN_KERNEL:
-        # Every program arrives, empty split or not: all threads' stores are done (barrier), then one release-acquire
-        # increment publishes them, and the program that sees NUM_SPLITS - 1 earlier arrivals acquires all of them.
-        tl.debug_barrier()
-        counter = counter_ptr + b * tl.num_programs(1) + kv_head
-        arrived = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
-        if arrived == NUM_SPLITS - 1:
-            tl.store(counter, 0)  # every program of the group has arrived: the next call (or replay) starts at 0
+        last = arrive(counter_ptr + b * tl.num_programs(1) + kv_head, NUM_SPLITS)  # every program, empty or not
+        if last:  # it sees every split's partials
             num_active = (seq_len + chunk - 1) // chunk  # non-empty splits are a prefix
             _merge_group(
                 m_ptr, l_ptr, acc_ptr, out_ptr, b64, kv_head, num_active, D,

@@ -24,6 +24,18 @@ def _supports_pdl(device_index: int) -> bool:
     return torch.cuda.get_device_capability(device_index)[0] >= 9
 
 
+@functools.cache
+def _sm_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def sm_count(device: torch.device) -> int:
+    """The SMs a launch spreads its programs over: the GPU's, or 1 off the GPU and in the CPU interpreter."""
+    if device.type != "cuda" or INTERPRETER:
+        return 1
+    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+
+
 def pdl_options(device: torch.device) -> dict:
     """Keyword arguments for a Triton launch: `USE_PDL` for the kernel and `launch_pdl` for the runtime."""
     if device.type != "cuda" or not _supports_pdl(device.index if device.index is not None else 0):

@@ -21,7 +21,6 @@ dequantise + cuBLAS, where the FLOPs do. `python -m warpcode.kernels.bench.bench
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, replace
 
 import torch
@@ -29,8 +28,8 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from warpcode.kernels.counters import arrival_counters
-from warpcode.kernels.launch import INTERPRETER, pdl_options, wait_for_inputs
+from warpcode.kernels.counters import arrival_counters, arrive
+from warpcode.kernels.launch import INTERPRETER, pdl_options, sm_count, wait_for_inputs
 from warpcode.kernels.mx import BLOCK as MX_GROUP
 from warpcode.kernels.mx import MXTensor, dequantize_mxfp8, is_mx
 from warpcode.kernels.mx_tile import dot_operand_tile
@@ -132,13 +131,8 @@ def _mx_linear_kernel(
         partial_ptrs = partial_ptr + rows[:, None].to(tl.int64) * N + cols[None, :]
         share_stride = M.to(tl.int64) * N  # elements per share's partial [M, N]
         tl.store(partial_ptrs + share * share_stride, acc, mask=out_mask)
-        # All threads' stores done, then one release-acquire increment publishes them; the program that sees
-        # SPLIT_K - 1 earlier arrivals acquires every share.
-        tl.debug_barrier()
-        arrived = tl.atomic_add(counter_ptr + pid, 1, sem="acq_rel", scope="gpu")
-        last = arrived == SPLIT_K - 1
+        last = arrive(counter_ptr + pid, SPLIT_K)
         if last:
-            tl.store(counter_ptr + pid, 0)  # the next call (or graph replay) starts from zero
             acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
             for index in tl.static_range(SPLIT_K):
                 acc += tl.load(partial_ptrs + index * share_stride, mask=out_mask, other=0.0)
@@ -169,7 +163,7 @@ def mx_linear(
     y = torch.empty((m, n), device=x.device, dtype=x.dtype)
     if m == 0 or n == 0:
         return y
-    config = config or default_mx_linear_config(m, n, k, _sm_count(x.device))
+    config = config or default_mx_linear_config(m, n, k, sm_count(x.device))
     bias_arg = x if bias is None else bias.contiguous()
     tiles = triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n)
     partial, counters = y, y  # never dereferenced unsplit
@@ -219,11 +213,6 @@ def dequantize_weight(weight: MXTensor, dtype: torch.dtype) -> torch.Tensor:
             ROWS=rows, BLOCK_K=block_k, num_warps=4,
         )  # fmt: skip
     return out
-
-
-@functools.cache
-def _sm_count(device: torch.device) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
 
 
 def linear_mx(x: torch.Tensor, weight: MXTensor, bias: torch.Tensor | None = None) -> torch.Tensor:

@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from warpcode.kernels.launch import INTERPRETER
+from warpcode.kernels.launch import INTERPRETER, sm_count
 
 _TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}
 _MAX_SPLITS = 8
@@ -245,12 +245,8 @@ def _config(tokens: int, group: int, kv_heads: int, cache_block: int, q: torch.T
     stages capped at 128 registers a thread fastest everywhere (two programs share an SM, so one's softmax runs
     beside the other's tensor-core work); splits of the keys until about four programs wait per SM."""
     programs = triton.cdiv(tokens, max(1, 128 // group)) * kv_heads
-    slots = 4 * _sm_count(q.device) if q.is_cuda else programs
+    slots = 4 * sm_count(q.device) if q.is_cuda else programs
     return PrefillAttentionConfig(128, min(64, cache_block), 8, 3, max(1, min(_MAX_SPLITS, slots // programs)), 128)
-
-
-def _sm_count(device: torch.device) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def paged_prefill_attention_reference(q, k_pool, v_pool, block_table, start: int, scale: float | None = None):

@@ -33,6 +33,7 @@ import triton
 
 from warpcode.kernels.bench.timing import L2_BYTES, measure_copy_bandwidth, time_per_call
 from warpcode.kernels.gemv import MAX_BATCH, GemvConfig, default_gemv_config, gemv
+from warpcode.kernels.launch import sm_count
 from warpcode.kernels.mx import quantize_mxfp8_torch
 from warpcode.kernels.mx_linear import MxLinearConfig, default_mx_linear_config, dequantize_weight, mx_linear
 from warpcode.kernels.tuning import token_bucket
@@ -184,8 +185,7 @@ def mx_linear_configs(m: int, n: int, k: int, args) -> list[MxLinearConfig]:
     """The default for this shape, then (unless --quick) the two tallest row blocks that M fills (16..128), 64/128
     wide, 64..256 deep, 4 or 8 warps as the tile needs, 3 or 4 stages (<= 24 configs); at decode batches (M <= 32)
     instead narrow tiles (16/32 wide, 128-512 deep, 2 or 4 warps) with 1, 2, 4 or 8 shares of K (20 per height)."""
-    sms = torch.cuda.get_device_properties(DEVICE).multi_processor_count
-    default = default_mx_linear_config(m, n, k, sms)
+    default = default_mx_linear_config(m, n, k, sm_count(torch.device(DEVICE)))
     if args.quick:
         return [default]
     tallest = min(128, max(16, triton.next_power_of_2(m)))

@@ -14,7 +14,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from warpcode.kernels import expert_centric, mx_linear, prefill_attention
+from warpcode.kernels import decode_attention, expert_centric, mx_linear, prefill_attention
 
 # Pointers are 16-byte aligned and these integers multiples of 16, as the launcher would specialise them; without
 # it the loads are not vectorised and not pipelined, which is not the code the GPU runs.
@@ -49,6 +49,16 @@ MX_LINEAR = {
     "stride_wn": "i32", "stride_sn": "i32", "stride_ym": "i32",
 }  # fmt: skip
 
+DECODE_ATTENTION = {
+    "q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "seq_lens_ptr": "*i32", "out_ptr": "*bf16",
+    "m_ptr": "*fp32", "l_ptr": "*fp32", "acc_ptr": "*fp32", "counter_ptr": "*i32", "S": "i32", "D": "i32",
+    "qk_scale": "fp32", **{name: "i32" for name in (
+        "stride_qb", "stride_qh", "stride_kb", "stride_kh", "stride_kn", "stride_vb", "stride_vh", "stride_vn",
+        "stride_lens", "stride_ob", "stride_oh", "stride_mb", "stride_mh", "stride_ab", "stride_ah", "stride_as",
+        "num_blocks", "stride_tb", "stride_tn")},
+    "table_ptr": "*i32",
+}  # fmt: skip
+
 # (name, kernel, signature of the runtime arguments, constexprs, options)
 CASES = [
     *(
@@ -79,6 +89,11 @@ CASES = [
           "UPCAST_DOT_OPERANDS": False, "DOT_PRECISION": "tf32", "USE_PDL": True}, {"num_warps": 2, "num_stages": 3})
         for splits in (1, 4)
     ),
+    ("decode attention, paged, merged by the last split", decode_attention._decode_attention_kernel,
+     DECODE_ATTENTION,
+     {"G": 8, "NUM_SPLITS": 4, "DOT_DTYPE": "bf16", "DOT_PRECISION": "tf32", "BLOCK_G": 16, "BLOCK_N": 128,
+      "BLOCK_D": 128, "MERGE_IN_KERNEL": True, "MERGE_G": 8, "MERGE_S": 4, "PAGED": True, "CACHE_BLOCK": 256,
+      "TILE_IN_BLOCK": True, "USE_PDL": True}, {"num_warps": 8, "num_stages": 1}),
     ("prefill split merge", prefill_attention._merge_splits_kernel,
      {"m_ptr": "*fp32", "l_ptr": "*fp32", "acc_ptr": "*fp32", "rows_ptr": "*i32", "out_ptr": "*bf16", "T": "i32",
       "stride_ot": "i32", "stride_oh": "i32"},
