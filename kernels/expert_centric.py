@@ -13,7 +13,9 @@ MXFP8 weights (kernels/mx.py; weight-only, activations and intermediates stay in
 MXTensors, data fp8 [E, N, K] and scales uint8 [E, N, ceil(K / 32)]. Each weight tile is loaded as rows
 [BLOCK_N, BLOCK_K] with its scales [BLOCK_N, BLOCK_K / 32] (BLOCK_K a multiple of 32, so tiles hold whole scale
 groups; the last K tile is masked, its scales too), dequantised in registers to x.dtype, data * 2**(s - 127)
-(exact in bf16 down to its subnormals), and multiplied on tensor cores with fp32 accumulation as for bf16.
+(exact in bf16 down to its subnormals; for bf16 by mx_tile.dot_operand_tile, whose scales stop at
+MAX_BF16_TILE_SCALE: larger ones give inf, and loading refuses such weights), and multiplied on tensor cores with
+fp32 accumulation as for bf16.
 Tiles come from tuning.grouped_gemm_config(..., mx=True): measured entries under their own key, else bf16's.
 """
 

@@ -6,7 +6,8 @@ Weight-only MXFP8 (kernels/mx.py): x, bias and y are bf16/fp16/fp32; w is data f
     mx_linear:        a Triton GEMM; each program owns a [BLOCK_M, BLOCK_N] output tile and walks K in BLOCK_K tiles
                       (a multiple of 32: whole scale groups), loading the weight tile as rows [BLOCK_N, BLOCK_K]
                       (16 fp8 weights per 16-byte load) with its scales [BLOCK_N, BLOCK_K / 32], dequantising it in
-                      registers to x.dtype (exact in bf16 down to its subnormals) and multiplying on tensor cores,
+                      registers to x.dtype (exact in bf16 down to its subnormals, for scales up to
+                      mx_tile.MAX_BF16_TILE_SCALE) and multiplying on tensor cores,
                       accumulated in fp32; bias is added in fp32 and y rounded once. The weights move as 1 byte
                       (+ 1/32) per element; output tiles are visited in groups of GROUP_M row blocks so that
                       the weight tiles they share are read from L2. At decode batches the few output tiles are
