@@ -1,10 +1,10 @@
 """Triton helpers that dequantise MXFP8 weight tiles in registers (the layout of kernels/mx.py).
 
-Two ways to use a tile. Dequantising it (`dequantize_tile`; `dot_operand_tile` for the tensor-core GEMMs) feeds
-tl.dot. For a product on CUDA cores,
-`scaled_group_sums` sums each 32-group's products first and scales the sums: the scale tile then meets a tile 32x
-smaller than the weights (H200, warp decode at one token: 9.3 / 8.3 us against 13.2 / 14.9 us for gate_up / down
-with every weight scaled first).
+Two ways to use a tile. Dequantising it (`dequantize_tile`; `dot_operand_tile` for the tensor-core GEMMs;
+`f16_operand_tile`, relative to each row's largest scale, for warp decode's tensor-core kernel 2) feeds tl.dot.
+For a product on CUDA cores, `scaled_group_sums` sums each 32-group's products first and scales the sums: the
+scale tile then meets a tile 32x smaller than the weights (H200, warp decode at one token: 9.3 / 8.3 us against
+13.2 / 14.9 us for gate_up / down with every weight scaled first).
 
 Weights read as int32 words (four e4m3 bytes each) are converted in the register they were loaded in
 (`e4m3_words_to_f32`, `word_products`); Triton's cast of an fp8 tensor moves every byte into a register of its own
@@ -138,3 +138,58 @@ def scaled_group_sums(products, s, ROWS: tl.constexpr, BLOCK_K: tl.constexpr):
     sum_g 2**(s[r, g] - 127) * sum_{k in group g} products[r, k]."""
     sums = tl.sum(tl.reshape(products, [ROWS, BLOCK_K // 32, 32]), axis=2)
     return tl.sum(sums * scale_values(s), axis=1)
+
+
+# f16_operand_tile: weights times 2**(FP16_HEADROOM - r), r the row's largest scale exponent, stay below
+# 448 * 2**7 = 57,344 (fp16's largest is 65,504).
+FP16_HEADROOM = tl.constexpr(7)
+_FP16_UNSCALE = tl.constexpr(2.0**-7)  # 2**-FP16_HEADROOM
+
+
+@triton.jit
+def row_scale_exponents(s_ptrs, mask):
+    """The largest E8M0 scale of each row of the [ROWS, GROUPS] scale tile at s_ptrs (masked-off: 0) -> int32 [ROWS]."""
+    return tl.max(tl.load(s_ptrs, mask=mask, other=0).to(tl.int32), axis=1)
+
+
+@triton.jit
+def f16_tile_row_scales(row_exponents):
+    """fp32 2**(r - 127 - FP16_HEADROOM) per row: what a row's sum of products with f16_operand_tile's weights is
+    multiplied by (exact down to fp32's subnormals)."""
+    return scale_values(row_exponents) * _FP16_UNSCALE
+
+
+@triton.jit
+def _pow2_f16(d):
+    """int32 d <= 15 -> fp16 2**d as bits (d + 15) << 10; 0 below 2**-14."""
+    return (tl.maximum(d + 15, 0) << 10).to(tl.int16).to(tl.float16, bitcast=True)
+
+
+@triton.jit
+def f16_operand_tile(w, s, row_exponents, ROWS: tl.constexpr, BLOCK_K: tl.constexpr):
+    """w [ROWS, BLOCK_K] fp8 and s [ROWS, BLOCK_K // 32] with the rows' largest scales row_exponents [ROWS] ->
+    fp16 [ROWS, BLOCK_K] = w * 2**(s - r + FP16_HEADROOM): the weight times 2**(FP16_HEADROOM + 127 - r), so the
+    product with an fp16 operand times 2**(r - 127 - FP16_HEADROOM) is the weight's. On the GPU two e4m3 -> f16x2
+    conversions and two f16x2 multiplies per four weights. Exact for groups whose scale is at least r - 21 (the
+    multiplier an fp16 normal); groups below that are dropped (each weight of them is under 2**-21 of the row's
+    largest)."""
+    multiplier = _pow2_f16(s.to(tl.int32) - row_exponents[:, None] + FP16_HEADROOM)
+    multiplier = tl.reshape(tl.broadcast_to(multiplier[:, :, None], [ROWS, BLOCK_K // 32, 32]), [ROWS, BLOCK_K])
+    if _INTERPRETED:
+        return (w.to(tl.float32) * multiplier.to(tl.float32)).to(tl.float16)
+    else:
+        return tl.inline_asm_elementwise(
+            asm="""{
+            .reg .b16 low, high;
+            mov.b32 {low, high}, $2;
+            cvt.rn.f16x2.e4m3x2 $0, low;
+            cvt.rn.f16x2.e4m3x2 $1, high;
+            mul.rn.f16x2 $0, $0, $3;
+            mul.rn.f16x2 $1, $1, $4;
+            }""",
+            constraints="=r,=r,r,r,r",
+            args=[w.to(tl.uint8, bitcast=True), multiplier],
+            dtype=tl.float16,
+            is_pure=True,
+            pack=4,
+        )

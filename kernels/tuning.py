@@ -46,6 +46,9 @@ class WarpDecodeConfig:
     down_cols: int = 128  # I elements per loaded tile (times K experts at once)
     down_warps: int = 4
     down_stages: int = 1
+    # MXFP8 weights, fp16 intermediates: kernel 2 on tensor cores (kernels/mx_down.py), a program per routed slot
+    # and block of down_rows output rows, down_cols of I per tile
+    down_on_mma: bool = False
 
     def __post_init__(self) -> None:
         require_powers_of_two(
@@ -53,6 +56,8 @@ class WarpDecodeConfig:
         )
         if self.gate_up_stages < 1 or self.down_stages < 1:
             raise ValueError("WarpDecodeConfig stages must be >= 1")
+        if self.down_on_mma and (self.down_rows < 16 or self.down_cols < 32):
+            raise ValueError(f"WarpDecodeConfig.down_on_mma needs down_rows >= 16 and down_cols >= 32, got {self}")
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,14 @@ of bf16, so MX configs are about twice as wide. Each group's products are summed
 (scaling every weight first measured 1.3-1.9x slower in both kernels, BENCHMARKS.md). A partial last group (K not
 a multiple of 32) loads its missing weights as 0 (masks), so its scale multiplies only real products. Activations,
 the fp16 intermediate and the fp32 accumulation are as above.
+With WarpDecodeConfig.down_on_mma (the tuned MX entries for 2-8 tokens) kernel 2 runs on tensor cores instead
+(kernels/mx_down.py: a program per routed slot and block of output rows, tl.dot on fp16 operands, the last of a
+token's K programs summing their partial rows): 3.4 SASS instructions a weight against 7.5 on CUDA cores.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import torch
 import triton
@@ -41,6 +46,7 @@ from warpcode.kernels.launch import pdl_options
 from warpcode.kernels.moe_args import check_kernel_layout, check_like_x, check_moe_args, output_buffer
 from warpcode.kernels.mx import BLOCK as MX_BLOCK
 from warpcode.kernels.mx import MXTensor, is_mx
+from warpcode.kernels.mx_down import launch_down_mma
 from warpcode.kernels.mx_tile import scale_values
 from warpcode.kernels.norm import round_to
 from warpcode.kernels.tuning import WarpDecodeConfig, warp_decode_config
@@ -341,7 +347,17 @@ def launch_gate_up(x, topk_ids, w13, hidden, config: WarpDecodeConfig) -> None:
 
 
 def launch_down(hidden, topk_weights, topk_ids, w2, out, config: WarpDecodeConfig, residual=None) -> None:
-    """Kernel 2 alone: out [T, H] <- sum_k w_k * W2[e_k] hidden[t*K + k] (+ residual [T, H], see above)."""
+    """Kernel 2 alone: out [T, H] <- sum_k w_k * W2[e_k] hidden[t*K + k] (+ residual [T, H], see above); on tensor
+    cores with config.down_on_mma (MXFP8 weights; fp32 intermediates keep CUDA cores, with the default tile)."""
+    if config.down_on_mma:
+        if not is_mx(w2):
+            raise ValueError("WarpDecodeConfig.down_on_mma takes MXFP8 weights (kernels/mx_down.py)")
+        if hidden.dtype == torch.float16:
+            launch_down_mma(hidden, topk_weights, topk_ids, w2, out, config, residual)
+            return
+        default = WarpDecodeConfig()
+        config = replace(config, down_on_mma=False, down_rows=default.down_rows, down_cols=default.down_cols,
+                         down_warps=default.down_warps, down_stages=default.down_stages)  # fmt: skip
     tokens, hidden_size = out.shape
     top_k = topk_ids.shape[1]
     intermediate = hidden.shape[1]

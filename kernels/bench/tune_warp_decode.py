@@ -44,13 +44,20 @@ def gate_up_candidates(shape: MoeShape, mx: bool = False) -> list[WarpDecodeConf
 
 
 def down_candidates(shape: MoeShape, mx: bool = False) -> list[WarpDecodeConfig]:
+    """CUDA-core tiles; for MXFP8 weights also tensor-core ones (kernels/mx_down.py: a slot's rows x cols a
+    program)."""
     found = []
     block_k = triton.next_power_of_2(shape.top_k)
+    widest = triton.next_power_of_2(shape.intermediate)
     for rows, cols, warps in itertools.product((1, 2, 4, 8, 16, 32), (64, 128, 256, 512, 1024), (1, 2, 4, 8)):
         per_thread = block_k * rows * cols / (warps * 32)
         fits = min_elements_per_thread(mx) <= per_thread <= MAX_ELEMENTS_PER_THREAD
-        if cols <= triton.next_power_of_2(shape.intermediate) and fits:
+        if cols <= widest and fits:
             found.append(WarpDecodeConfig(down_rows=rows, down_cols=cols, down_warps=warps))
+    if mx:
+        for rows, cols, warps in itertools.product((16, 32, 64, 128), (64, 128, 256), (1, 2, 4)):
+            if cols <= widest and rows * cols // (warps * 32) <= MAX_ELEMENTS_PER_THREAD:
+                found.append(WarpDecodeConfig(down_rows=rows, down_cols=cols, down_warps=warps, down_on_mma=True))
     return found
 
 

@@ -14,7 +14,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from warpcode.kernels import decode_attention, expert_centric, mx_linear, prefill_attention
+from warpcode.kernels import decode_attention, expert_centric, mx_down, mx_linear, prefill_attention
 
 # Pointers are 16-byte aligned and these integers multiples of 16, as the launcher would specialise them; without
 # it the loads are not vectorised and not pipelined, which is not the code the GPU runs.
@@ -47,6 +47,13 @@ MX_LINEAR = {
     "x_ptr": "*bf16", "w_ptr": "*fp8e4nv", "scales_ptr": "*u8", "bias_ptr": "*bf16", "y_ptr": "*bf16",
     "partial_ptr": "*fp32", "counter_ptr": "*i32", "M": "i32", "N": "i32", "K": "i32", "stride_xm": "i32",
     "stride_wn": "i32", "stride_sn": "i32", "stride_ym": "i32",
+}  # fmt: skip
+
+MX_DOWN = {
+    "hidden_ptr": "*fp16", "w2_ptr": "*fp8e4nv", "w2_scales_ptr": "*u8", "topk_ids_ptr": "*i64",
+    "topk_weights_ptr": "*fp32", "residual_ptr": "*bf16", "out_ptr": "*bf16", "partial_ptr": "*fp32",
+    "counter_ptr": "*i32", "H": "i32", "I": "i32", **{name: "i32" for name in (
+        "stride_hs", "stride_we", "stride_wr", "stride_se", "stride_sr", "stride_rt", "stride_ot")},
 }  # fmt: skip
 
 DECODE_ATTENTION = {
@@ -88,6 +95,13 @@ CASES = [
          {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 256, "GROUP_M": 8, "SPLIT_K": splits, "HAS_BIAS": True,
           "UPCAST_DOT_OPERANDS": False, "DOT_PRECISION": "tf32", "USE_PDL": True}, {"num_warps": 2, "num_stages": 3})
         for splits in (1, 4)
+    ),
+    *(
+        (f"MX down on tensor cores, {label}", mx_down._down_mma_kernel,
+         MX_DOWN if tokens else {**MX_DOWN, "T": "i32"}, {**({"T": tokens} if tokens else {}), "BLOCK_N": 64,
+         "BLOCK_K": 128, "ALL_GROUPS": 32, "TOP_K": 8, "HAS_RESIDUAL": residual, "UPCAST_DOT_OPERANDS": False,
+         "EVICTION": "evict_first", "USE_PDL": True}, {"num_warps": 2, "num_stages": 3})
+        for label, tokens, residual in (("8 tokens, residual", None, True), ("one token (T specialised)", 1, False))
     ),
     ("decode attention, paged, merged by the last split", decode_attention._decode_attention_kernel,
      DECODE_ATTENTION,

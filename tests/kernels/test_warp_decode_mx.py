@@ -4,7 +4,7 @@ tables, the dispatcher and the route kernel's prefetch hint."""
 
 import json
 import math
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import pytest
 import torch
@@ -22,10 +22,13 @@ from warpcode.kernels import (
 from warpcode.kernels.bench import tune_warp_decode
 from warpcode.kernels.bench.bench_moe import MoeShape
 from warpcode.kernels.dispatch import uses_warp_decode
+from warpcode.kernels.mx import MXTensor, dequantize_mxfp8
+from warpcode.kernels.mx_down import launch_down_mma
 from warpcode.kernels.tuning import WarpDecodeConfig, warp_decode_config, warp_decode_max_tokens
 
 # 32 columns (one scale group) per tile: every kernel loop runs several iterations over these shapes.
 SMALL_MX_BLOCKS = WarpDecodeConfig(gate_up_rows=16, gate_up_cols=32, down_rows=16, down_cols=32)
+DOWN_ON_MMA = replace(SMALL_MX_BLOCKS, down_on_mma=True)  # kernel 2 on tensor cores (kernels/mx_down.py)
 TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 2.5e-2}  # as tests/kernels/test_moe_kernels.py
 
 
@@ -57,12 +60,14 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("config", [SMALL_MX_BLOCKS, DOWN_ON_MMA], ids=["down on CUDA cores", "down on tensor cores"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
-def test_mx_warp_decode_matches_float64_and_writes_every_output(case, dtype):
+def test_mx_warp_decode_matches_float64_and_writes_every_output(case, dtype, config):
+    """fp32 inputs keep kernel 2 on CUDA cores whatever the config (their intermediate is fp32)."""
     x, topk_weights, topk_ids, w13, w2 = make_mx_case(dtype=dtype, seed=len(CASES) + case["hidden"], **case)
     poisoned = torch.full_like(x, float("nan"))
-    out = moe_warp_decode(x, topk_weights, topk_ids, w13, w2, config=SMALL_MX_BLOCKS, out=poisoned)
+    out = moe_warp_decode(x, topk_weights, topk_ids, w13, w2, config=config, out=poisoned)
     assert out.data_ptr() == poisoned.data_ptr() and out.dtype == dtype
     assert not out.isnan().any(), "some outputs were never written"
     assert relative_error(out, float64_reference(x, topk_weights, topk_ids, w13, w2)) < TOLERANCE[dtype]
@@ -87,16 +92,78 @@ def test_fresh_inputs_and_the_default_config():
         assert relative_error(out, float64_reference(x, topk_weights, topk_ids, w13, w2)) < 1e-6
 
 
+@pytest.mark.parametrize("config", [SMALL_MX_BLOCKS, DOWN_ON_MMA], ids=["down on CUDA cores", "down on tensor cores"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
-def test_mx_residual_fusion(dtype):
+def test_mx_residual_fusion(dtype, config):
     x, topk_weights, topk_ids, w13, w2 = make_mx_case(3, 80, 48, 5, 2, dtype, seed=5)
     residual = (torch.randn(x.shape, generator=torch.Generator().manual_seed(6)) * 4).to(dtype)
     args = (x, topk_weights, topk_ids, w13, w2)
-    expected = (residual.float() + moe_warp_decode(*args, config=SMALL_MX_BLOCKS).float()).to(dtype)
+    expected = (residual.float() + moe_warp_decode(*args, config=config).float()).to(dtype)
     in_place = residual.clone()
-    assert moe_warp_decode(*args, config=SMALL_MX_BLOCKS, out=in_place, residual=in_place) is in_place
+    assert moe_warp_decode(*args, config=config, out=in_place, residual=in_place) is in_place
     assert torch.equal(in_place, expected)
     assert relative_error(in_place - residual, float64_reference(*args)) < TOLERANCE[dtype]
+
+
+def down_mma_case(exponent_spread: int, seed: int = 0):
+    """fp16 intermediates [T*K, I] and an MX w2 whose groups' scales within a row differ by up to 2**spread."""
+    generator = torch.Generator().manual_seed(seed)
+    tokens, hidden, intermediate, experts, top_k = 3, 40, 100, 5, 3  # I: three groups and a partial fourth
+    w2 = torch.randn(experts, hidden, intermediate, generator=generator)
+    groups = torch.randint(-exponent_spread, 1, (experts, hidden, 4), generator=generator)
+    w2 = quantize_mxfp8(w2 * torch.exp2(groups.repeat_interleave(32, dim=2)[..., :intermediate]))
+    hidden_rows = torch.randn(tokens * top_k, intermediate, generator=generator).to(torch.float16)
+    topk_weights, topk_ids = route_reference(torch.randn(tokens, experts, generator=generator), top_k)
+    return hidden_rows, topk_weights, topk_ids, w2
+
+
+def down_float64(hidden_rows, topk_weights, topk_ids, w2_dequantised):
+    tokens, top_k = topk_ids.shape
+    per_slot = torch.einsum("shi,si->sh", w2_dequantised[topk_ids.reshape(-1)], hidden_rows.double())
+    return (per_slot.view(tokens, top_k, -1) * topk_weights.double()[..., None]).sum(dim=1)
+
+
+def test_down_on_tensor_cores_is_exact_in_fp32_for_groups_within_2_21_of_their_row():
+    """fp32 output: only the fp32 sums round; a row's groups up to 2**21 below its largest convert exactly."""
+    hidden_rows, topk_weights, topk_ids, w2 = down_mma_case(exponent_spread=21)
+    out = torch.empty(topk_ids.shape[0], w2.shape[1], dtype=torch.float32)
+    launch_down_mma(hidden_rows, topk_weights, topk_ids, w2, out, DOWN_ON_MMA)
+    reference = down_float64(hidden_rows, topk_weights, topk_ids, dequantize_mxfp8(w2, torch.float64))
+    assert relative_error(out, reference) < 1e-6
+
+
+def test_down_on_tensor_cores_drops_groups_more_than_2_21_below_their_rows_largest_scale():
+    """A row's largest scale sets its fp16 range. Groups 0, 2, 3 hold zeros under 2**13, group 1 the weights under
+    2**(13 - gap): converted exactly at a gap of 21, dropped (the output is 0) at 22."""
+    hidden_rows, topk_weights, topk_ids, w2 = down_mma_case(exponent_spread=0, seed=1)
+    bits = w2.data.view(torch.uint8).clone()
+    bits[..., :32] = 0
+    bits[..., 64:] = 0
+    data = bits.view(torch.float8_e4m3fn)
+    out = torch.empty(topk_ids.shape[0], w2.shape[1], dtype=torch.float32)
+    for gap in (21, 22):
+        scales = torch.full_like(w2.scales, 127 + 13)
+        scales[..., 1] -= gap
+        weights = MXTensor(data, scales)
+        launch_down_mma(hidden_rows, topk_weights, topk_ids, weights, out, DOWN_ON_MMA)
+        reference = down_float64(hidden_rows, topk_weights, topk_ids, dequantize_mxfp8(weights, torch.float64))
+        if gap == 21:
+            assert relative_error(out, reference) < 1e-6
+        else:
+            assert torch.equal(out, torch.zeros_like(out)) and reference.abs().max() > 0
+
+
+def test_down_on_tensor_cores_needs_mx_weights_tile_sizes_and_fp16_intermediates():
+    with pytest.raises(ValueError, match="down_rows >= 16"):
+        WarpDecodeConfig(down_rows=8, down_on_mma=True)
+    x, topk_weights, topk_ids, w13, w2 = make_mx_case(2, 64, 32, 4, 2, torch.bfloat16)
+    plain = [torch.randn(w.shape).to(torch.bfloat16) for w in (w13, w2)]
+    with pytest.raises(ValueError, match="takes MXFP8 weights"):
+        moe_warp_decode(x, topk_weights, topk_ids, *plain, config=DOWN_ON_MMA)
+    hidden_rows, topk_weights, topk_ids, w2 = down_mma_case(exponent_spread=0)
+    out = torch.empty(topk_ids.shape[0], w2.shape[1])
+    with pytest.raises(ValueError, match="fp16 intermediates"):
+        launch_down_mma(hidden_rows.float(), topk_weights, topk_ids, w2, out, DOWN_ON_MMA)
 
 
 def test_mixed_weight_formats_and_narrow_tiles_are_rejected():
@@ -163,6 +230,9 @@ def test_mx_tuner_sweeps_wider_tiles_and_writes_mx_keys(config_file, monkeypatch
     assert max(c.gate_up_cols for c in mx_tiles) == 2048  # no wider than H
     assert min(2 * c.gate_up_rows * c.gate_up_cols / (32 * c.gate_up_warps) for c in mx_tiles) == 16  # a 16-byte load
     assert {c.down_stages for c in tune_warp_decode.with_stages(WarpDecodeConfig(), "down")} == {1, 2, 3}
+    on_mma = [c for c in tune_warp_decode.down_candidates(shape, mx=True) if c.down_on_mma]
+    assert on_mma and min(c.down_rows for c in on_mma) == 16 and max(c.down_cols for c in on_mma) <= 1024
+    assert not any(c.down_on_mma for c in tune_warp_decode.down_candidates(shape))
     best = WarpDecodeConfig(gate_up_cols=1024, down_cols=256, gate_up_stages=2)
     times = {"total_us": 10.0, "expert_centric_us": 20.0}
     monkeypatch.setattr(tune_warp_decode, "tune", lambda shape, batch, mx: (best, times))

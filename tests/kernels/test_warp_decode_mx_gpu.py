@@ -6,7 +6,10 @@ import torch
 
 from warpcode.kernels import moe, moe_warp_decode, route, uses_warp_decode
 from warpcode.kernels.bench.bench_moe import MoeShape, float64_reference, make_layers
-from warpcode.kernels.tuning import warp_decode_config
+from warpcode.kernels.mx import MXTensor, dequantize_mxfp8
+from warpcode.kernels.mx_down import launch_down_mma
+from warpcode.kernels.tuning import WarpDecodeConfig, warp_decode_config
+from warpcode.kernels.warp_decode import launch_gate_up
 
 pytestmark = pytest.mark.gpu
 
@@ -17,7 +20,7 @@ def relative_error(out, reference):
     return ((out.double() - reference).norm() / reference.norm()).item()
 
 
-@pytest.mark.parametrize("tokens", [1, 8, 32])
+@pytest.mark.parametrize("tokens", [1, 2, 4, 8, 32])
 def test_mx_warp_decode_matches_float64_at_the_model_shape(tokens):
     """The error of MX warp decode on its own weights is the bf16 path's (fp32 math, fp16 intermediate): the
     quantisation error is in the weights, which the reference shares."""
@@ -49,3 +52,39 @@ def test_route_prefetches_mx_gate_up_rows_without_changing_the_routing():
     logits = torch.randn(1, 128, device="cuda")
     plain, hinted = route(logits, 8), route(logits, 8, prefetch=layer[3])
     assert all(torch.equal(a, b) for a, b in zip(plain, hinted, strict=True))
+
+
+def test_down_on_tensor_cores_matches_float64_in_fp32_at_the_model_shape():
+    """fp32 output at 8 tokens: the fp16 operand conversion (e4m3x2 -> f16x2, f16x2 multiplies) is exact, only the
+    fp32 sums round."""
+    [(x, topk_weights, topk_ids, w13, w2)] = make_layers(QWEN3, 8, torch.bfloat16, torch.device("cuda"), 1, mx=True)
+    config = warp_decode_config(2048, 768, 128, 8, 8, True)
+    assert config.down_on_mma
+    hidden = torch.empty(8 * 8, 768, device="cuda", dtype=torch.float16)
+    launch_gate_up(x, topk_ids, w13, hidden, config)
+    out = torch.empty(8, 2048, device="cuda", dtype=torch.float32)
+    launch_down_mma(hidden, topk_weights, topk_ids, w2, out, config)
+    weights = dequantize_mxfp8(w2, torch.float64)[topk_ids.reshape(-1)]  # [T*K, H, I]
+    per_slot = torch.einsum("shi,si->sh", weights, hidden.double()).view(8, 8, 2048)
+    reference = (per_slot * topk_weights.double()[..., None]).sum(dim=1)
+    assert relative_error(out, reference) < 1e-6
+
+
+def test_down_on_tensor_cores_converts_every_e4m3_code_exactly():
+    """One-hot intermediates pick single weights: out[t] = W2[:, t] exactly (fp32) for every finite e4m3 code,
+    under groups 0 to 21 below their row's largest scale."""
+    hidden_size, columns = 256, 128  # four groups a row; 128 one-hot rows, one per column
+    codes = torch.arange(256, dtype=torch.uint8, device="cuda")
+    codes[codes & 0x7F == 0x7F] = 0  # the two NaN codes
+    # row r, column c: code (c - r) % 256, so every code appears in every column
+    data = torch.stack([codes.roll(r)[:columns] for r in range(hidden_size)]).view(torch.float8_e4m3fn)[None]
+    gaps = torch.arange(hidden_size, device="cuda")[:, None] % 22  # how far below 200 groups 1..3 sit
+    scales = torch.cat([torch.full((hidden_size, 1), 200, device="cuda"), 200 - gaps.expand(-1, 3)], dim=1)
+    w2 = MXTensor(data, scales.to(torch.uint8)[None])
+    hidden = torch.eye(columns, device="cuda", dtype=torch.float16)  # slot t: column t
+    topk_ids = torch.zeros(columns, 1, device="cuda", dtype=torch.int64)
+    topk_weights = torch.ones(columns, 1, device="cuda")
+    out = torch.empty(columns, hidden_size, device="cuda", dtype=torch.float32)
+    config = WarpDecodeConfig(down_rows=64, down_cols=128, down_warps=2, down_on_mma=True)
+    launch_down_mma(hidden, topk_weights, topk_ids, w2, out, config)
+    assert torch.equal(out, dequantize_mxfp8(w2, torch.float32)[0].T)
