@@ -22,7 +22,7 @@ At one row on the GPU an MoE layer instead routes beside its o_proj, from weight
                                                                            # the experts' first rows to L2
     h = moe(normed, ids, residual=h_new)                                   # warp decode (`adds_residual`)
 A fusion applies where its kernel runs: the GEMV where it measured faster than cuBLAS (`uses_gemv`: every projection
-at one row, narrow outputs such as the router up to 4 rows), warp decode up to its crossover token count without a
+at one row, narrow outputs such as the router up to 8 rows), warp decode up to its crossover token count without a
 shared expert. Elsewhere (cuBLAS, the expert-centric path, dense MLP layers, off the GPU) the output waits as
 `pending` and the next norm is the add + RMSNorm kernel:
     normed, h = add_rmsnorm(pending, norm_weight, h)                       # h + pending, then RMSNorm: one kernel
