@@ -37,9 +37,10 @@ from warpcode.kernels.mx_tile import dot_operand_tile
 from warpcode.kernels.norm import SUPPORTED_DTYPES, round_to
 from warpcode.kernels.tuning import require_powers_of_two
 
-# linear_mx: the Triton GEMM up to this many rows, dequantise + cuBLAS beyond. Not measured past one row yet (H200,
-# 5120x2048: 11.0 us against 14.5, BENCHMARKS.md "MXFP8"): `bench_gemv --weights mxfp8` prints the crossover.
-MX_LINEAR_MAX_ROWS = 512
+# linear_mx: the Triton GEMM up to this many rows, dequantise + cuBLAS beyond. H200, `bench_gemv --weights mxfp8`
+# (2026-12-02): q/k/v 5120 x 2048 at 32 rows 11.0 us against 13.8, at 64 16.2 against 14.8, at 320 32.7 against 24.5;
+# o_proj 2048 x 4096 at 32 rows 10.9 against 14.9, at 64 32.7 against 15.5.
+MX_LINEAR_MAX_ROWS = 32
 
 
 @dataclass(frozen=True)

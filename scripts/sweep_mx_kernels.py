@@ -4,9 +4,10 @@
     ncu ... python3 scripts/sweep_mx_kernels.py --once     # each kernel launched once per weight format, untimed
 
 Times (CUDA-graph replay over rotated weight copies, so nothing is served from L2) warp decode's gate_up and down
-kernels and the whole MoE at each token count, the q/k/v GEMV with its RMSNorm prologue at one row and the fused
-o_proj + router kernel, each over a few launch configurations around the tuned one, and prints the rate on the
-unique weight bytes against the copy bandwidth measured in the same run.
+kernels (down on CUDA cores and, for MX weights, on tensor cores: kernels/mx_down.py) and the whole MoE at each
+token count, the q/k/v GEMV with its RMSNorm prologue at one row and the fused o_proj + router kernel, each over a
+few launch configurations around the tuned one, and prints the rate on the unique weight bytes against the copy
+bandwidth measured in the same run.
 """
 
 from __future__ import annotations
@@ -41,6 +42,11 @@ DOWN_MX = [
     (4, 256, 8, 1), (4, 256, 8, 2), (4, 128, 4, 3), (4, 128, 8, 3), (2, 128, 4, 3), (8, 128, 8, 3), (4, 64, 4, 4),
     (8, 64, 4, 4), (2, 256, 4, 2), (8, 256, 8, 2), (4, 256, 4, 3), (8, 256, 8, 1),
 ]  # fmt: skip
+# kernel 2 on tensor cores (kernels/mx_down.py): (rows, columns, warps, stages) of one slot's tile
+DOWN_MX_ON_MMA = [
+    (64, 128, 2, 3), (64, 128, 2, 4), (32, 128, 1, 3), (32, 128, 1, 4), (128, 128, 2, 3), (64, 64, 2, 3),
+    (32, 64, 1, 4), (16, 128, 1, 3), (32, 256, 1, 2), (64, 128, 1, 3),
+]  # fmt: skip
 GEMV_MX = [
     (8, 2048, 4, 1), (8, 1024, 4, 2), (8, 512, 4, 3), (16, 512, 8, 3), (4, 1024, 2, 2), (8, 1024, 8, 2),
     (16, 1024, 8, 2), (4, 512, 2, 3), (16, 256, 4, 4), (4, 2048, 4, 1),
@@ -72,8 +78,9 @@ def moe_rows(tokens: int, mx: bool, copy_bw: float, emit) -> None:
         for r, c, w, st in (GATE_UP_MX if mx else [])
     ]
     down_configs = [tuned] + [
-        WarpDecodeConfig(down_rows=r, down_cols=c, down_warps=w, down_stages=st)
-        for r, c, w, st in (DOWN_MX if mx else [])
+        WarpDecodeConfig(down_rows=r, down_cols=c, down_warps=w, down_stages=st, down_on_mma=on_mma)
+        for on_mma, tiles in ((False, DOWN_MX), (True, DOWN_MX_ON_MMA))
+        for r, c, w, st in (tiles if mx else [])
     ]
     for config in gate_up_configs:
         seconds = time_config(launch_gate_up, config, gate_up)
@@ -81,7 +88,8 @@ def moe_rows(tokens: int, mx: bool, copy_bw: float, emit) -> None:
                seconds, w13_bytes)  # fmt: skip
     for config in down_configs:
         seconds = time_config(launch_down, config, down)
-        report("down", [config.down_rows, config.down_cols, config.down_warps, config.down_stages], seconds, w2_bytes)
+        tile = [config.down_rows, config.down_cols, config.down_warps, config.down_stages]
+        report("down on mma" if config.down_on_mma else "down", tile, seconds, w2_bytes)
 
 
 def projection_rows(mx: bool, copy_bw: float, emit) -> None:
