@@ -50,3 +50,9 @@ def wait_for_inputs(USE_PDL: tl.constexpr):
     if USE_PDL:
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
+
+
+@triton.jit
+def as_int64(value):
+    """An integer kernel argument as int64: Triton passes 1 as a constexpr int (no `.to`), other values as tensors."""
+    return tl.zeros([], dtype=tl.int64) + value

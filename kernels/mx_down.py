@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 from warpcode.kernels.counters import arrival_counters, arrive
-from warpcode.kernels.launch import INTERPRETER, pdl_options
+from warpcode.kernels.launch import INTERPRETER, as_int64, pdl_options
 from warpcode.kernels.mx import MXTensor
 from warpcode.kernels.mx_tile import f16_operand_tile, f16_tile_row_scales, row_scale_exponents
 from warpcode.kernels.norm import round_to
@@ -75,7 +75,7 @@ def _down_mma_kernel(
     partial = row * (f16_tile_row_scales(row_exponents) * route_weight)
     share = slot - token * TOP_K
     partial_ptrs = partial_ptr + token.to(tl.int64) * H + rows
-    share_stride = H.to(tl.int64) * T  # elements of one slot index's partials [T, H]
+    share_stride = as_int64(H) * T  # elements of one slot index's partials [T, H]
     tl.store(partial_ptrs + share * share_stride, partial, mask=row_mask)
     if arrive(counter_ptr + token * tl.num_programs(1) + row_block, TOP_K):
         total = tl.zeros([BLOCK_N], dtype=tl.float32)

@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 
 from warpcode.kernels.counters import arrival_counters, arrive
-from warpcode.kernels.launch import INTERPRETER, pdl_options, sm_count, wait_for_inputs
+from warpcode.kernels.launch import INTERPRETER, as_int64, pdl_options, sm_count, wait_for_inputs
 from warpcode.kernels.mx import BLOCK as MX_GROUP
 from warpcode.kernels.mx import MXTensor, dequantize_mxfp8, is_mx
 from warpcode.kernels.mx_tile import dot_operand_tile
@@ -131,7 +131,7 @@ def _mx_linear_kernel(
     last = True
     if SPLIT_K > 1:
         partial_ptrs = partial_ptr + rows[:, None].to(tl.int64) * N + cols[None, :]
-        share_stride = M.to(tl.int64) * N  # elements per share's partial [M, N]
+        share_stride = as_int64(M) * N  # elements per share's partial [M, N]
         tl.store(partial_ptrs + share * share_stride, acc, mask=out_mask)
         last = arrive(counter_ptr + pid, SPLIT_K)
         if last:

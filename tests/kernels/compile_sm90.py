@@ -91,10 +91,12 @@ CASES = [
         for splits in (1, 6)
     ),
     *(
-        (f"mx_linear, {splits} K shares", mx_linear._mx_linear_kernel, MX_LINEAR,
-         {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 256, "GROUP_M": 8, "SPLIT_K": splits, "HAS_BIAS": True,
-          "UPCAST_DOT_OPERANDS": False, "DOT_PRECISION": "tf32", "USE_PDL": True}, {"num_warps": 2, "num_stages": 3})
-        for splits in (1, 4)
+        (f"mx_linear, {splits} K shares{label}", mx_linear._mx_linear_kernel,
+         {k: v for k, v in MX_LINEAR.items() if k not in specialised},
+         {**specialised, "BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 256, "GROUP_M": 8, "SPLIT_K": splits,
+          "HAS_BIAS": True, "UPCAST_DOT_OPERANDS": False, "DOT_PRECISION": "tf32", "USE_PDL": True},
+         {"num_warps": 2, "num_stages": 3})
+        for splits, label, specialised in ((1, "", {}), (4, "", {}), (4, ", one row (M specialised)", {"M": 1}))
     ),
     *(
         (f"MX down on tensor cores, {label}", mx_down._down_mma_kernel,
