@@ -94,6 +94,26 @@ def dequantize_tile(w, s, ROWS: tl.constexpr, BLOCK_K: tl.constexpr, dtype: tl.c
     return tl.reshape(grouped, [ROWS, BLOCK_K]).to(dtype)
 
 
+@triton.jit
+def _per_weight(group_values, ROWS: tl.constexpr, BLOCK_K: tl.constexpr):
+    """[ROWS, BLOCK_K // 32] values of the scale groups -> [ROWS, BLOCK_K], each repeated over its group's weights."""
+    return tl.reshape(tl.broadcast_to(group_values[:, :, None], [ROWS, BLOCK_K // 32, 32]), [ROWS, BLOCK_K])
+
+
+@triton.jit
+def _convert_quads(asm: tl.constexpr, w, multiplier):
+    """Inline PTX per four fp8 weights of w ($2, one register) and their 16-bit multipliers (two pairs: $3, $4) ->
+    the four weights in the multipliers' dtype ($0, $1: two pairs)."""
+    return tl.inline_asm_elementwise(
+        asm=asm,
+        constraints="=r,=r,r,r,r",
+        args=[w.to(tl.uint8, bitcast=True), multiplier],
+        dtype=multiplier.dtype,
+        is_pure=True,
+        pack=4,
+    )
+
+
 # dot_operand_tile's bit placement is exact for E8M0 scales up to 134 (2**7: block maxima up to 448 * 2**7); a weight
 # with larger scales would overflow its bf16 multiplier, so the model's loader refuses such weights (mx_weights.py).
 MAX_BF16_TILE_SCALE = 134
@@ -111,9 +131,8 @@ def dot_operand_tile(w, s, ROWS: tl.constexpr, BLOCK_K: tl.constexpr, dtype: tl.
         return dequantize_tile(w, s, ROWS, BLOCK_K, dtype)
     else:
         multiplier = ((s.to(tl.int32) + 120) << 7).to(tl.int16).to(tl.bfloat16, bitcast=True)  # 2**(s - 7)
-        multiplier = tl.reshape(tl.broadcast_to(multiplier[:, :, None], [ROWS, BLOCK_K // 32, 32]), [ROWS, BLOCK_K])
-        return tl.inline_asm_elementwise(
-            asm="""{
+        return _convert_quads(
+            """{
             .reg .b32 pair0, pair1;
             prmt.b32 pair0, $2, 0, 0x9180;
             prmt.b32 pair1, $2, 0, 0xB3A2;
@@ -124,11 +143,8 @@ def dot_operand_tile(w, s, ROWS: tl.constexpr, BLOCK_K: tl.constexpr, dtype: tl.
             mul.rn.bf16x2 $0, pair0, $3;
             mul.rn.bf16x2 $1, pair1, $4;
             }""",
-            constraints="=r,=r,r,r,r",
-            args=[w.to(tl.uint8, bitcast=True), multiplier],
-            dtype=tl.bfloat16,
-            is_pure=True,
-            pack=4,
+            w,
+            _per_weight(multiplier, ROWS, BLOCK_K),
         )
 
 
@@ -173,13 +189,12 @@ def f16_operand_tile(w, s, row_exponents, ROWS: tl.constexpr, BLOCK_K: tl.conste
     conversions and two f16x2 multiplies per four weights. Exact for groups whose scale is at least r - 21 (the
     multiplier an fp16 normal); groups below that are dropped (each weight of them is under 2**-21 of the row's
     largest)."""
-    multiplier = _pow2_f16(s.to(tl.int32) - row_exponents[:, None] + FP16_HEADROOM)
-    multiplier = tl.reshape(tl.broadcast_to(multiplier[:, :, None], [ROWS, BLOCK_K // 32, 32]), [ROWS, BLOCK_K])
+    multiplier = _per_weight(_pow2_f16(s.to(tl.int32) - row_exponents[:, None] + FP16_HEADROOM), ROWS, BLOCK_K)
     if _INTERPRETED:
         return (w.to(tl.float32) * multiplier.to(tl.float32)).to(tl.float16)
     else:
-        return tl.inline_asm_elementwise(
-            asm="""{
+        return _convert_quads(
+            """{
             .reg .b16 low, high;
             mov.b32 {low, high}, $2;
             cvt.rn.f16x2.e4m3x2 $0, low;
@@ -187,9 +202,6 @@ def f16_operand_tile(w, s, row_exponents, ROWS: tl.constexpr, BLOCK_K: tl.conste
             mul.rn.f16x2 $0, $0, $3;
             mul.rn.f16x2 $1, $1, $4;
             }""",
-            constraints="=r,=r,r,r,r",
-            args=[w.to(tl.uint8, bitcast=True), multiplier],
-            dtype=tl.float16,
-            is_pure=True,
-            pack=4,
+            w,
+            multiplier,
         )
