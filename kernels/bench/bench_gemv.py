@@ -166,6 +166,7 @@ def bench_batch(weights, batch, args, copy_bw, emit) -> dict:
 # ------------------------------------------------------------------------------------------------ MXFP8 weights
 
 MX_BATCHES = "1,2,4,8,16,32,64,128,256,512,1024,2048"
+MX_PATHS = ("cublas_bf16", "dequant_cublas", "mx_linear", "gemv")
 
 
 def mx_gemv_configs(n: int, hidden: int, batch: int, args) -> list[GemvConfig]:
@@ -269,22 +270,23 @@ def bench_mx_batch(weights, plain, m, args, copy_bw, emit) -> dict:
         found = [row for row in found if row is not None]
         return min(found, key=lambda row: row["us"]) if found else None
 
-    cell = {
-        "cublas_bf16": run("cublas_bf16", None, lambda w: F.linear(x, w), plain, 2 * n * hidden),
-        "dequant_cublas": run(
+    paths = {
+        "cublas_bf16": lambda: run("cublas_bf16", None, lambda w: F.linear(x, w), plain, 2 * n * hidden),
+        "dequant_cublas": lambda: run(
             "dequant_cublas", None, lambda w: F.linear(x, dequantize_weight(w, dtype)), weights, mx_bytes
         ),
-        "mx_linear": fastest(
+        "mx_linear": lambda: fastest(
             run("mx_linear", c, lambda w, c=c: mx_linear(x, w, config=c), weights, mx_bytes)
             for c in mx_linear_configs(m, n, hidden, args)
         ),
-    }
-    if m <= MAX_BATCH:
-        cell["gemv"] = fastest(
+        "gemv": lambda: fastest(
             run("gemv", c, lambda w, c=c: gemv(x, w, config=c), weights, mx_bytes)
             for c in mx_gemv_configs(n, hidden, m, args)
-        )
-    return cell
+        ),
+    }
+    if m > MAX_BATCH:
+        del paths["gemv"]
+    return {path: time_path() for path, time_path in paths.items() if path in args.paths}
 
 
 def report_mx(best: dict, stream) -> None:
@@ -295,6 +297,8 @@ def report_mx(best: dict, stream) -> None:
         print(f"# {n}x{hidden} M={m}: {cells}", file=stream)
         if cell.get("gemv") is not None:
             tuned_lines.append(f"    ({n}, {hidden}, {token_bucket(m)}): {GemvConfig(**cell['gemv']['config'])!r},")
+        if "mx_linear" not in cell or "dequant_cublas" not in cell:
+            continue
         triton_row, cublas_row = cell["mx_linear"], cell["dequant_cublas"]
         if triton_row is not None and (cublas_row is None or triton_row["us"] <= cublas_row["us"]):
             crossover[(n, hidden)] = max(crossover.get((n, hidden), 0), m)
@@ -316,6 +320,12 @@ def main(argv: list[str] | None = None) -> None:
         "--whole-row-only",
         action="store_true",
         help="sweep only the default config and the whole-row-in-flight ones (block_k = next_power_of_2(H) or half)",
+    )
+    parser.add_argument(
+        "--paths",
+        default=",".join(MX_PATHS),
+        type=lambda text: text.split(","),
+        help=f"mxfp8: the paths to time, comma-separated (default {','.join(MX_PATHS)})",
     )
     parser.add_argument("--l2-multiple", type=float, default=4.0, help="rotated weight bytes per call set / L2")
     parser.add_argument("--replays", type=int, default=50)

@@ -19,8 +19,8 @@ from warpcode.kernels import decode_attention, expert_centric, mx_down, mx_linea
 # Pointers are 16-byte aligned and these integers multiples of 16, as the launcher would specialise them; without
 # it the loads are not vectorised and not pipelined, which is not the code the GPU runs.
 DIVISIBLE = {
-    "K_DIM", "N", "H", "K", "stride_am", "stride_be", "stride_bn", "stride_cm", "stride_se", "stride_sn", "stride_xm",
-    "stride_wn", "stride_ym",
+    "K_DIM", "N", "H", "I", "K", "stride_am", "stride_be", "stride_bn", "stride_cm", "stride_se", "stride_sn",
+    "stride_xm", "stride_wn", "stride_ym", "stride_hs", "stride_we", "stride_wr", "stride_rt", "stride_ot",
 }  # fmt: skip
 
 GEMM = {
