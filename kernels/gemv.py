@@ -96,10 +96,17 @@ TUNED_CONFIGS: dict[tuple[int, int, int], GemvConfig] = {
 
 # MXFP8 weights (fp8 data + one scale byte per 32): the q/k/v shape at one row with the RMSNorm prologue, the best of
 # 18 tiles by scripts/sweep_mx_kernels.py (H200, 2026-12-02: 5.50 us; whole rows 8 x 2048 6.05-6.20, the
-# heuristic's 16 x 1024 8.0-8.5).
+# heuristic's 16 x 1024 8.0-8.5); at two rows the best of `bench_gemv --weights mxfp8`'s sweep (7.77 us against
+# mx_linear's 8.9 and the heuristic's 25.4).
 MX_TUNED_CONFIGS: dict[tuple[int, int, int], GemvConfig] = {
     (5120, 2048, 1): GemvConfig(block_n=8, block_k=1024, num_warps=4, num_stages=2),
+    (5120, 2048, 2): GemvConfig(block_n=4, block_k=512, num_warps=1),
 }
+
+
+def has_tuned_mx_config(n: int, h: int, batch: int) -> bool:
+    """Whether MX_TUNED_CONFIGS holds a measured tile for this shape and batch (its token bucket)."""
+    return (n, h, token_bucket(batch)) in MX_TUNED_CONFIGS
 
 
 def default_gemv_config(n: int, h: int, batch: int, mx: bool = False) -> GemvConfig:

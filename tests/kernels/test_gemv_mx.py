@@ -91,7 +91,7 @@ def test_mx_default_config_and_checks():
     y = gemv(x, w)  # the MX default config
     assert_matches_float64(y, x.double(), dequantize_mxfp8(w, torch.float64), None, torch.bfloat16)
     for n, hidden in [(5120, 2048), (2048, 4096), (128, 2048), (7, 37)]:
-        for batch in (1, 4, 8, 16):
+        for batch in (1, 2, 4, 8, 16):
             config = default_gemv_config(n, hidden, batch, mx=True)
             tuned = MX_TUNED_CONFIGS.get((n, hidden, token_bucket(batch)))
             assert config == (tuned or default_mx_gemv_config(n, hidden, batch))

@@ -20,7 +20,7 @@ CONFIGS = {
 
 
 @pytest.mark.parametrize("config_name", list(CONFIGS))
-@pytest.mark.parametrize("batch", [1, 4, 8, 16])
+@pytest.mark.parametrize("batch", [1, 2, 4, 8, 16])
 @pytest.mark.parametrize("shape", SHAPES, ids=[f"{n}x{h}" for n, h in SHAPES])
 def test_gemv_mx_at_model_shapes(shape, batch, config_name):
     n, hidden = shape
