@@ -330,6 +330,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--l2-multiple", type=float, default=4.0, help="rotated weight bytes per call set / L2")
     parser.add_argument("--replays", type=int, default=50)
     args = parser.parse_args(argv)
+    if unknown := sorted(set(args.paths) - set(MX_PATHS)):
+        parser.error(f"--paths: unknown {', '.join(unknown)} (choose from {', '.join(MX_PATHS)})")
     shapes = [tuple(int(v) for v in shape.lower().split("x")) for shape in args.shapes.split(",")]
     mx = args.weights == "mxfp8"
     batches = [int(b) for b in (args.batch or (MX_BATCHES if mx else "1,2,4,8,16")).split(",")]
