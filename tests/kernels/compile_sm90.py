@@ -118,7 +118,8 @@ CASES = [
 ]  # fmt: skip
 
 
-def compile_sm90(kernel: triton.JITFunction, signature: dict, constants: dict, options: dict) -> None:
+def compile_sm90(kernel: triton.JITFunction, signature: dict, constants: dict, options: dict):
+    """The kernel compiled for sm_90 (triton's CompiledKernel: .asm holds its ttgir, ptx, cubin and sass)."""
     names = list(kernel.arg_names)
     missing = set(names) - set(signature) - set(constants)
     if missing:
@@ -131,7 +132,7 @@ def compile_sm90(kernel: triton.JITFunction, signature: dict, constants: dict, o
         if kind.startswith("*") or name in DIVISIBLE
     }
     source = ASTSource(kernel, full, {(names.index(n),): v for n, v in values.items()}, attrs)
-    triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
 
 
 def main() -> int:
