@@ -22,9 +22,9 @@ At one row on the GPU an MoE layer instead routes beside its o_proj, from weight
                                                                            # the experts' first rows to L2
     h = moe(normed, ids, residual=h_new)                                   # warp decode (`adds_residual`)
 A fusion applies where its kernel runs: the GEMV where it measured faster than cuBLAS (`uses_gemv`: every projection
-at one row, narrow outputs such as the router up to 8 rows), warp decode up to its crossover token count without a
-shared expert. Elsewhere (cuBLAS, the expert-centric path, dense MLP layers, off the GPU) the output waits as
-`pending` and the next norm is the add + RMSNorm kernel:
+at one row, narrow outputs such as the router up to 8 rows, MX q/k/v at two rows), warp decode up to its crossover
+token count without a shared expert. Elsewhere (cuBLAS, the expert-centric path, dense MLP layers, off the GPU) the
+output waits as `pending` and the next norm is the add + RMSNorm kernel:
     normed, h = add_rmsnorm(pending, norm_weight, h)                       # h + pending, then RMSNorm: one kernel
 The final norm is always that kernel; greedy steps end in kernels/greedy.py's two launches (argmax into tokens,
 steps and seq_lens + 1). The adds round as the eager model does (the projection, then the sum with h);

@@ -48,20 +48,22 @@ class Linear(nn.Module):
 # qwen3 router [128, 2048] at 4 rows 2.1 us against cuBLAS's 5.0, at 8 rows 2.4 against 5.6 (bench_gemv).
 NARROW_GEMV_ROWS = 8
 NARROW_GEMV_OUTPUTS = 1024
-# Rows up to which an MX projection takes the GEMV where kernels/gemv.py has a tuned tile for it: qwen3's q/k/v at two
-# rows, H200 MX decode at batch 2 +1.2 % at 512 keys, equal at 8K. o_proj there too: +0.8 % more at 512 keys but
-# -1.0 % at 8K (its weights, fetched before the wait, meet attention streaming the KV cache), so it has no entry.
-MX_GEMV_ROWS = 2
 
 
 def uses_gemv(x: torch.Tensor, weight: Weight) -> bool:
-    """Whether x @ weight.T runs as the GEMV kernel: where it measured faster than cuBLAS (or mx_linear) on the H200
-    (one row: every projection of the layer; up to NARROW_GEMV_ROWS rows: narrow outputs such as the router; up to
-    MX_GEMV_ROWS rows: MX projections with a tuned GEMV tile)."""
-    rows, outputs = x.shape[0], weight.shape[0]
+    """Whether x @ weight.T runs as the GEMV kernel: on the GPU, where `gemv_wins` says."""
+    return x.is_cuda and x.dim() == 2 and gemv_wins(x.shape[0], weight)
+
+
+def gemv_wins(rows: int, weight: Weight) -> bool:
+    """Where the GEMV measured faster than cuBLAS (or mx_linear) on the H200: one row, every projection of the layer;
+    up to NARROW_GEMV_ROWS rows, narrow outputs such as the router; an MX weight where kernels/gemv.py holds a tuned
+    tile for its shape and rows (qwen3's q/k/v at two rows: MX decode at batch 2 +1.2 % at 512 keys, equal at 8K;
+    o_proj there too gave +0.8 % more at 512 keys but -1.0 % at 8K, its weights fetched before the wait meeting
+    attention streaming the KV cache, so it has no entry)."""
+    outputs, inputs = weight.shape
     narrow = rows <= NARROW_GEMV_ROWS and outputs <= NARROW_GEMV_OUTPUTS
-    tuned_mx = rows <= MX_GEMV_ROWS and is_mx(weight) and has_tuned_mx_config(outputs, weight.shape[1], rows)
-    return x.is_cuda and x.dim() == 2 and (rows == 1 or narrow or tuned_mx)
+    return rows == 1 or narrow or (is_mx(weight) and has_tuned_mx_config(outputs, inputs, rows))
 
 
 def linear(x: torch.Tensor, weight: Weight, bias: torch.Tensor | None) -> torch.Tensor:

@@ -35,8 +35,16 @@ WEIGHTS = {"plain": "bf16", "mxfp8": "mxfp8"}
 
 def gemv_rule(x, weight):
     """decode_step.uses_gemv without its device check."""
-    rows, outputs = x.shape[0], weight.shape[0]
-    return rows == 1 or (rows <= mx_weights.NARROW_GEMV_ROWS and outputs <= mx_weights.NARROW_GEMV_OUTPUTS)
+    return mx_weights.gemv_wins(x.shape[0], weight)
+
+
+def test_gemv_wins_where_measured():
+    qkv, o_proj = mx_weights.empty_mx((5120, 2048), "cpu"), mx_weights.empty_mx((2048, 4096), "cpu")
+    router = torch.empty(128, 2048)
+    assert mx_weights.gemv_wins(1, o_proj) and mx_weights.gemv_wins(2, qkv)  # one row; MX q/k/v's tuned two rows
+    assert not mx_weights.gemv_wins(3, qkv) and not mx_weights.gemv_wins(2, o_proj)  # no tuned tile there
+    assert not mx_weights.gemv_wins(2, torch.empty(5120, 2048))  # bf16 q/k/v: cuBLAS
+    assert mx_weights.gemv_wins(8, router) and not mx_weights.gemv_wins(9, router)
 
 
 def one_row_only(x, weight):
