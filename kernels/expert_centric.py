@@ -25,7 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
-from warpcode.kernels.launch import INTERPRETER
+from warpcode.kernels.launch import INTERPRETER, register_cap
 from warpcode.kernels.moe_args import check_kernel_layout, check_moe_args, output_buffer
 from warpcode.kernels.mx import BLOCK as MX_GROUP
 from warpcode.kernels.mx import MXTensor, is_mx
@@ -270,7 +270,7 @@ def _grouped_gemm(
         MUL_SLOT_WEIGHT=slot_weights is not None, GATED=gated, UPCAST_DOT_OPERANDS=_UPCAST_DOT_OPERANDS,
         # fp32 models get fp32 products (Triton's default for fp32 is tf32); bf16 operands are exact either way.
         DOT_PRECISION="ieee" if a.dtype == torch.float32 else "tf32", IS_MX=mx,
-        num_warps=config.num_warps, num_stages=config.num_stages,
+        num_warps=config.num_warps, num_stages=config.num_stages, **register_cap(config.max_registers),
     )  # fmt: skip
 
 

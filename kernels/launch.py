@@ -1,4 +1,4 @@
-"""Launch options that depend on the device: programmatic dependent launch (PDL) on Hopper and newer.
+"""Launch options: programmatic dependent launch (PDL) on Hopper and newer, register caps.
 
 With PDL a kernel's blocks may start while the previous kernel drains; kernels launched this way call
 `gdc_wait` before reading anything an earlier kernel wrote, so the option never changes results.
@@ -41,6 +41,19 @@ def pdl_options(device: torch.device) -> dict:
     if device.type != "cuda" or not _supports_pdl(device.index if device.index is not None else 0):
         return {"USE_PDL": False}
     return {"USE_PDL": True, "launch_pdl": True}
+
+
+def register_cap(max_registers: int | None) -> dict:
+    """Keyword arguments for a Triton launch capping the registers a thread (ptxas' maxnreg; None: no cap). Fewer
+    registers let more programs share an SM; below what the kernel needs, ptxas spills."""
+    return {"maxnreg": max_registers} if max_registers else {}
+
+
+def check_register_cap(config: object, name: str) -> None:
+    """Raises ValueError unless the launch config's `name` is None or a register count ptxas accepts (24-255)."""
+    value = getattr(config, name)
+    if value is not None and not 24 <= value <= 255:
+        raise ValueError(f"{type(config).__name__}.{name} must be None or 24-255 registers a thread, got {value}")
 
 
 @triton.jit

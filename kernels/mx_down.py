@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 from warpcode.kernels.counters import arrival_counters, arrive
-from warpcode.kernels.launch import INTERPRETER, as_int64, pdl_options
+from warpcode.kernels.launch import INTERPRETER, as_int64, pdl_options, register_cap
 from warpcode.kernels.mx import MXTensor
 from warpcode.kernels.mx_tile import f16_operand_tile, f16_tile_row_scales, row_scale_exponents
 from warpcode.kernels.norm import round_to
@@ -116,4 +116,5 @@ def launch_down_mma(
         HAS_RESIDUAL=residual is not None, UPCAST_DOT_OPERANDS=INTERPRETER,
         EVICTION="evict_first" if tokens == 1 else "",
         num_warps=config.down_warps, num_stages=config.down_stages, **pdl_options(out.device),
+        **register_cap(config.down_max_registers),
     )  # fmt: skip

@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from warpcode.kernels.launch import INTERPRETER, sm_count
+from warpcode.kernels.launch import INTERPRETER, register_cap, sm_count
 
 _TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}
 _MAX_SPLITS = 8
@@ -228,7 +228,7 @@ def paged_prefill_attention(
         BLOCK_N=block_n, BLOCK_D=max(16, triton.next_power_of_2(dim)), CACHE_BLOCK=cache_block,
         DOT_DTYPE=dot_dtype, DOT_PRECISION="ieee" if dot_dtype == tl.float32 else "tf32",
         ROWS_ON_DEVICE=rows is not None, NUM_SPLITS=splits, HQ=q_heads, num_warps=warps, num_stages=stages,
-        **({"maxnreg": max_registers} if max_registers else {}),
+        **register_cap(max_registers),
     )  # fmt: skip
     if splits > 1:
         _merge_splits_kernel[(tokens, kv_heads)](

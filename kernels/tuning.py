@@ -14,10 +14,12 @@ from __future__ import annotations
 import functools
 import json
 import os
-from dataclasses import dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import triton
+
+from warpcode.kernels.launch import check_register_cap
 
 CONFIG_FILE = Path(__file__).parent / "warp_decode_configs.json"
 TOKEN_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -49,6 +51,7 @@ class WarpDecodeConfig:
     # MXFP8 weights, fp16 intermediates: kernel 2 on tensor cores (kernels/mx_down.py), a program per routed slot
     # and block of down_rows output rows, down_cols of I per tile
     down_on_mma: bool = False
+    down_max_registers: int | None = None  # kernel 2's cap a thread (maxnreg): more programs an SM, or spills
 
     def __post_init__(self) -> None:
         require_powers_of_two(
@@ -58,6 +61,7 @@ class WarpDecodeConfig:
             raise ValueError("WarpDecodeConfig stages must be >= 1")
         if self.down_on_mma and (self.down_rows < 16 or self.down_cols < 32):
             raise ValueError(f"WarpDecodeConfig.down_on_mma needs down_rows >= 16 and down_cols >= 32, got {self}")
+        check_register_cap(self, "down_max_registers")
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ class GroupedGemmConfig:
     block_k: int
     num_warps: int = 4
     num_stages: int = 3
+    max_registers: int | None = None  # a thread (maxnreg), both GEMMs: more programs an SM, or spills
 
     def __post_init__(self) -> None:
         require_powers_of_two(self, ("block_m", "block_n", "block_k", "num_warps"))
@@ -76,6 +81,12 @@ class GroupedGemmConfig:
             raise ValueError(f"GroupedGemmConfig blocks must be >= 16 (tl.dot), got {self}")
         if self.num_stages < 1:
             raise ValueError(f"GroupedGemmConfig.num_stages must be >= 1, got {self.num_stages}")
+        check_register_cap(self, "max_registers")
+
+
+def config_entry(config: WarpDecodeConfig | GroupedGemmConfig) -> dict:
+    """The config's fields as the config file holds them: unset options (None, as no register cap) left out."""
+    return {name: value for name, value in asdict(config).items() if value is not None}
 
 
 def shape_key(hidden: int, intermediate: int, experts: int, top_k: int, mx: bool = False) -> str:

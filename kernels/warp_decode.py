@@ -42,7 +42,7 @@ import torch
 import triton
 import triton.language as tl
 
-from warpcode.kernels.launch import pdl_options
+from warpcode.kernels.launch import pdl_options, register_cap
 from warpcode.kernels.moe_args import check_kernel_layout, check_like_x, check_moe_args, output_buffer
 from warpcode.kernels.mx import BLOCK as MX_BLOCK
 from warpcode.kernels.mx import MXTensor, is_mx
@@ -357,7 +357,8 @@ def launch_down(hidden, topk_weights, topk_ids, w2, out, config: WarpDecodeConfi
             return
         default = WarpDecodeConfig()
         config = replace(config, down_on_mma=False, down_rows=default.down_rows, down_cols=default.down_cols,
-                         down_warps=default.down_warps, down_stages=default.down_stages)  # fmt: skip
+                         down_warps=default.down_warps, down_stages=default.down_stages,
+                         down_max_registers=None)  # fmt: skip
     tokens, hidden_size = out.shape
     top_k = topk_ids.shape[1]
     intermediate = hidden.shape[1]
@@ -371,4 +372,5 @@ def launch_down(hidden, topk_weights, topk_ids, w2, out, config: WarpDecodeConfi
         HAS_RESIDUAL=residual is not None, MX=is_mx(w2),
         EVICTION=ONE_TOKEN_EVICTION if tokens == 1 else "",
         num_warps=config.down_warps, num_stages=config.down_stages, **pdl_options(out.device),
+        **register_cap(config.down_max_registers),
     )  # fmt: skip

@@ -1,6 +1,6 @@
 """The batch-1 MX kernels of a qwen3-30b-a3b decoder layer against their bf16 counterparts, on the GPU.
 
-    python3 scripts/sweep_mx_kernels.py [--tokens 1,8] [--json]
+    python3 scripts/sweep_mx_kernels.py [--tokens 1,8] [--json] [--mma-only] [--register-caps 168,128]
     ncu ... python3 scripts/sweep_mx_kernels.py --once     # each kernel launched once per weight format, untimed
 
 Times (CUDA-graph replay over rotated weight copies, so nothing is served from L2) warp decode's gate_up and down
@@ -19,7 +19,7 @@ import sys
 
 import torch
 
-from warpcode.kernels.bench.bench_moe import MoeShape, make_layers
+from warpcode.kernels.bench.bench_moe import MoeShape, make_layers, register_cap_list
 from warpcode.kernels.bench.timing import measure_copy_bandwidth, time_per_call
 from warpcode.kernels.bench.tune_warp_decode import kernel_arguments, time_config
 from warpcode.kernels.gemv import GemvConfig, default_gemv_config, gemv
@@ -59,7 +59,11 @@ def rate(kernel: str, weights: str, tokens: int, config, seconds: float, nbytes:
             "tb_s": nbytes / seconds / 1e12, "of_copy": nbytes / seconds / copy_bw}  # fmt: skip
 
 
-def moe_rows(tokens: int, mx: bool, copy_bw: float, emit) -> None:
+def moe_rows(
+    tokens: int, mx: bool, copy_bw: float, emit, register_caps: tuple[int, ...] = (), mma_only: bool = False
+) -> None:
+    """The rows of warp decode at `tokens`: the whole MoE, then each kernel's tiles (mma_only: kernel 2's tiles
+    on tensor cores alone, each also under `register_caps`)."""
     layers = make_layers(SHAPE, tokens, torch.bfloat16, torch.device("cuda"), COPIES, mx)
     tuned = warp_decode_config(SHAPE.hidden, SHAPE.intermediate, SHAPE.experts, SHAPE.top_k, tokens, mx)
     gate_up, down = kernel_arguments(layers, SHAPE)
@@ -73,15 +77,21 @@ def moe_rows(tokens: int, mx: bool, copy_bw: float, emit) -> None:
 
     seconds, _ = time_per_call(lambda *a: moe_warp_decode(*a, config=tuned), [layer[:5] for layer in layers])
     report("moe", "tuned", seconds, w13_bytes + w2_bytes)
-    gate_up_configs = [tuned] + [
+    gate_up_configs = [] if mma_only else [tuned] + [
         WarpDecodeConfig(gate_up_rows=r, gate_up_cols=c, gate_up_warps=w, gate_up_stages=st)
         for r, c, w, st in (GATE_UP_MX if mx else [])
-    ]
+    ]  # fmt: skip
     down_configs = [tuned] + [
         WarpDecodeConfig(down_rows=r, down_cols=c, down_warps=w, down_stages=st, down_on_mma=on_mma)
-        for on_mma, tiles in ((False, DOWN_MX), (True, DOWN_MX_ON_MMA))
+        for on_mma, tiles in ((False, [] if mma_only else DOWN_MX), (True, DOWN_MX_ON_MMA))
         for r, c, w, st in (tiles if mx else [])
     ]
+    down_configs += [  # kernel 2 on tensor cores under each register cap (maxnreg)
+        WarpDecodeConfig(down_rows=r, down_cols=c, down_warps=w, down_stages=st, down_on_mma=True,
+                         down_max_registers=cap)
+        for r, c, w, st in (DOWN_MX_ON_MMA if mx else [])
+        for cap in register_caps
+    ]  # fmt: skip
     for config in gate_up_configs:
         seconds = time_config(launch_gate_up, config, gate_up)
         report("gate_up", [config.gate_up_rows, config.gate_up_cols, config.gate_up_warps, config.gate_up_stages],
@@ -89,6 +99,7 @@ def moe_rows(tokens: int, mx: bool, copy_bw: float, emit) -> None:
     for config in down_configs:
         seconds = time_config(launch_down, config, down)
         tile = [config.down_rows, config.down_cols, config.down_warps, config.down_stages]
+        tile += [f"maxnreg {config.down_max_registers}"] if config.down_max_registers else []
         report("down on mma" if config.down_on_mma else "down", tile, seconds, w2_bytes)
 
 
@@ -146,6 +157,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tokens", default="1,8", help="token counts of the MoE rows")
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
     parser.add_argument("--once", action="store_true", help="launch each kernel once, untimed (for a profiler)")
+    parser.add_argument(
+        "--mma-only", action="store_true", help="MX kernel 2 on tensor cores only (no bf16, other tiles, projections)"
+    )
+    parser.add_argument(
+        "--register-caps", type=register_cap_list, default=(), help="also time kernel 2's tensor-core tiles capped"
+    )
     args = parser.parse_args(argv)
     if args.once:
         once()
@@ -161,10 +178,11 @@ def main(argv: list[str] | None = None) -> None:
             print(label, rate, flush=True)
 
     print(f"copy bandwidth {copy_bw / 1e12:.2f} TB/s", file=sys.stderr)
-    for mx in (False, True):
+    for mx in (True,) if args.mma_only else (False, True):
         for tokens in (int(t) for t in args.tokens.split(",")):
-            moe_rows(tokens, mx, copy_bw, emit)
-        projection_rows(mx, copy_bw, emit)
+            moe_rows(tokens, mx, copy_bw, emit, args.register_caps, args.mma_only)
+        if not args.mma_only:
+            projection_rows(mx, copy_bw, emit)
 
 
 if __name__ == "__main__":

@@ -54,18 +54,37 @@ class BenchRow:
 
 
 def parse_tuner_args(
-    description: str, default_batches: str, argv: list[str] | None, weight_format: bool = False
+    description: str,
+    default_batches: str,
+    argv: list[str] | None,
+    weight_format: bool = False,
+    register_caps: bool = False,
 ) -> tuple[argparse.Namespace, MoeShape, list[int]]:
     """The MoE tuners' command line: --shape H,I,E,K, --batch (token counts, ascending) and --write FILE (and, for
-    tuners with configs per weight format, --weights bf16|mxfp8)."""
+    tuners with configs per weight format, --weights bf16|mxfp8; for those that try register caps, --register-caps
+    N,M, a tuple of ints, empty by default)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--shape", required=True, help="H,I,E,K")
     parser.add_argument("--batch", default=default_batches)
     parser.add_argument("--write", type=Path, help="merge the results into this JSON config file")
     if weight_format:
         parser.add_argument("--weights", choices=WEIGHT_FORMATS, default="bf16", help="expert weight format")
+    if register_caps:
+        parser.add_argument(
+            "--register-caps", type=register_cap_list, default=(), help="also try these registers a thread (maxnreg)"
+        )
     args = parser.parse_args(argv)
     return args, MoeShape(*map(int, args.shape.split(","))), sorted(map(int, args.batch.split(",")))
+
+
+def register_cap_list(text: str) -> tuple[int, ...]:
+    """ "168,128" -> (168, 128): register caps ptxas accepts (24-255), else an argparse error naming the bad one."""
+    caps = []
+    for item in filter(None, text.split(",")):
+        if not item.strip().isdigit() or not 24 <= int(item) <= 255:
+            raise argparse.ArgumentTypeError(f"register caps are 24-255 registers a thread, got {item!r}")
+        caps.append(int(item))
+    return tuple(caps)
 
 
 def gather_bmm(x, topk_weights, topk_ids, w13, w2) -> torch.Tensor:

@@ -2,7 +2,7 @@
 past warp decode's crossover, and prefill).
 
     python -m warpcode.kernels.bench.tune_expert_centric --shape 2048,768,128,8 --batch 16,32,64,128 \
-        --write kernels/warp_decode_configs.json [--weights mxfp8]
+        --write kernels/warp_decode_configs.json [--weights mxfp8] [--register-caps 168,128]
 
 Each candidate times the whole path (align, both grouped GEMMs, activation, reduction: CUDA-graph replay over
 rotated layers, `timing.time_per_call`); the fastest per bucket is merged into the config file's "expert_centric"
@@ -10,7 +10,8 @@ section, which `tuning.grouped_gemm_config` reads. Candidates that exceed shared
 `--weights mxfp8` the layers' w13/w2 are MXFP8 (kernels/mx.py), the candidates' weight tiles may be twice as large
 (fp8: the same bytes), and the results go under the key "H,I,E,K,mx", which `grouped_gemm_config(..., mx=True)`
 reads. The candidates' kernels are compiled first by parallel processes (Triton's on-disk cache is shared), so
-timing them only loads them.
+timing them only loads them. `--register-caps 168,128` times the fastest tiles again under each register cap
+(Triton's maxnreg), kept where faster (`max_registers` in the entry).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import itertools
 import json
 import multiprocessing
 import os
-from dataclasses import asdict
+from dataclasses import replace
 
 import torch
 import triton
@@ -31,11 +32,14 @@ from warpcode.kernels.mx import quantize_mxfp8_torch
 from warpcode.kernels.tuning import (
     GROUPED_GEMM_BUCKETS,
     GroupedGemmConfig,
+    config_entry,
     grouped_gemm_config,
     shape_key,
     token_bucket,
     update_config_file,
 )
+
+CAPPED_TILES = 4  # the fastest tiles timed again under each register cap
 
 
 def candidates(shape: MoeShape, batch: int, mx: bool = False) -> list[GroupedGemmConfig]:
@@ -53,8 +57,12 @@ def candidates(shape: MoeShape, batch: int, mx: bool = False) -> list[GroupedGem
     ]
 
 
-def tune(shape: MoeShape, batch: int, mx: bool = False) -> tuple[GroupedGemmConfig, float, float]:
-    """(fastest config, its seconds per layer, the current default's seconds per layer)."""
+def tune(
+    shape: MoeShape, batch: int, mx: bool = False, register_caps: tuple[int, ...] = ()
+) -> tuple[GroupedGemmConfig, float, float]:
+    """(fastest config, its seconds per layer, the current default's seconds per layer). With `register_caps`, the
+    CAPPED_TILES fastest tiles are timed again under each cap (maxnreg: registers bound how many programs an SM
+    holds, and a cap below what a tile needs spills)."""
     device = torch.device("cuda")
     precompile(shape, batch, mx, [c for c in candidates(shape, batch, mx) if c not in _COMPILED])
     budget = int(torch.cuda.mem_get_info(device)[0] * 0.6)
@@ -65,13 +73,21 @@ def tune(shape: MoeShape, batch: int, mx: bool = False) -> tuple[GroupedGemmConf
     def seconds(config: GroupedGemmConfig) -> float:
         return time_per_call(lambda *layer: moe_expert_centric(*layer, config=config), layers)[0]
 
-    timed = []
-    for config in candidates(shape, batch, mx):
-        try:
-            timed.append((seconds(config), config))
-        except triton.runtime.errors.OutOfResources:
-            continue
-    best_seconds, best = min(timed, key=lambda pair: pair[0])
+    def timed(configs: list[GroupedGemmConfig]) -> list[tuple[float, GroupedGemmConfig]]:
+        found = []
+        for config in configs:
+            try:
+                found.append((seconds(config), config))
+            except triton.runtime.errors.OutOfResources:
+                continue
+        return found
+
+    results = sorted(timed(candidates(shape, batch, mx)), key=lambda pair: pair[0])
+    if register_caps:
+        capped = [replace(config, max_registers=cap) for _, config in results[:CAPPED_TILES] for cap in register_caps]
+        precompile(shape, batch, mx, [c for c in capped if c not in _COMPILED])
+        results = sorted(results + timed(capped), key=lambda pair: pair[0])
+    best_seconds, best = results[0]
     default = grouped_gemm_config(shape.hidden, shape.intermediate, shape.experts, shape.top_k, batch, mx)
     return best, best_seconds, seconds(default)
 
@@ -109,13 +125,15 @@ def mx_layers(layers: list[tuple]) -> list[tuple]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args, shape, batches = parse_tuner_args(__doc__.splitlines()[0], "16,32,64,128", argv, weight_format=True)
+    args, shape, batches = parse_tuner_args(
+        __doc__.splitlines()[0], "16,32,64,128", argv, weight_format=True, register_caps=True
+    )
     mx = args.weights == "mxfp8"
     configs = {}
     for batch in batches:
-        best, best_seconds, default_seconds = tune(shape, batch, mx)
-        configs[str(token_bucket(batch, GROUPED_GEMM_BUCKETS))] = asdict(best)
-        line = {"shape": args.shape, "weights": args.weights, "batch": batch, "config": asdict(best)}
+        best, best_seconds, default_seconds = tune(shape, batch, mx, args.register_caps)
+        configs[str(token_bucket(batch, GROUPED_GEMM_BUCKETS))] = config_entry(best)
+        line = {"shape": args.shape, "weights": args.weights, "batch": batch, "config": config_entry(best)}
         print(json.dumps({**line, "us": best_seconds * 1e6, "default_us": default_seconds * 1e6}), flush=True)
     if args.write:
         key = shape_key(shape.hidden, shape.intermediate, shape.experts, shape.top_k, mx)

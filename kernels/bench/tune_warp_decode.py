@@ -21,7 +21,7 @@ import triton
 from warpcode.kernels.bench.bench_moe import MoeShape, layer_count, make_layers, parse_tuner_args
 from warpcode.kernels.bench.timing import time_per_call
 from warpcode.kernels.expert_centric import moe_expert_centric
-from warpcode.kernels.tuning import WarpDecodeConfig, shape_key, token_bucket, update_config_file
+from warpcode.kernels.tuning import WarpDecodeConfig, config_entry, shape_key, token_bucket, update_config_file
 from warpcode.kernels.warp_decode import intermediate_dtype, launch_down, launch_gate_up, moe_warp_decode
 
 MAX_ELEMENTS_PER_THREAD = 256  # larger tiles spill registers
@@ -120,11 +120,11 @@ def main(argv: list[str] | None = None) -> None:
     configs, crossover, still_faster = {}, 0, True
     for batch in batches:
         best, times = tune(shape, batch, mx)
-        configs[str(token_bucket(batch))] = asdict(best)
+        configs[str(token_bucket(batch))] = config_entry(best)
         still_faster = still_faster and times["total_us"] < times["expert_centric_us"]
         if still_faster:
             crossover = batch
-        line = {"shape": args.shape, "weights": args.weights, "batch": batch, "config": asdict(best), **times}
+        line = {"shape": args.shape, "weights": args.weights, "batch": batch, "config": config_entry(best), **times}
         print(json.dumps(line), flush=True)
     print(json.dumps({"shape": args.shape, "weights": args.weights, "crossover": crossover}), flush=True)
     if args.write:

@@ -2,12 +2,14 @@
 decode to prefill token counts, against the float64 reference on the dequantised weights (pytest -m gpu)."""
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
 
 from warpcode.kernels import moe_expert_centric, moe_reference, route_reference
 from warpcode.kernels.mx import dequantize_mxfp8, quantize_mxfp8_torch
+from warpcode.kernels.tuning import GroupedGemmConfig
 
 pytestmark = pytest.mark.gpu
 
@@ -34,3 +36,14 @@ def test_expert_centric_mx_at_model_shape(weights, tokens):
     reference = moe_reference(x.double(), topk_weights.double(), topk_ids, w13_64, w2_64, torch.float64)
     assert not out.isnan().any()
     assert ((out.double() - reference).norm() / reference.norm()).item() < 2.5e-2
+
+
+def test_a_register_cap_that_spills_leaves_the_result_bit_for_bit(weights):
+    w13, w2 = weights
+    g = torch.Generator(device=CUDA).manual_seed(1)
+    x = torch.randn(32, HIDDEN, generator=g, device=CUDA).bfloat16()
+    topk_weights, topk_ids = route_reference(torch.randn(32, EXPERTS, generator=g, device=CUDA), TOP_K)
+    tile = GroupedGemmConfig(block_m=32, block_n=128, block_k=128, num_warps=4, num_stages=2)  # 212-222 registers
+    uncapped = moe_expert_centric(x, topk_weights, topk_ids, w13, w2, config=tile)
+    capped = moe_expert_centric(x, topk_weights, topk_ids, w13, w2, config=replace(tile, max_registers=128))
+    assert torch.equal(capped, uncapped)

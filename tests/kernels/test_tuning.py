@@ -1,13 +1,14 @@
 """The MoE launch-parameter tables: the config file's sections, the heuristics where it has no entry, and the
 expert-centric tuner's file merge (the GPU timing itself runs on the device)."""
 
+import argparse
 import json
 
 import pytest
 
 from warpcode.kernels import tuning
 from warpcode.kernels.bench import tune_expert_centric
-from warpcode.kernels.bench.bench_moe import MoeShape
+from warpcode.kernels.bench.bench_moe import MoeShape, register_cap_list
 from warpcode.kernels.tuning import GroupedGemmConfig, grouped_gemm_config, warp_decode_config
 
 QWEN3 = (2048, 768, 128, 8)
@@ -59,7 +60,7 @@ def test_tuner_candidates_and_the_file_merge(config_file, monkeypatch):
     config_file.write_text(json.dumps({"configs": {"x": {}}, "crossover": {"x": 4},
                                        "expert_centric": {"2048,768,128,8": {"128": {"block_m": 16}}}}))  # fmt: skip
     best = GroupedGemmConfig(block_m=16, block_n=128, block_k=128, num_warps=4, num_stages=3)
-    monkeypatch.setattr(tune_expert_centric, "tune", lambda shape, batch, mx=False: (best, 1e-4, 2e-4))
+    monkeypatch.setattr(tune_expert_centric, "tune", lambda shape, batch, mx=False, caps=(): (best, 1e-4, 2e-4))
     tune_expert_centric.main(["--shape", "2048,768,128,8", "--batch", "32", "--write", str(config_file)])
     data = json.loads(config_file.read_text())
     assert data["configs"] == {"x": {}} and data["crossover"] == {"x": 4}
@@ -67,6 +68,31 @@ def test_tuner_candidates_and_the_file_merge(config_file, monkeypatch):
         "128": {"block_m": 16},
         "32": {"block_m": 16, "block_n": 128, "block_k": 128, "num_warps": 4, "num_stages": 3},
     }
+
+
+def test_register_caps_are_validated_tried_and_written_only_when_set(config_file, monkeypatch):
+    for bad in (0, 16, 256):
+        with pytest.raises(ValueError, match="registers a thread"):
+            GroupedGemmConfig(block_m=16, block_n=64, block_k=64, max_registers=bad)
+        with pytest.raises(ValueError, match="down_max_registers"):
+            tuning.WarpDecodeConfig(down_max_registers=bad)
+    assert register_cap_list("168, 128") == (168, 128) and register_cap_list("") == ()
+    for bad in ("12", "x", "300"):
+        with pytest.raises(argparse.ArgumentTypeError, match=repr(bad)):
+            register_cap_list(bad)
+    capped = GroupedGemmConfig(block_m=16, block_n=128, block_k=128, num_warps=4, num_stages=3, max_registers=128)
+    seen = []
+    monkeypatch.setattr(
+        tune_expert_centric, "tune", lambda shape, batch, mx=False, caps=(): seen.append(caps) or (capped, 1, 2)
+    )
+    tune_expert_centric.main(["--shape", "2048,768,128,8", "--batch", "16,32", "--register-caps", "168,128",
+                              "--write", str(config_file)])  # fmt: skip
+    tune_expert_centric.main(["--shape", "2048,768,128,8", "--batch", "64", "--write", str(config_file)])
+    assert seen == [(168, 128), (168, 128), ()]
+    written = json.loads(config_file.read_text())["expert_centric"]["2048,768,128,8"]
+    assert written["16"]["max_registers"] == 128 and grouped_gemm_config(*QWEN3, 16) == capped
+    uncapped = tuning.config_entry(tuning.WarpDecodeConfig())
+    assert "down_max_registers" not in uncapped and tuning.WarpDecodeConfig(**uncapped) == tuning.WarpDecodeConfig()
 
 
 def test_update_config_file_replaces_or_merges_one_key(tmp_path):

@@ -4,7 +4,7 @@ tables, the dispatcher and the route kernel's prefetch hint."""
 
 import json
 import math
-from dataclasses import asdict, replace
+from dataclasses import replace
 
 import pytest
 import torch
@@ -241,7 +241,8 @@ def test_mx_tuner_sweeps_wider_tiles_and_writes_mx_keys(config_file, monkeypatch
     tune_warp_decode.main(argv)
     data = json.loads(config_file.read_text())
     assert data["configs"]["2048,768,128,8"] == {"1": {}}  # the bf16 entries stay
-    assert data["configs"]["2048,768,128,8,mx"] == {"1": asdict(best), "2": asdict(best)}
+    written = data["configs"]["2048,768,128,8,mx"]
+    assert set(written) == {"1", "2"} and all(WarpDecodeConfig(**entry) == best for entry in written.values())
     assert data["crossover"] == {"2048,768,128,8": 8, "2048,768,128,8,mx": 2}
 
 
