@@ -42,11 +42,13 @@ DOWN_MX = [
     (4, 256, 8, 1), (4, 256, 8, 2), (4, 128, 4, 3), (4, 128, 8, 3), (2, 128, 4, 3), (8, 128, 8, 3), (4, 64, 4, 4),
     (8, 64, 4, 4), (2, 256, 4, 2), (8, 256, 8, 2), (4, 256, 4, 3), (8, 256, 8, 1),
 ]  # fmt: skip
-# kernel 2 on tensor cores (kernels/mx_down.py): (rows, columns, warps, stages) of one slot's tile
+# kernel 2 on tensor cores (kernels/mx_down.py): (rows, columns, warps, stages) of one slot's tile; the first
+# CAPPED_TILES (the tuned ones among them) are also timed under each of --register-caps
 DOWN_MX_ON_MMA = [
-    (64, 128, 2, 3), (64, 128, 2, 4), (32, 128, 1, 3), (32, 128, 1, 4), (128, 128, 2, 3), (64, 64, 2, 3),
-    (32, 64, 1, 4), (16, 128, 1, 3), (32, 256, 1, 2), (64, 128, 1, 3),
+    (64, 128, 2, 3), (64, 128, 1, 3), (32, 256, 1, 2), (32, 128, 1, 3), (128, 128, 2, 3), (64, 128, 2, 4),
+    (32, 128, 1, 4), (64, 64, 2, 3), (32, 64, 1, 4), (16, 128, 1, 3),
 ]  # fmt: skip
+CAPPED_TILES = 5
 GEMV_MX = [
     (8, 2048, 4, 1), (8, 1024, 4, 2), (8, 512, 4, 3), (16, 512, 8, 3), (4, 1024, 2, 2), (8, 1024, 8, 2),
     (16, 1024, 8, 2), (4, 512, 2, 3), (16, 256, 4, 4), (4, 2048, 4, 1),
@@ -63,7 +65,7 @@ def moe_rows(
     tokens: int, mx: bool, copy_bw: float, emit, register_caps: tuple[int, ...] = (), mma_only: bool = False
 ) -> None:
     """The rows of warp decode at `tokens`: the whole MoE, then each kernel's tiles (mma_only: kernel 2's tiles
-    on tensor cores alone, each also under `register_caps`)."""
+    on tensor cores alone), the first CAPPED_TILES of those also under each of `register_caps`."""
     layers = make_layers(SHAPE, tokens, torch.bfloat16, torch.device("cuda"), COPIES, mx)
     tuned = warp_decode_config(SHAPE.hidden, SHAPE.intermediate, SHAPE.experts, SHAPE.top_k, tokens, mx)
     gate_up, down = kernel_arguments(layers, SHAPE)
@@ -89,7 +91,7 @@ def moe_rows(
     down_configs += [  # kernel 2 on tensor cores under each register cap (maxnreg)
         WarpDecodeConfig(down_rows=r, down_cols=c, down_warps=w, down_stages=st, down_on_mma=True,
                          down_max_registers=cap)
-        for r, c, w, st in (DOWN_MX_ON_MMA if mx else [])
+        for r, c, w, st in (DOWN_MX_ON_MMA[:CAPPED_TILES] if mx else [])
         for cap in register_caps
     ]  # fmt: skip
     for config in gate_up_configs:

@@ -6,7 +6,8 @@
 Each kernel is timed alone (CUDA-graph replay over rotated layers); the winners are timed together against the
 expert-centric path (on the same weights), and the largest token count where warp decode is faster becomes the
 dispatcher's crossover. MXFP8 weights (`--weights mxfp8`, written under "H,I,E,K,mx") sweep tiles of twice the
-columns (16 fp8 weights per 16-byte load).
+columns (16 fp8 weights per 16-byte load). `--register-caps 128,112` times kernel 2's fastest configs again
+under each register cap (Triton's maxnreg), kept where faster (`down_max_registers`).
 """
 
 from __future__ import annotations
@@ -88,21 +89,30 @@ def time_config(launch, config: WarpDecodeConfig, arguments: list[tuple]) -> flo
         return None
 
 
-def tune(shape: MoeShape, batch: int, mx: bool = False) -> tuple[WarpDecodeConfig, dict]:
+CAPPED_TILES = 4  # kernel 2's fastest configs timed again under each register cap
+
+
+def tune(
+    shape: MoeShape, batch: int, mx: bool = False, register_caps: tuple[int, ...] = ()
+) -> tuple[WarpDecodeConfig, dict]:
     device = torch.device("cuda")
     budget = int(torch.cuda.mem_get_info(device)[0] * 0.6)
     count = layer_count(shape, batch, torch.bfloat16, budget, mx)
     layers = make_layers(shape, batch, torch.bfloat16, device, count, mx)
     gate_up_args, down_args = kernel_arguments(layers, shape)
 
-    def fastest(candidates, launch, arguments) -> tuple[float, WarpDecodeConfig]:
+    def ranked(candidates, launch, arguments) -> list[tuple[float, WarpDecodeConfig]]:
         timed = [(time_config(launch, config, arguments), config) for config in candidates]
-        return min(((s, c) for s, c in timed if s is not None), key=lambda pair: pair[0])
+        return sorted(((s, c) for s, c in timed if s is not None), key=lambda pair: pair[0])
 
-    _, gate_up = fastest(gate_up_candidates(shape, mx), launch_gate_up, gate_up_args)
-    gate_up_seconds, gate_up = fastest(with_stages(gate_up, "gate_up"), launch_gate_up, gate_up_args)
-    _, down = fastest(down_candidates(shape, mx), launch_down, down_args)
-    down_seconds, down = fastest(with_stages(down, "down"), launch_down, down_args)
+    _, gate_up = ranked(gate_up_candidates(shape, mx), launch_gate_up, gate_up_args)[0]
+    gate_up_seconds, gate_up = ranked(with_stages(gate_up, "gate_up"), launch_gate_up, gate_up_args)[0]
+    tiles = ranked(down_candidates(shape, mx), launch_down, down_args)
+    downs = sorted(tiles + ranked(with_stages(tiles[0][1], "down"), launch_down, down_args), key=lambda p: p[0])
+    if register_caps:  # registers bound how many programs an SM holds; below what a tile needs, ptxas spills
+        capped = [replace(c, down_max_registers=cap) for _, c in downs[:CAPPED_TILES] for cap in register_caps]
+        downs = sorted(downs + ranked(capped, launch_down, down_args), key=lambda p: p[0])
+    down_seconds, down = downs[0]
     best = replace(down, **{k: v for k, v in asdict(gate_up).items() if k.startswith("gate_up")})
     total_seconds, _ = time_per_call(lambda *layer: moe_warp_decode(*layer, config=best), layers)
     centric_seconds, _ = time_per_call(moe_expert_centric, layers)
@@ -115,11 +125,13 @@ def tune(shape: MoeShape, batch: int, mx: bool = False) -> tuple[WarpDecodeConfi
 
 
 def main(argv: list[str] | None = None) -> None:
-    args, shape, batches = parse_tuner_args(__doc__.splitlines()[0], "1,2,4,8,16,32,64,128", argv, weight_format=True)
+    args, shape, batches = parse_tuner_args(
+        __doc__.splitlines()[0], "1,2,4,8,16,32,64,128", argv, weight_format=True, register_caps=True
+    )
     mx = args.weights == "mxfp8"
     configs, crossover, still_faster = {}, 0, True
     for batch in batches:
-        best, times = tune(shape, batch, mx)
+        best, times = tune(shape, batch, mx, args.register_caps)
         configs[str(token_bucket(batch))] = config_entry(best)
         still_faster = still_faster and times["total_us"] < times["expert_centric_us"]
         if still_faster:

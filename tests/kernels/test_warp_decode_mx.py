@@ -235,7 +235,7 @@ def test_mx_tuner_sweeps_wider_tiles_and_writes_mx_keys(config_file, monkeypatch
     assert not any(c.down_on_mma for c in tune_warp_decode.down_candidates(shape))
     best = WarpDecodeConfig(gate_up_cols=1024, down_cols=256, gate_up_stages=2)
     times = {"total_us": 10.0, "expert_centric_us": 20.0}
-    monkeypatch.setattr(tune_warp_decode, "tune", lambda shape, batch, mx: (best, times))
+    monkeypatch.setattr(tune_warp_decode, "tune", lambda shape, batch, mx, caps: (best, times))
     config_file.write_text(json.dumps({"configs": {"2048,768,128,8": {"1": {}}}, "crossover": {"2048,768,128,8": 8}}))
     argv = ["--weights", "mxfp8", "--shape", "2048,768,128,8", "--batch", "1,2", "--write", str(config_file)]
     tune_warp_decode.main(argv)
