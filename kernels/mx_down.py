@@ -10,7 +10,9 @@ output, exact) in row 0 of a 16-row tile (the others zero), B the weight tile co
 relative to each row's largest scale r (e4m3 pairs -> f16x2 in one conversion, one f16x2 multiply by the groups'
 powers of two): the row's sum times 2**(r - 134) is the exact product, except for groups 2**21 and more below their
 row's largest, which are dropped. Against kernel 2 on CUDA cores (each weight converted to fp32, an FMA and the
-group sums, 7.5 SASS instructions a weight) the loop costs 3.4 (sm_90, 64 x 128 tiles on two warps).
+group sums, 7.5 SASS instructions a weight) the loop costs 3.4 (sm_90, 64 x 128 tiles on two warps). The tuned
+entries for 4 and 8 tokens cap its registers (WarpDecodeConfig.down_max_registers): 128 a thread fit 8 such
+programs on an SM instead of 6, for 8 bytes of spill.
 """
 
 from __future__ import annotations

@@ -144,7 +144,7 @@ for step in $steps; do
                 | tee -a "$OUT/bench_decode_mx.jsonl"
         done
         tail -3 "$OUT/decode_err.log" ;;
-    mx-sweep)  # the batch-1 MX kernels against bf16 over a few tiles; MX_SWEEP_ENV="A=1 B=2" runs it once per setting; MX_SWEEP_FLAGS="--mma-only --register-caps 168,128"
+    mx-sweep)  # the batch-1 MX kernels against bf16 over a few tiles; MX_SWEEP_ENV="A=1 B=2" runs it once per setting; MX_SWEEP_FLAGS="--capped-only --register-caps 128,112"
         for setting in ${MX_SWEEP_ENV:-none=0}; do
             env $setting python3 scripts/sweep_mx_kernels.py --tokens ${MX_SWEEP_TOKENS:-1,8} ${MX_SWEEP_FLAGS:-} 2>&1 \
                 | sed "s|^|$setting |" | tee -a "$OUT/sweep_mx.log"

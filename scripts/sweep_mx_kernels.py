@@ -1,6 +1,6 @@
 """The batch-1 MX kernels of a qwen3-30b-a3b decoder layer against their bf16 counterparts, on the GPU.
 
-    python3 scripts/sweep_mx_kernels.py [--tokens 1,8] [--json] [--mma-only] [--register-caps 168,128]
+    python3 scripts/sweep_mx_kernels.py [--tokens 1,8] [--json] [--capped-only] [--register-caps 168,128]
     ncu ... python3 scripts/sweep_mx_kernels.py --once     # each kernel launched once per weight format, untimed
 
 Times (CUDA-graph replay over rotated weight copies, so nothing is served from L2) warp decode's gate_up and down
@@ -42,13 +42,17 @@ DOWN_MX = [
     (4, 256, 8, 1), (4, 256, 8, 2), (4, 128, 4, 3), (4, 128, 8, 3), (2, 128, 4, 3), (8, 128, 8, 3), (4, 64, 4, 4),
     (8, 64, 4, 4), (2, 256, 4, 2), (8, 256, 8, 2), (4, 256, 4, 3), (8, 256, 8, 1),
 ]  # fmt: skip
-# kernel 2 on tensor cores (kernels/mx_down.py): (rows, columns, warps, stages) of one slot's tile; the first
-# CAPPED_TILES (the tuned ones among them) are also timed under each of --register-caps
+# kernel 2 on tensor cores (kernels/mx_down.py): (rows, columns, warps, stages) of one slot's tile
 DOWN_MX_ON_MMA = [
-    (64, 128, 2, 3), (64, 128, 1, 3), (32, 256, 1, 2), (32, 128, 1, 3), (128, 128, 2, 3), (64, 128, 2, 4),
-    (32, 128, 1, 4), (64, 64, 2, 3), (32, 64, 1, 4), (16, 128, 1, 3),
+    (64, 128, 2, 3), (64, 128, 2, 4), (32, 128, 1, 3), (32, 128, 1, 4), (128, 128, 2, 3), (64, 64, 2, 3),
+    (32, 64, 1, 4), (16, 128, 1, 3), (32, 256, 1, 2), (64, 128, 1, 3),
 ]  # fmt: skip
-CAPPED_TILES = 5
+# ... and those timed under each of --register-caps too: the tuned ones, and four-warp tiles whose registers (not
+# shared memory) bound the programs an SM holds (96-168 a thread, sm_90, Triton 3.6)
+CAPPED_MMA_TILES = [
+    (64, 128, 2, 3), (64, 128, 1, 3), (32, 128, 1, 3), (128, 64, 4, 3), (128, 128, 4, 3), (64, 256, 4, 2),
+    (64, 128, 4, 3),
+]  # fmt: skip
 GEMV_MX = [
     (8, 2048, 4, 1), (8, 1024, 4, 2), (8, 512, 4, 3), (16, 512, 8, 3), (4, 1024, 2, 2), (8, 1024, 8, 2),
     (16, 1024, 8, 2), (4, 512, 2, 3), (16, 256, 4, 4), (4, 2048, 4, 1),
@@ -62,10 +66,11 @@ def rate(kernel: str, weights: str, tokens: int, config, seconds: float, nbytes:
 
 
 def moe_rows(
-    tokens: int, mx: bool, copy_bw: float, emit, register_caps: tuple[int, ...] = (), mma_only: bool = False
+    tokens: int, mx: bool, copy_bw: float, emit, register_caps: tuple[int, ...] = (), capped_only: bool = False
 ) -> None:
-    """The rows of warp decode at `tokens`: the whole MoE, then each kernel's tiles (mma_only: kernel 2's tiles
-    on tensor cores alone), the first CAPPED_TILES of those also under each of `register_caps`."""
+    """The rows of warp decode at `tokens`: the whole MoE, then each kernel's tiles; under each of
+    `register_caps` the CAPPED_MMA_TILES of kernel 2 on tensor cores again (capped_only: only those, uncapped and
+    capped, and the tuned configs)."""
     layers = make_layers(SHAPE, tokens, torch.bfloat16, torch.device("cuda"), COPIES, mx)
     tuned = warp_decode_config(SHAPE.hidden, SHAPE.intermediate, SHAPE.experts, SHAPE.top_k, tokens, mx)
     gate_up, down = kernel_arguments(layers, SHAPE)
@@ -79,25 +84,27 @@ def moe_rows(
 
     seconds, _ = time_per_call(lambda *a: moe_warp_decode(*a, config=tuned), [layer[:5] for layer in layers])
     report("moe", "tuned", seconds, w13_bytes + w2_bytes)
-    gate_up_configs = [] if mma_only else [tuned] + [
+    gate_up_configs = [tuned] + [
         WarpDecodeConfig(gate_up_rows=r, gate_up_cols=c, gate_up_warps=w, gate_up_stages=st)
-        for r, c, w, st in (GATE_UP_MX if mx else [])
+        for r, c, w, st in (GATE_UP_MX if mx and not capped_only else [])
     ]  # fmt: skip
+    cuda_core_tiles = DOWN_MX if mx and not capped_only else []
+    mma_tiles = (CAPPED_MMA_TILES if capped_only else DOWN_MX_ON_MMA) if mx else []
     down_configs = [tuned] + [
         WarpDecodeConfig(down_rows=r, down_cols=c, down_warps=w, down_stages=st, down_on_mma=on_mma)
-        for on_mma, tiles in ((False, [] if mma_only else DOWN_MX), (True, DOWN_MX_ON_MMA))
-        for r, c, w, st in (tiles if mx else [])
+        for on_mma, tiles in ((False, cuda_core_tiles), (True, mma_tiles))
+        for r, c, w, st in tiles
     ]
     down_configs += [  # kernel 2 on tensor cores under each register cap (maxnreg)
         WarpDecodeConfig(down_rows=r, down_cols=c, down_warps=w, down_stages=st, down_on_mma=True,
                          down_max_registers=cap)
-        for r, c, w, st in (DOWN_MX_ON_MMA[:CAPPED_TILES] if mx else [])
+        for r, c, w, st in (CAPPED_MMA_TILES if mx else [])
         for cap in register_caps
     ]  # fmt: skip
     for config in gate_up_configs:
         seconds = time_config(launch_gate_up, config, gate_up)
-        report("gate_up", [config.gate_up_rows, config.gate_up_cols, config.gate_up_warps, config.gate_up_stages],
-               seconds, w13_bytes)  # fmt: skip
+        tile = [config.gate_up_rows, config.gate_up_cols, config.gate_up_warps, config.gate_up_stages]
+        report("gate_up", tile, seconds, w13_bytes)
     for config in down_configs:
         seconds = time_config(launch_down, config, down)
         tile = [config.down_rows, config.down_cols, config.down_warps, config.down_stages]
@@ -160,10 +167,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
     parser.add_argument("--once", action="store_true", help="launch each kernel once, untimed (for a profiler)")
     parser.add_argument(
-        "--mma-only", action="store_true", help="MX kernel 2 on tensor cores only (no bf16, other tiles, projections)"
+        "--capped-only", action="store_true", help="MX, the tuned configs and the capped tiles alone (see moe_rows)"
     )
     parser.add_argument(
-        "--register-caps", type=register_cap_list, default=(), help="also time kernel 2's tensor-core tiles capped"
+        "--register-caps", type=register_cap_list, default=(), help="also time the tiles of moe_rows capped"
     )
     args = parser.parse_args(argv)
     if args.once:
@@ -180,10 +187,10 @@ def main(argv: list[str] | None = None) -> None:
             print(label, rate, flush=True)
 
     print(f"copy bandwidth {copy_bw / 1e12:.2f} TB/s", file=sys.stderr)
-    for mx in (True,) if args.mma_only else (False, True):
+    for mx in (True,) if args.capped_only else (False, True):
         for tokens in (int(t) for t in args.tokens.split(",")):
-            moe_rows(tokens, mx, copy_bw, emit, args.register_caps, args.mma_only)
-        if not args.mma_only:
+            moe_rows(tokens, mx, copy_bw, emit, args.register_caps, args.capped_only)
+        if not args.capped_only:
             projection_rows(mx, copy_bw, emit)
 
 

@@ -107,12 +107,12 @@ def tune(
 
     _, gate_up = ranked(gate_up_candidates(shape, mx), launch_gate_up, gate_up_args)[0]
     gate_up_seconds, gate_up = ranked(with_stages(gate_up, "gate_up"), launch_gate_up, gate_up_args)[0]
+    # Registers bound how many programs of kernel 2 an SM holds (below what a tile needs, ptxas spills): with
+    # register_caps its fastest configs are timed again under each cap.
     tiles = ranked(down_candidates(shape, mx), launch_down, down_args)
     downs = sorted(tiles + ranked(with_stages(tiles[0][1], "down"), launch_down, down_args), key=lambda p: p[0])
-    if register_caps:  # registers bound how many programs an SM holds; below what a tile needs, ptxas spills
-        capped = [replace(c, down_max_registers=cap) for _, c in downs[:CAPPED_TILES] for cap in register_caps]
-        downs = sorted(downs + ranked(capped, launch_down, down_args), key=lambda p: p[0])
-    down_seconds, down = downs[0]
+    capped = [replace(c, down_max_registers=cap) for _, c in downs[:CAPPED_TILES] for cap in register_caps]
+    down_seconds, down = min(downs + ranked(capped, launch_down, down_args), key=lambda p: p[0])
     best = replace(down, **{k: v for k, v in asdict(gate_up).items() if k.startswith("gate_up")})
     total_seconds, _ = time_per_call(lambda *layer: moe_warp_decode(*layer, config=best), layers)
     centric_seconds, _ = time_per_call(moe_expert_centric, layers)
