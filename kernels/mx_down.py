@@ -12,7 +12,9 @@ powers of two): the row's sum times 2**(r - 134) is the exact product, except fo
 row's largest, which are dropped. Against kernel 2 on CUDA cores (each weight converted to fp32, an FMA and the
 group sums, 7.5 SASS instructions a weight) the loop costs 3.4 (sm_90, 64 x 128 tiles on two warps). The tuned
 entries for 4 and 8 tokens cap its registers (WarpDecodeConfig.down_max_registers): 128 a thread fit 8 such
-programs on an SM instead of 6, for 8 bytes of spill.
+programs on an SM instead of 6, for 8 bytes of spill. The entry for 2 tokens loads its first weight tile before the
+PDL wait (WarpDecodeConfig.down_first_tile_early), in flight while kernel 1 drains, as kernel 2 on CUDA cores
+always does; the tuner times the layer both ways (at 4 and 8 tokens, capped, it was slower in the model).
 """
 
 from __future__ import annotations
@@ -32,12 +34,25 @@ DOT_ROWS = tl.constexpr(16)  # tl.dot's least M: the slot's row, then zeros
 
 
 @triton.jit
+def _slot_product(h_ptrs, w, s, row_exponents, k_mask, acc, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  UPCAST_DOT_OPERANDS: tl.constexpr):  # fmt: skip
+    """acc + (the slot's intermediate at h_ptrs in row 0 of DOT_ROWS) @ (the weight tile w, s converted).T."""
+    b = tl.trans(f16_operand_tile(w, s, row_exponents, BLOCK_N, BLOCK_K))
+    dot_rows = tl.arange(0, DOT_ROWS)
+    a = tl.load(h_ptrs, mask=(dot_rows[:, None] == 0) & k_mask[None, :], other=0.0)
+    if UPCAST_DOT_OPERANDS:  # the interpreter multiplies half-precision dot operands as raw bits
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+    return tl.dot(a, b, acc)
+
+
+@triton.jit
 def _down_mma_kernel(
     hidden_ptr, w2_ptr, w2_scales_ptr, topk_ids_ptr, topk_weights_ptr, residual_ptr, out_ptr, partial_ptr, counter_ptr,
     T, H, I,
     stride_hs, stride_we, stride_wr, stride_se, stride_sr, stride_rt, stride_ot,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ALL_GROUPS: tl.constexpr, TOP_K: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr, UPCAST_DOT_OPERANDS: tl.constexpr, EVICTION: tl.constexpr, USE_PDL: tl.constexpr,
+    FIRST_TILE_EARLY: tl.constexpr,
 ):  # fmt: skip
     slot = tl.program_id(0)
     row_block = tl.program_id(1)
@@ -57,22 +72,23 @@ def _down_mma_kernel(
         w2_scales_ptr + expert * stride_se + (rows[:, None] * stride_sr + all_groups[None, :]),
         row_mask[:, None] & (all_groups < tl.cdiv(I, 32))[None, :],
     )
+    acc = tl.zeros([DOT_ROWS, BLOCK_N], dtype=tl.float32)
+    if FIRST_TILE_EARLY:  # the first weight tile does not depend on kernel 1 either: in flight while kernel 1 drains
+        k_mask = offs_k < I
+        w = tl.load(w_ptrs, mask=row_mask[:, None] & k_mask[None, :], other=0.0, eviction_policy=EVICTION)
+        s = tl.load(s_ptrs, mask=row_mask[:, None] & (groups * 32 < I)[None, :], other=0, eviction_policy=EVICTION)
     if USE_PDL:
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
     h_ptrs = hidden_ptr + slot.to(tl.int64) * stride_hs + (dot_rows[:, None] * 0 + offs_k[None, :])
-    acc = tl.zeros([DOT_ROWS, BLOCK_N], dtype=tl.float32)
-    for i_start in range(0, I, BLOCK_K):
+    if FIRST_TILE_EARLY:
+        acc = _slot_product(h_ptrs, w, s, row_exponents, k_mask, acc, BLOCK_N, BLOCK_K, UPCAST_DOT_OPERANDS)
+    for i_start in range(BLOCK_K if FIRST_TILE_EARLY else 0, I, BLOCK_K):
         k_mask = offs_k < I - i_start
         w = tl.load(w_ptrs + i_start, mask=row_mask[:, None] & k_mask[None, :], other=0.0, eviction_policy=EVICTION)
         s_mask = row_mask[:, None] & (groups * 32 < I - i_start)[None, :]
         s = tl.load(s_ptrs + i_start // 32, mask=s_mask, other=0, eviction_policy=EVICTION)
-        b = tl.trans(f16_operand_tile(w, s, row_exponents, BLOCK_N, BLOCK_K))
-        a = tl.load(h_ptrs + i_start, mask=(dot_rows[:, None] == 0) & k_mask[None, :], other=0.0)
-        if UPCAST_DOT_OPERANDS:  # the interpreter multiplies half-precision dot operands as raw bits
-            acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
-        else:
-            acc = tl.dot(a, b, acc)
+        acc = _slot_product(h_ptrs + i_start, w, s, row_exponents, k_mask, acc, BLOCK_N, BLOCK_K, UPCAST_DOT_OPERANDS)
     row = tl.sum(tl.where(dot_rows[:, None] == 0, acc, 0.0), axis=0)
     partial = row * (f16_tile_row_scales(row_exponents) * route_weight)
     share = slot - token * TOP_K
@@ -116,7 +132,7 @@ def launch_down_mma(
         BLOCK_N=config.down_rows, BLOCK_K=config.down_cols,
         ALL_GROUPS=triton.next_power_of_2(triton.cdiv(intermediate, 32)), TOP_K=top_k,
         HAS_RESIDUAL=residual is not None, UPCAST_DOT_OPERANDS=INTERPRETER,
-        EVICTION="evict_first" if tokens == 1 else "",
+        FIRST_TILE_EARLY=config.down_first_tile_early, EVICTION="evict_first" if tokens == 1 else "",
         num_warps=config.down_warps, num_stages=config.down_stages, **pdl_options(out.device),
         **register_cap(config.down_max_registers),
     )  # fmt: skip

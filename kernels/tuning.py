@@ -52,6 +52,9 @@ class WarpDecodeConfig:
     # and block of down_rows output rows, down_cols of I per tile
     down_on_mma: bool = False
     down_max_registers: int | None = None  # kernel 2's cap a thread (maxnreg): more programs an SM, or spills
+    # kernel 2 on tensor cores loads its first weight tile before its PDL wait (as on CUDA cores, always): earlier
+    # bytes, or more registers held across the wait
+    down_first_tile_early: bool = False
 
     def __post_init__(self) -> None:
         require_powers_of_two(
@@ -85,8 +88,9 @@ class GroupedGemmConfig:
 
 
 def config_entry(config: WarpDecodeConfig | GroupedGemmConfig) -> dict:
-    """The config's fields as the config file holds them: unset options (None, as no register cap) left out."""
-    return {name: value for name, value in asdict(config).items() if value is not None}
+    """The config's fields as the config file holds them: options left off (None, as no register cap, or False, as
+    kernel 2 on CUDA cores) left out."""
+    return {name: value for name, value in asdict(config).items() if value is not None and value is not False}
 
 
 def shape_key(hidden: int, intermediate: int, experts: int, top_k: int, mx: bool = False) -> str:

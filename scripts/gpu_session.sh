@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: install, GPU tests, warp-decode tuning and the MoE benchmarks, logs under $OUT.
 # Usage (on the GPU machine, from the repository root):
-#   bash scripts/gpu_session.sh [tests] [tune] [tune-centric] [bench] [pdl] [decode-tests] [profile] [decode] [decode-hf] [gemv]
+#   bash scripts/gpu_session.sh [install] [tests] [tune] [tune-centric] [bench] [pdl] [decode-tests] [profile] [decode] [decode-hf] [gemv]
 #       [attention] [small] [variants] [moe-small] [boundaries] [pytest] [ab] [serve] [prefill] [prefill-attention]
 #       [ab-prefill-attention] [ab-turn] [ab-mx] [ab-cmd] [mx-tests] [mx-gemv] [mx-tune] [mx-bench] [mx-decode] [mx-accuracy] [mx-sweep] [mx-ncu]
 # ab: decode of this tree against a base tree made here with `git archive REF -o ab_base.tar` (an untracked file in
@@ -39,6 +39,7 @@ run_ab() {
 
 for step in $steps; do
     case $step in
+    install) ;;  # only the install above (no step named runs the default ones: tests tune bench)
     tests)
         python3 -c 'import triton, triton.language.extra.cuda as c; print("triton", triton.__version__, c.gdc_wait)'
         python3 -m pytest -q -m gpu tests/kernels tests/model_runtime -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -25 ;;

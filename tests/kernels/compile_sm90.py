@@ -102,8 +102,11 @@ CASES = [
         (f"MX down on tensor cores, {label}", mx_down._down_mma_kernel,
          MX_DOWN if tokens else {**MX_DOWN, "T": "i32"}, {**({"T": tokens} if tokens else {}), "BLOCK_N": 64,
          "BLOCK_K": 128, "ALL_GROUPS": 32, "TOP_K": 8, "HAS_RESIDUAL": residual, "UPCAST_DOT_OPERANDS": False,
-         "EVICTION": "evict_first", "USE_PDL": True}, {"num_warps": 2, "num_stages": 3})
-        for label, tokens, residual in (("8 tokens, residual", None, True), ("one token (T specialised)", 1, False))
+         "EVICTION": "evict_first", "USE_PDL": True, "FIRST_TILE_EARLY": early}, {"num_warps": 2, "num_stages": 3})
+        for label, tokens, residual, early in (
+            ("8 tokens, residual", None, True, False),
+            ("one token (T specialised), first tile early", 1, False, True),
+        )
     ),
     ("decode attention, paged, merged by the last split", decode_attention._decode_attention_kernel,
      DECODE_ATTENTION,

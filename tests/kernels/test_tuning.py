@@ -92,7 +92,10 @@ def test_register_caps_are_validated_tried_and_written_only_when_set(config_file
     written = json.loads(config_file.read_text())["expert_centric"]["2048,768,128,8"]
     assert written["16"]["max_registers"] == 128 and grouped_gemm_config(*QWEN3, 16) == capped
     uncapped = tuning.config_entry(tuning.WarpDecodeConfig())
-    assert "down_max_registers" not in uncapped and tuning.WarpDecodeConfig(**uncapped) == tuning.WarpDecodeConfig()
+    assert uncapped.keys().isdisjoint({"down_max_registers", "down_on_mma", "down_first_tile_early"})
+    assert tuning.WarpDecodeConfig(**uncapped) == tuning.WarpDecodeConfig()
+    on_mma = tuning.WarpDecodeConfig(down_rows=32, down_on_mma=True, down_first_tile_early=True)
+    assert tuning.WarpDecodeConfig(**tuning.config_entry(on_mma)) == on_mma
 
 
 def test_update_config_file_replaces_or_merges_one_key(tmp_path):

@@ -123,11 +123,14 @@ def down_float64(hidden_rows, topk_weights, topk_ids, w2_dequantised):
     return (per_slot.view(tokens, top_k, -1) * topk_weights.double()[..., None]).sum(dim=1)
 
 
-def test_down_on_tensor_cores_is_exact_in_fp32_for_groups_within_2_21_of_their_row():
+@pytest.mark.parametrize("first_tile_early", [False, True], ids=["tiles after the wait", "first tile early"])
+@pytest.mark.parametrize("cols", [32, 128], ids=["four tiles", "one tile wider than I"])
+def test_down_on_tensor_cores_is_exact_in_fp32_for_groups_within_2_21_of_their_row(cols, first_tile_early):
     """fp32 output: only the fp32 sums round; a row's groups up to 2**21 below its largest convert exactly."""
     hidden_rows, topk_weights, topk_ids, w2 = down_mma_case(exponent_spread=21)
     out = torch.empty(topk_ids.shape[0], w2.shape[1], dtype=torch.float32)
-    launch_down_mma(hidden_rows, topk_weights, topk_ids, w2, out, DOWN_ON_MMA)
+    config = replace(DOWN_ON_MMA, down_cols=cols, down_first_tile_early=first_tile_early)
+    launch_down_mma(hidden_rows, topk_weights, topk_ids, w2, out, config)
     reference = down_float64(hidden_rows, topk_weights, topk_ids, dequantize_mxfp8(w2, torch.float64))
     assert relative_error(out, reference) < 1e-6
 
@@ -244,6 +247,23 @@ def test_mx_tuner_sweeps_wider_tiles_and_writes_mx_keys(config_file, monkeypatch
     written = data["configs"]["2048,768,128,8,mx"]
     assert set(written) == {"1", "2"} and all(WarpDecodeConfig(**entry) == best for entry in written.values())
     assert data["crossover"] == {"2048,768,128,8": 8, "2048,768,128,8,mx": 2}
+
+
+def test_the_layer_time_decides_whether_kernel_2_loads_its_first_tile_early():
+    timed = []
+
+    def early_faster(config):
+        timed.append(config)
+        return 1.0 if config.down_first_tile_early else 2.0
+
+    on_mma = WarpDecodeConfig(down_rows=32, down_on_mma=True)
+    chosen, seconds = tune_warp_decode.with_faster_tile_order(on_mma, early_faster)
+    assert chosen == replace(on_mma, down_first_tile_early=True) and seconds == {False: 2.0, True: 1.0}
+    chosen, seconds = tune_warp_decode.with_faster_tile_order(on_mma, lambda c: 3.0 - early_faster(c))
+    assert not chosen.down_first_tile_early and seconds == {False: 1.0, True: 2.0}
+    timed.clear()
+    chosen, seconds = tune_warp_decode.with_faster_tile_order(WarpDecodeConfig(), early_faster)
+    assert chosen == WarpDecodeConfig() and timed == [WarpDecodeConfig()]  # CUDA cores: one order, timed once
 
 
 def test_mx_expert_bytes_count_data_and_scales():

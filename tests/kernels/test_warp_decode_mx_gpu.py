@@ -70,9 +70,10 @@ def test_down_on_tensor_cores_matches_float64_in_fp32_at_the_model_shape():
     per_slot = torch.einsum("shi,si->sh", weights, hidden.double()).view(8, 8, 2048)
     reference = (per_slot * topk_weights.double()[..., None]).sum(dim=1)
     assert relative_error(out, reference) < 1e-6
-    capped = torch.empty_like(out)  # a register cap below what the tile takes (spills) changes no bit
-    launch_down_mma(hidden, topk_weights, topk_ids, w2, capped, replace(config, down_max_registers=96))
-    assert torch.equal(capped, out)
+    for option in ({"down_max_registers": 96}, {"down_first_tile_early": not config.down_first_tile_early}):
+        variant = torch.empty_like(out)  # a register cap below what the tile takes (spills), the tile order: no bit
+        launch_down_mma(hidden, topk_weights, topk_ids, w2, variant, replace(config, **option))
+        assert torch.equal(variant, out), option
 
 
 def test_down_on_tensor_cores_converts_every_e4m3_code_exactly():
