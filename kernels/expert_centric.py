@@ -14,8 +14,8 @@ MXTensors, data fp8 [E, N, K] and scales uint8 [E, N, ceil(K / 32)]. Each weight
 [BLOCK_N, BLOCK_K] with its scales [BLOCK_N, BLOCK_K / 32] (BLOCK_K a multiple of 32, so tiles hold whole scale
 groups; the last K tile is masked, its scales too), dequantised in registers to x.dtype, data * 2**(s - 127)
 (exact in bf16 down to its subnormals; for bf16 by mx_tile.dot_operand_tile, whose scales stop at
-MAX_BF16_TILE_SCALE: larger ones give inf, and loading refuses such weights), and multiplied on tensor cores with
-fp32 accumulation as for bf16.
+MAX_BF16_TILE_SCALE: larger ones give inf, so bf16 and fp16 calls refuse such weights), and multiplied on tensor
+cores with fp32 accumulation as for bf16.
 Tiles come from tuning.grouped_gemm_config(..., mx=True): measured entries under their own key, else bf16's.
 """
 
@@ -29,7 +29,7 @@ from warpcode.kernels.launch import INTERPRETER, register_cap
 from warpcode.kernels.moe_args import check_kernel_layout, check_moe_args, output_buffer
 from warpcode.kernels.mx import BLOCK as MX_GROUP
 from warpcode.kernels.mx import MXTensor, is_mx
-from warpcode.kernels.mx_tile import dot_operand_tile
+from warpcode.kernels.mx_tile import dot_operand_tile, require_16_bit_tile_range
 from warpcode.kernels.tuning import GroupedGemmConfig, grouped_gemm_config
 
 # Triton's CPU interpreter multiplies bf16 dot operands as their raw uint16 bits (triton 3.6-3.9); there the
@@ -295,6 +295,9 @@ def moe_expert_centric(
     config = config or grouped_gemm_config(hidden_size, two_i // 2, experts, top_k, tokens, mx)
     if mx and config.block_k < MX_GROUP:
         raise ValueError(f"MX weights need GroupedGemmConfig.block_k >= {MX_GROUP} (whole scale groups), got {config}")
+    if mx:
+        require_16_bit_tile_range(w13, x.dtype)
+        require_16_bit_tile_range(w2, x.dtype)
     sorted_slots, block_expert = align_slots_by_expert(topk_ids, experts, config.block_m)
     slots = tokens * top_k
     activated = torch.empty((slots, two_i // 2), device=x.device, dtype=x.dtype)

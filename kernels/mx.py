@@ -14,7 +14,7 @@ Layout, as the kernels read it (`MXTensor` is also the exchange format, shared/d
 Dequantised, an element is data * 2**(scale - 127); the kernels build 2**(s - 127) from the bits (s << 23 as
 fp32, 2**-127's subnormal pattern for s = 0). The tensor-core kernels place the e4m3 bits into bf16 instead
 (kernels/mx_tile.py dot_operand_tile), exact for scales up to 134 (block maxima up to 448 * 2**7); loading a model
-refuses weights beyond that (model_runtime/mx_weights.py).
+refuses weights beyond that (model_runtime/mx_weights.py), and so do those kernels' launchers at bf16 or fp16.
 
 `quantize_mxfp8` runs a Triton kernel on CUDA tensors (kernels/mx_quantize.py: loading quantises on the device) and
 the PyTorch definition below elsewhere; both compute the same bits. Weights must be finite: inf or NaN is refused.

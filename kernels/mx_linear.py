@@ -7,7 +7,7 @@ Weight-only MXFP8 (kernels/mx.py): x, bias and y are bf16/fp16/fp32; w is data f
                       (a multiple of 32: whole scale groups), loading the weight tile as rows [BLOCK_N, BLOCK_K]
                       (16 fp8 weights per 16-byte load) with its scales [BLOCK_N, BLOCK_K / 32], dequantising it in
                       registers to x.dtype (exact in bf16 down to its subnormals, for scales up to
-                      mx_tile.MAX_BF16_TILE_SCALE) and multiplying on tensor cores,
+                      mx_tile.MAX_BF16_TILE_SCALE: bf16 and fp16 calls refuse larger) and multiplying on tensor cores,
                       accumulated in fp32; bias is added in fp32 and y rounded once. The weights move as 1 byte
                       (+ 1/32) per element; output tiles are visited in groups of GROUP_M row blocks so that
                       the weight tiles they share are read from L2. At decode batches the few output tiles are
@@ -33,7 +33,7 @@ from warpcode.kernels.counters import arrival_counters, arrive
 from warpcode.kernels.launch import INTERPRETER, as_int64, pdl_options, sm_count, wait_for_inputs
 from warpcode.kernels.mx import BLOCK as MX_GROUP
 from warpcode.kernels.mx import MXTensor, dequantize_mxfp8, is_mx
-from warpcode.kernels.mx_tile import dot_operand_tile
+from warpcode.kernels.mx_tile import dot_operand_tile, require_16_bit_tile_range
 from warpcode.kernels.norm import SUPPORTED_DTYPES, round_to
 from warpcode.kernels.tuning import require_powers_of_two
 
@@ -162,6 +162,7 @@ def mx_linear(
         raise ValueError(f"weight must be on {x.device}, got {weight.device}")
     if bias is not None and (bias.shape != (n,) or bias.dtype != x.dtype or bias.device != x.device):
         raise ValueError(f"bias must be [{n}] {x.dtype} on {x.device}, got {bias.dtype} {tuple(bias.shape)}")
+    require_16_bit_tile_range(weight, x.dtype)
     y = torch.empty((m, n), device=x.device, dtype=x.dtype)
     if m == 0 or n == 0:
         return y
@@ -206,6 +207,7 @@ def dequantize_weight(weight: MXTensor, dtype: torch.dtype) -> torch.Tensor:
     values, rounded to `dtype` once)."""
     if weight.dim() != 2:
         raise ValueError(f"dequantize_weight takes a 2-D MXTensor, got shape {tuple(weight.shape)}")
+    require_16_bit_tile_range(weight, dtype)
     n, k = weight.shape
     out = torch.empty((n, k), device=weight.device, dtype=dtype)
     if n and k:

@@ -17,6 +17,9 @@ data[r, k] * 2**(scales[r, k // 32] - 127), exact in fp32; masked-off data loads
 
 from __future__ import annotations
 
+import weakref
+
+import torch
 import triton
 import triton.language as tl
 
@@ -115,8 +118,31 @@ def _convert_quads(asm: tl.constexpr, w, multiplier):
 
 
 # dot_operand_tile's bit placement is exact for E8M0 scales up to 134 (2**7: block maxima up to 448 * 2**7); a weight
-# with larger scales would overflow its bf16 multiplier, so the model's loader refuses such weights (mx_weights.py).
+# with larger scales would overflow its bf16 multiplier, so the model's loader refuses such weights (mx_weights.py)
+# and the launchers that place bits check the weights they are given (require_16_bit_tile_range).
 MAX_BF16_TILE_SCALE = 134
+_SCALES_IN_RANGE: dict[int, weakref.ref] = {}  # id -> a scales tensor found within range (checked once: a sync)
+
+
+def require_16_bit_tile_range(weight, dtype: torch.dtype) -> None:
+    """Raises ValueError when the MXTensor `weight` would be dequantised to 16-bit tiles (dtype bf16: the bit
+    placement's multiplier overflows; fp16: weights above its 65,504) with a scale above MAX_BF16_TILE_SCALE, whose
+    products would be inf. Each scales tensor is checked once (a device sync); not while a CUDA graph is captured,
+    where no sync can run (the model's loader checks its weights as it loads them)."""
+    scales = weight.scales
+    if dtype not in (torch.bfloat16, torch.float16) or scales.numel() == 0:
+        return
+    known = _SCALES_IN_RANGE.get(key := id(scales))
+    if (known is not None and known() is scales) or (scales.is_cuda and torch.cuda.is_current_stream_capturing()):
+        return
+    largest = int(scales.max())
+    if largest > MAX_BF16_TILE_SCALE:
+        limit = 448 * 2 ** (MAX_BF16_TILE_SCALE - 127)
+        raise ValueError(
+            f"an MX weight has a block scale of 2**{largest - 127} (magnitudes above {limit:,}), beyond what the "
+            "tensor-core kernels dequantise to 16 bits: keep that weight in bf16, or run the model in fp32"
+        )
+    _SCALES_IN_RANGE[key] = weakref.ref(scales, lambda _: _SCALES_IN_RANGE.pop(key, None))
 
 
 @triton.jit

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from warpcode.kernels import moe_expert_centric, moe_reference, route_reference, tuning
-from warpcode.kernels.mx import dequantize_mxfp8, quantize_mxfp8
+from warpcode.kernels.mx import MXTensor, dequantize_mxfp8, quantize_mxfp8
+from warpcode.kernels.mx_tile import MAX_BF16_TILE_SCALE
 from warpcode.kernels.tuning import GroupedGemmConfig
 
 # as tests/kernels/test_moe_kernels.py (bf16: the path rounds its intermediates to bf16)
@@ -60,6 +61,11 @@ def test_mx_config_choice_and_checks(tmp_path, monkeypatch):
         moe_expert_centric(x, topk_weights, topk_ids, w13, w2, config=dataclasses.replace(SMALL, block_k=16))
     with pytest.raises(ValueError, match="both be MXFP8"):
         moe_expert_centric(x, topk_weights, topk_ids, w13, dequantize_mxfp8(w2))
+    beyond = MXTensor(w2.data, w2.scales.clone())  # a block maximum above 57,344: inf in 16-bit tiles
+    beyond.scales[1, 3, 0] = MAX_BF16_TILE_SCALE + 1
+    with pytest.raises(ValueError, match="57,344"):
+        moe_expert_centric(x.to(torch.bfloat16), topk_weights, topk_ids, w13, beyond)
+    assert not moe_expert_centric(x, topk_weights, topk_ids, w13, beyond).isinf().any()  # fp32 tiles hold it
     # a shape without MX entries: bf16's choice, block_k at least 32
     for tokens in (1, 16, 128, 1024):
         config = tuning.grouped_gemm_config(2048, 1024, 64, 8, tokens, mx=True)

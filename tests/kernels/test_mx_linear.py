@@ -6,7 +6,7 @@ import torch
 
 from warpcode.kernels import mx_linear as mx_linear_module
 from warpcode.kernels.counters import arrival_counters
-from warpcode.kernels.mx import dequantize_mxfp8, quantize_mxfp8
+from warpcode.kernels.mx import MXTensor, dequantize_mxfp8, quantize_mxfp8
 from warpcode.kernels.mx_linear import (
     MxLinearConfig,
     default_mx_linear_config,
@@ -15,6 +15,7 @@ from warpcode.kernels.mx_linear import (
     mx_linear,
     mx_linear_reference,
 )
+from warpcode.kernels.mx_tile import MAX_BF16_TILE_SCALE
 
 BF16_TOLERANCE = {"rtol": 2**-8, "atol": 1e-3}  # as tests/kernels/test_gemv.py: rounded once from an fp32 sum
 FP32_ERROR = 1e-6
@@ -120,3 +121,19 @@ def test_split_shares_leave_the_arrival_counters_at_zero():
     first = mx_linear(x, w, bias, CONFIGS["split"])
     assert not arrival_counters(x.device, 1).any()  # the last program of each tile reset its counter
     assert torch.equal(mx_linear(x, w, bias, CONFIGS["split"]), first)
+
+
+def test_a_weight_beyond_16_bit_tiles_is_refused_where_tiles_are_16_bit():
+    """A block scale above 2**7 (block maxima above 57,344) overflows bf16's bit placement and fp16; fp32 holds it."""
+    x, w, bias = inputs(3, 5, 64, torch.float32, seed=6)
+    at_limit = MXTensor(w.data, torch.full_like(w.scales, MAX_BF16_TILE_SCALE))
+    beyond = MXTensor(w.data, at_limit.scales.clone())
+    beyond.scales[2, 1] += 1
+    for dtype in (torch.bfloat16, torch.float16):
+        with pytest.raises(ValueError, match=r"block scale of 2\*\*8 \(magnitudes above 57,344\).*keep that weight"):
+            mx_linear(x.to(dtype), beyond)
+        with pytest.raises(ValueError, match="57,344"):
+            dequantize_weight(beyond, dtype)
+    assert_matches_float64(mx_linear(x.to(torch.bfloat16), at_limit), x.to(torch.bfloat16), at_limit, None)
+    assert_matches_float64(mx_linear(x, beyond, bias), x, beyond, bias)  # fp32 tiles
+    assert torch.equal(dequantize_weight(beyond, torch.float32), dequantize_mxfp8(beyond))
