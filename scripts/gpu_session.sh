@@ -3,7 +3,7 @@
 # Usage (on the GPU machine, from the repository root):
 #   bash scripts/gpu_session.sh [install] [tests] [tune] [tune-centric] [bench] [pdl] [decode-tests] [profile] [decode] [decode-hf] [gemv]
 #       [attention] [small] [variants] [moe-small] [boundaries] [pytest] [ab] [serve] [prefill] [prefill-attention]
-#       [ab-prefill-attention] [ab-turn] [ab-mx] [ab-cmd] [mx-tests] [mx-gemv] [mx-tune] [mx-bench] [mx-decode] [mx-accuracy] [mx-sweep] [mx-ncu]
+#       [ab-prefill-attention] [ab-turn] [ab-mx] [mx-configs] [ab-cmd] [mx-tests] [mx-gemv] [mx-tune] [mx-bench] [mx-decode] [mx-accuracy] [mx-sweep] [mx-ncu]
 # ab: decode of this tree against a base tree made here with `git archive REF -o ab_base.tar` (an untracked file in
 # the repository root travels with the working tree), alternating AB_ROUNDS times in one call.
 set -uo pipefail
@@ -109,13 +109,24 @@ for step in $steps; do
         run_ab ab.log python3 -m warpcode.agent bench decode --preset qwen3-30b-a3b --random-weights \
             --batch ${DECODE_BATCH:-1} --context ${DECODE_CONTEXT:-512,8192} --prefill 0 --json
         cat "$OUT/ab.log" ;;
+    mx-configs)  # MX decode under the package's config file, then each of CONFIG_VARIANTS (files made here by
+        # scripts/config_variant.py: untracked files in the repository root travel), AB_ROUNDS rounds alternating
+        for round in $(seq "${AB_ROUNDS:-2}"); do
+            for variant in package ${CONFIG_VARIANTS:?name the variant files}; do
+                config=$([ "$variant" = package ] || echo "$PWD/$variant")
+                WARPCODE_WARP_DECODE_CONFIGS=$config python3 -m warpcode.agent bench decode --preset qwen3-30b-a3b \
+                    --random-weights --weights mxfp8 --batch ${DECODE_BATCH:-1,8} --context ${DECODE_CONTEXT:-512} \
+                    --prefill 0 --json 2>>"$OUT/mx_configs_err.log" | sed "s|^|$variant round $round |" >>"$OUT/mx_configs.log"
+            done
+        done
+        python3 scripts/show_decode_variants.py <"$OUT/mx_configs.log" ;;
     ab-cmd)  # any command (AB_CMD, run in each tree's root) in this tree then the base (as ab), appended to ab_cmd.log
         run_ab ab_cmd.log bash -c "$AB_CMD"
         grep -v '^$' "$OUT/ab_cmd.log" | tail -${AB_TAIL:-40} ;;
     ab-mx)  # MX decode of this tree against the base (as ab; DECODE_BATCH, DECODE_CONTEXT)
         run_ab ab_mx.log python3 -m warpcode.agent bench decode --preset qwen3-30b-a3b --random-weights \
             --weights mxfp8 --batch ${DECODE_BATCH:-1,8} --context ${DECODE_CONTEXT:-512} --prefill 0 --json
-        cat "$OUT/ab_mx.log" ;;
+        python3 scripts/show_decode_variants.py <"$OUT/ab_mx.log" ;;
     ab-turn)  # a cached agent turn (16K cached + 300 new) and a cold 2K prefill, this tree then the base (as ab; TURN_FLAGS="--weights mxfp8")
         run_ab ab_turn.log python3 "$PWD/scripts/sweep_prefill.py" --lengths 2048 --budgets 16384 --profile 16384 ${TURN_FLAGS:-}
         grep -E "cached turn|budget|_paged_prefill_attention_kernel|_qk_norm_rope" "$OUT/ab_turn.log" ;;
