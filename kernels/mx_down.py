@@ -14,7 +14,7 @@ group sums, 7.5 SASS instructions a weight) the loop costs 3.4 (sm_90, 64 x 128 
 entries for 4 and 8 tokens cap its registers (WarpDecodeConfig.down_max_registers): 128 a thread fit 8 such
 programs on an SM instead of 6, for 8 bytes of spill. The entry for 2 tokens loads its first weight tile before the
 PDL wait (WarpDecodeConfig.down_first_tile_early), in flight while kernel 1 drains, as kernel 2 on CUDA cores
-always does; the tuner times the layer both ways (at 4 and 8 tokens, capped, it was slower in the model).
+always does (at 4 and 8 tokens, capped, it was slower in the model; the layer timed alone cannot tell).
 """
 
 from __future__ import annotations

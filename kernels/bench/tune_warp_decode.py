@@ -7,16 +7,15 @@ Each kernel is timed alone (CUDA-graph replay over rotated layers); the winners 
 expert-centric path (on the same weights), and the largest token count where warp decode is faster becomes the
 dispatcher's crossover. MXFP8 weights (`--weights mxfp8`, written under "H,I,E,K,mx") sweep tiles of twice the
 columns (16 fp8 weights per 16-byte load). `--register-caps 128,112` times kernel 2's fastest configs again
-under each register cap (Triton's maxnreg), kept where faster (`down_max_registers`). Where kernel 2 runs on
-tensor cores, the layer is timed with its first weight tile loaded before and after its PDL wait
-(`down_first_tile_early`): the faster is kept.
+under each register cap (Triton's maxnreg), kept where faster (`down_max_registers`). Options that act only
+beside the model's other kernels (`down_first_tile_early`) are left unset: decide them in the model
+(scripts/config_variant.py, `gpu_session.sh mx-configs`; BENCHMARKS.md).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable
 from dataclasses import asdict, replace
 
 import torch
@@ -92,17 +91,6 @@ def time_config(launch, config: WarpDecodeConfig, arguments: list[tuple]) -> flo
         return None
 
 
-def with_faster_tile_order(
-    config: WarpDecodeConfig, seconds_per_layer: Callable[[WarpDecodeConfig], float]
-) -> tuple[WarpDecodeConfig, dict[bool, float]]:
-    """Kernel 2 on tensor cores may load its first weight tile before its PDL wait: that overlaps kernel 1 only
-    when the two run together, so the layer's time decides. Returns the config with the faster order and the
-    layer's seconds by down_first_tile_early (one order for CUDA cores)."""
-    orders = (False, True) if config.down_on_mma else (False,)
-    seconds = {early: seconds_per_layer(replace(config, down_first_tile_early=early)) for early in orders}
-    return replace(config, down_first_tile_early=min(seconds, key=seconds.get)), seconds
-
-
 CAPPED_TILES = 4  # kernel 2's fastest configs timed again under each register cap
 
 
@@ -119,9 +107,6 @@ def tune(
         timed = [(time_config(launch, config, arguments), config) for config in candidates]
         return sorted(((s, c) for s, c in timed if s is not None), key=lambda pair: pair[0])
 
-    def seconds_per_layer(config: WarpDecodeConfig) -> float:
-        return time_per_call(lambda *layer: moe_warp_decode(*layer, config=config), layers)[0]
-
     _, gate_up = ranked(gate_up_candidates(shape, mx), launch_gate_up, gate_up_args)[0]
     gate_up_seconds, gate_up = ranked(with_stages(gate_up, "gate_up"), launch_gate_up, gate_up_args)[0]
     # Registers bound how many programs of kernel 2 an SM holds (below what a tile needs, ptxas spills): with
@@ -131,17 +116,12 @@ def tune(
     capped = [replace(c, down_max_registers=cap) for _, c in downs[:CAPPED_TILES] for cap in register_caps]
     down_seconds, down = min(downs + ranked(capped, launch_down, down_args), key=lambda p: p[0])
     best = replace(down, **{k: v for k, v in asdict(gate_up).items() if k.startswith("gate_up")})
-    best, layer_seconds = with_faster_tile_order(best, seconds_per_layer)
+    total_seconds, _ = time_per_call(lambda *layer: moe_warp_decode(*layer, config=best), layers)
     centric_seconds, _ = time_per_call(moe_expert_centric, layers)
     return best, {
         "gate_up_us": gate_up_seconds * 1e6,
         "down_us": down_seconds * 1e6,
-        "total_us": layer_seconds[best.down_first_tile_early] * 1e6,
-        **(
-            {"total_us_by_first_tile_early": {str(e): t * 1e6 for e, t in layer_seconds.items()}}
-            if best.down_on_mma
-            else {}
-        ),
+        "total_us": total_seconds * 1e6,
         "expert_centric_us": centric_seconds * 1e6,
     }
 

@@ -249,23 +249,6 @@ def test_mx_tuner_sweeps_wider_tiles_and_writes_mx_keys(config_file, monkeypatch
     assert data["crossover"] == {"2048,768,128,8": 8, "2048,768,128,8,mx": 2}
 
 
-def test_the_layer_time_decides_whether_kernel_2_loads_its_first_tile_early():
-    timed = []
-
-    def early_faster(config):
-        timed.append(config)
-        return 1.0 if config.down_first_tile_early else 2.0
-
-    on_mma = WarpDecodeConfig(down_rows=32, down_on_mma=True)
-    chosen, seconds = tune_warp_decode.with_faster_tile_order(on_mma, early_faster)
-    assert chosen == replace(on_mma, down_first_tile_early=True) and seconds == {False: 2.0, True: 1.0}
-    chosen, seconds = tune_warp_decode.with_faster_tile_order(on_mma, lambda c: 3.0 - early_faster(c))
-    assert not chosen.down_first_tile_early and seconds == {False: 1.0, True: 2.0}
-    timed.clear()
-    chosen, seconds = tune_warp_decode.with_faster_tile_order(WarpDecodeConfig(), early_faster)
-    assert chosen == WarpDecodeConfig() and timed == [WarpDecodeConfig()]  # CUDA cores: one order, timed once
-
-
 def test_mx_expert_bytes_count_data_and_scales():
     shape = MoeShape(80, 48, 4, 2)  # ceil(80 / 32) = 3 scales per w13 row, ceil(48 / 32) = 2 per w2 row
     assert shape.expert_bytes(torch.bfloat16) == 3 * 80 * 48 * 2
