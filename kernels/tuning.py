@@ -64,6 +64,10 @@ class WarpDecodeConfig:
             raise ValueError("WarpDecodeConfig stages must be >= 1")
         if self.down_on_mma and (self.down_rows < 16 or self.down_cols < 32):
             raise ValueError(f"WarpDecodeConfig.down_on_mma needs down_rows >= 16 and down_cols >= 32, got {self}")
+        if self.down_first_tile_early and not self.down_on_mma:
+            raise ValueError(
+                "WarpDecodeConfig.down_first_tile_early is an option of kernel 2 on tensor cores (down_on_mma)"
+            )
         check_register_cap(self, "down_max_registers")
 
 

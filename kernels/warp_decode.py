@@ -358,7 +358,7 @@ def launch_down(hidden, topk_weights, topk_ids, w2, out, config: WarpDecodeConfi
         default = WarpDecodeConfig()
         config = replace(config, down_on_mma=False, down_rows=default.down_rows, down_cols=default.down_cols,
                          down_warps=default.down_warps, down_stages=default.down_stages,
-                         down_max_registers=None)  # fmt: skip
+                         down_max_registers=None, down_first_tile_early=False)  # fmt: skip
     tokens, hidden_size = out.shape
     top_k = topk_ids.shape[1]
     intermediate = hidden.shape[1]

@@ -60,7 +60,11 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("config", [SMALL_MX_BLOCKS, DOWN_ON_MMA], ids=["down on CUDA cores", "down on tensor cores"])
+@pytest.mark.parametrize(
+    "config",
+    [SMALL_MX_BLOCKS, DOWN_ON_MMA, replace(DOWN_ON_MMA, down_first_tile_early=True)],
+    ids=["down on CUDA cores", "down on tensor cores", "down on tensor cores, first tile early"],
+)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 def test_mx_warp_decode_matches_float64_and_writes_every_output(case, dtype, config):
@@ -159,6 +163,8 @@ def test_down_on_tensor_cores_drops_groups_more_than_2_21_below_their_rows_large
 def test_down_on_tensor_cores_needs_mx_weights_tile_sizes_and_fp16_intermediates():
     with pytest.raises(ValueError, match="down_rows >= 16"):
         WarpDecodeConfig(down_rows=8, down_on_mma=True)
+    with pytest.raises(ValueError, match="first_tile_early is an option of kernel 2 on tensor cores"):
+        WarpDecodeConfig(down_first_tile_early=True)
     x, topk_weights, topk_ids, w13, w2 = make_mx_case(2, 64, 32, 4, 2, torch.bfloat16)
     plain = [torch.randn(w.shape).to(torch.bfloat16) for w in (w13, w2)]
     with pytest.raises(ValueError, match="takes MXFP8 weights"):
