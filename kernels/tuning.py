@@ -91,6 +91,10 @@ class GroupedGemmConfig:
         check_register_cap(self, "max_registers")
 
 
+# The config file's sections of launch configs, and the class of their entries.
+CONFIG_SECTIONS = {"configs": WarpDecodeConfig, "expert_centric": GroupedGemmConfig}
+
+
 def config_entry(config: WarpDecodeConfig | GroupedGemmConfig) -> dict:
     """The config's fields as the config file holds them: options left off (None, as no register cap, or False, as
     kernel 2 on CUDA cores) left out."""
@@ -115,6 +119,11 @@ def update_config_file(path: Path, section: str, key: str, entries: object, repl
         held[key] = entries
     else:
         held.setdefault(key, {}).update(entries)
+    write_config_file(path, data)
+
+
+def write_config_file(path: Path, data: dict) -> None:
+    """The config file's text: sorted keys, one space of indent (diffs stay small), created with its folder."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
 
@@ -127,8 +136,7 @@ def measured() -> dict:
     if not path.exists():
         return {"configs": {}, "crossover": {}, "expert_centric": {}}
     data = json.loads(path.read_text())
-    sections = {"configs": WarpDecodeConfig, "expert_centric": GroupedGemmConfig}
-    for section, config_class in sections.items():
+    for section, config_class in CONFIG_SECTIONS.items():
         known = {field.name for field in fields(config_class)}
         for shape, buckets in data.get(section, {}).items():
             for bucket, values in buckets.items():

@@ -36,8 +36,6 @@ token's K programs summing their partial rows): 3.4 SASS instructions a weight a
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import torch
 import triton
 import triton.language as tl
@@ -355,10 +353,7 @@ def launch_down(hidden, topk_weights, topk_ids, w2, out, config: WarpDecodeConfi
         if hidden.dtype == torch.float16:
             launch_down_mma(hidden, topk_weights, topk_ids, w2, out, config, residual)
             return
-        default = WarpDecodeConfig()
-        config = replace(config, down_on_mma=False, down_rows=default.down_rows, down_cols=default.down_cols,
-                         down_warps=default.down_warps, down_stages=default.down_stages,
-                         down_max_registers=None, down_first_tile_early=False)  # fmt: skip
+        config = WarpDecodeConfig()  # kernel 2's default tile: none of the tensor-core tile's options apply
     tokens, hidden_size = out.shape
     top_k = topk_ids.shape[1]
     intermediate = hidden.shape[1]

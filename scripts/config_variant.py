@@ -16,9 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from warpcode.kernels.tuning import CONFIG_FILE, GroupedGemmConfig, WarpDecodeConfig
-
-CONFIG_TYPES = {"configs": WarpDecodeConfig, "expert_centric": GroupedGemmConfig}
+from warpcode.kernels.tuning import CONFIG_FILE, CONFIG_SECTIONS, write_config_file
 
 
 def parse_change(text: str) -> tuple[str, str, list[str], dict]:
@@ -28,8 +26,8 @@ def parse_change(text: str) -> tuple[str, str, list[str], dict]:
     if len(parts) != 3 or not assignments.strip():
         raise ValueError(f"expected SECTION/KEY/BUCKETS: FIELD=VALUE, ..., got {text!r}")
     section, key, buckets = parts
-    if section not in CONFIG_TYPES:
-        raise ValueError(f"unknown section {section!r}: one of {', '.join(CONFIG_TYPES)}")
+    if section not in CONFIG_SECTIONS:
+        raise ValueError(f"unknown section {section!r}: one of {', '.join(CONFIG_SECTIONS)}")
     fields = {}
     for assignment in assignments.split(","):
         name, equals, value = assignment.partition("=")
@@ -52,7 +50,7 @@ def apply_change(data: dict, section: str, key: str, buckets: list[str], fields:
         entry = {**entries[bucket], **fields}
         entry = {name: value for name, value in entry.items() if value is not None}
         try:
-            CONFIG_TYPES[section](**entry)
+            CONFIG_SECTIONS[section](**entry)
         except (TypeError, ValueError) as error:
             raise ValueError(f"{section}/{key}/{bucket} would not be a valid config: {error}") from None
         entries[bucket] = dict(sorted(entry.items()))
@@ -71,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"config_variant: {error}", file=sys.stderr)
         return 2
-    args.out.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    write_config_file(args.out, data)
     return 0
 
 
