@@ -72,7 +72,14 @@ def default_mx_linear_config(m: int, n: int = 4096, k: int = 4096, sms: int = 13
     about PROGRAMS_PER_SM programs each (two K tiles a share at least); short row blocks up to 64 rows (the weights
     dominate: wide, deep tiles keep them streaming), square tiles once the rows fill them."""
     if m <= 32:
-        config = MxLinearConfig(block_m=16 if m <= 16 else 32, block_n=32, block_k=128, num_warps=2, num_stages=3)
+        # Up to 8 rows 64 columns on four warps, above them 32 on two. H200, MX decode of qwen3-30b-a3b in the
+        # model (the tile is decided there: PDL neighbours), two rounds, against 32 on two warps: batch 2 / 4 / 8
+        # +1.7 / +1.5 / +1.4 %; batch 16 / 32 -0.6 / -1.1 %. 128 columns, 256-deep tiles, 2 or 16 programs an SM:
+        # slower at 8 and 32 rows (BENCHMARKS.md, twenty-second session).
+        narrow = m <= 8
+        config = MxLinearConfig(
+            block_m=16 if m <= 16 else 32, block_n=64 if narrow else 32, block_k=128, num_warps=4 if narrow else 2
+        )
         tiles = triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n)
         wanted = triton.cdiv(PROGRAMS_PER_SM * sms, tiles)
         splits = min(1 << (wanted.bit_length() - 1), max(1, triton.cdiv(k, config.block_k) // 2))

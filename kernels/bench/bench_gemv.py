@@ -185,14 +185,14 @@ def mx_gemv_configs(n: int, hidden: int, batch: int, args) -> list[GemvConfig]:
 def mx_linear_configs(m: int, n: int, k: int, args) -> list[MxLinearConfig]:
     """The default for this shape, then (unless --quick) the two tallest row blocks that M fills (16..128), 64/128
     wide, 64..256 deep, 4 or 8 warps as the tile needs, 3 or 4 stages (<= 24 configs); at decode batches (M <= 32)
-    instead narrow tiles (16/32 wide, 128-512 deep, 2 or 4 warps) with 1, 2, 4 or 8 shares of K (20 per height)."""
+    instead narrow tiles (16-64 wide, 128-512 deep, 2 or 4 warps) with 1, 2, 4 or 8 shares of K (24 per height)."""
     default = default_mx_linear_config(m, n, k, sm_count(torch.device(DEVICE)))
     if args.quick:
         return [default]
     tallest = min(128, max(16, triton.next_power_of_2(m)))
     heights = [h for h in (tallest // 2, tallest) if h >= 16]
     if m <= 32:
-        tiles = ((16, 256, 2), (16, 128, 2), (16, 512, 2), (32, 256, 4), (32, 128, 2))
+        tiles = ((16, 256, 2), (16, 128, 2), (16, 512, 2), (32, 256, 4), (32, 128, 2), (64, 128, 4))
         configs = [
             MxLinearConfig(block_m=h, block_n=wide, block_k=deep, num_warps=warps, num_stages=3, split_k=shares)
             for h in heights
