@@ -72,13 +72,13 @@ def default_mx_linear_config(m: int, n: int = 4096, k: int = 4096, sms: int = 13
     about PROGRAMS_PER_SM programs each (two K tiles a share at least); short row blocks up to 64 rows (the weights
     dominate: wide, deep tiles keep them streaming), square tiles once the rows fill them."""
     if m <= 32:
-        # Up to 8 rows 64 columns on four warps, above them 32 on two. H200, MX decode of qwen3-30b-a3b in the
-        # model (the tile is decided there: PDL neighbours), two rounds, against 32 on two warps: batch 2 / 4 / 8
-        # +1.7 / +1.5 / +1.4 %; batch 16 / 32 -0.6 / -1.1 %. 128 columns, 256-deep tiles, 2 or 16 programs an SM:
-        # slower at 8 and 32 rows (BENCHMARKS.md, twenty-second session).
-        narrow = m <= 8
+        # Up to 2 rows 64 columns on four warps, above them 32 on two. H200, MX decode of qwen3-30b-a3b, decided in
+        # the model (PDL neighbours), same-call A/B: batch 2 (o_proj here; q/k/v is on the GEMV) +1.7 % at 512 keys,
+        # +0.5 % at 8K. At 3-8 rows +1.2-2.0 % at 512 keys but -0.6 to -1.4 % at 8K; 16 and 32 rows slower
+        # (BENCHMARKS.md, twenty-second session).
+        few_rows = m <= 2
         config = MxLinearConfig(
-            block_m=16 if m <= 16 else 32, block_n=64 if narrow else 32, block_k=128, num_warps=4 if narrow else 2
+            block_m=16 if m <= 16 else 32, block_n=64 if few_rows else 32, block_k=128, num_warps=4 if few_rows else 2
         )
         tiles = triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n)
         wanted = triton.cdiv(PROGRAMS_PER_SM * sms, tiles)

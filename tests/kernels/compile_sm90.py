@@ -98,7 +98,7 @@ CASES = [
          {"num_warps": 2, "num_stages": 3})
         for splits, label, specialised in ((1, "", {}), (4, "", {}), (4, ", one row (M specialised)", {"M": 1}))
     ),
-    ("mx_linear, the default tile up to 8 rows (16 x 64 x 128, 4 warps)", mx_linear._mx_linear_kernel, MX_LINEAR,
+    ("mx_linear, the default tile up to 2 rows (16 x 64 x 128, 4 warps)", mx_linear._mx_linear_kernel, MX_LINEAR,
      {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "GROUP_M": 8, "SPLIT_K": 4, "HAS_BIAS": False,
       "UPCAST_DOT_OPERANDS": False, "DOT_PRECISION": "tf32", "USE_PDL": True}, {"num_warps": 4, "num_stages": 3}),
     *(
