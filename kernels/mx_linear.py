@@ -80,13 +80,21 @@ def default_mx_linear_config(m: int, n: int = 4096, k: int = 4096, sms: int = 13
         config = MxLinearConfig(
             block_m=16 if m <= 16 else 32, block_n=64 if few_rows else 32, block_k=128, num_warps=4 if few_rows else 2
         )
-        tiles = triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n)
-        wanted = triton.cdiv(PROGRAMS_PER_SM * sms, tiles)
-        splits = min(1 << (wanted.bit_length() - 1), max(1, triton.cdiv(k, config.block_k) // 2))
-        return replace(config, split_k=splits)
+        return with_decode_split(config, m, n, k, sms)
     if m <= 64:
         return MxLinearConfig(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=4)
     return MxLinearConfig(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=3)
+
+
+def with_decode_split(
+    config: MxLinearConfig, m: int, n: int, k: int, sms: int, programs_per_sm: int = PROGRAMS_PER_SM
+) -> MxLinearConfig:
+    """config with K split in the largest power of two of shares that keeps the `sms` SMs at about programs_per_sm
+    programs each or fewer, two K tiles a share at least."""
+    tiles = triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n)
+    wanted = triton.cdiv(programs_per_sm * sms, tiles)
+    splits = min(1 << (wanted.bit_length() - 1), max(1, triton.cdiv(k, config.block_k) // 2))
+    return replace(config, split_k=splits)
 
 
 @triton.jit

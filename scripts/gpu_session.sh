@@ -3,7 +3,7 @@
 # Usage (on the GPU machine, from the repository root):
 #   bash scripts/gpu_session.sh [install] [tests] [tune] [tune-centric] [bench] [pdl] [decode-tests] [profile] [decode] [decode-hf] [gemv]
 #       [attention] [small] [variants] [moe-small] [boundaries] [pytest] [ab] [serve] [prefill] [prefill-attention]
-#       [ab-prefill-attention] [ab-turn] [ab-mx] [mx-configs] [ab-cmd] [mx-tests] [mx-gemv] [mx-tune] [mx-bench] [mx-decode] [mx-accuracy] [mx-sweep] [mx-ncu]
+#       [ab-prefill-attention] [ab-turn] [ab-mx] [mx-configs] [mx-linear-variants] [ab-cmd] [mx-tests] [mx-gemv] [mx-tune] [mx-bench] [mx-decode] [mx-accuracy] [mx-sweep] [mx-ncu]
 # ab: decode of this tree against a base tree made here with `git archive REF -o ab_base.tar` (an untracked file in
 # the repository root travels with the working tree), alternating AB_ROUNDS times in one call.
 set -uo pipefail
@@ -120,6 +120,17 @@ for step in $steps; do
             done
         done
         python3 scripts/show_decode_variants.py <"$OUT/mx_configs.log" ;;
+    mx-linear-variants)  # MX decode under mx_linear's decode-batch default, then each of MX_LINEAR_VARIANTS
+        # ("NAME=SPEC ...", SPEC as scripts/mx_linear_variant.py reads it), AB_ROUNDS rounds alternating
+        for round in $(seq "${AB_ROUNDS:-2}"); do
+            for variant in package= ${MX_LINEAR_VARIANTS:?name the variants}; do
+                python3 scripts/mx_linear_variant.py "${variant#*=}" bench decode --preset qwen3-30b-a3b \
+                    --random-weights --weights mxfp8 --batch ${DECODE_BATCH:-2,4,8} --context ${DECODE_CONTEXT:-512,8192} \
+                    --prefill 0 --json 2>>"$OUT/mx_linear_variants_err.log" | sed "s|^|${variant%%=*} round $round |" \
+                    >>"$OUT/mx_linear_variants.log"
+            done
+        done
+        python3 scripts/show_decode_variants.py <"$OUT/mx_linear_variants.log" ;;
     ab-cmd)  # any command (AB_CMD, run in each tree's root) in this tree then the base (as ab), appended to ab_cmd.log
         run_ab ab_cmd.log bash -c "$AB_CMD"
         grep -v '^$' "$OUT/ab_cmd.log" | tail -${AB_TAIL:-40} ;;
