@@ -67,10 +67,17 @@ class MxLinearConfig:
 PROGRAMS_PER_SM = 4
 
 
+def decode_programs_per_sm(m: int) -> int:
+    """The programs an SM that the K split aims at for m rows: half as many for the 32-row tiles above 16 rows. H200,
+    MX decode of qwen3-30b-a3b in the model, batch 32 +0.45 % at 512 and at 8K keys (three calls: +0.45-0.6 % at 512);
+    at 16 rows the half was -0.1 to -0.2 % (BENCHMARKS.md, twenty-second session)."""
+    return PROGRAMS_PER_SM if m <= 16 else PROGRAMS_PER_SM // 2
+
+
 def default_mx_linear_config(m: int, n: int = 4096, k: int = 4096, sms: int = 132) -> MxLinearConfig:
     """For decode batches (m <= 32) narrow tiles and K split in a power of two of shares until the `sms` SMs hold
-    about PROGRAMS_PER_SM programs each (two K tiles a share at least); short row blocks up to 64 rows (the weights
-    dominate: wide, deep tiles keep them streaming), square tiles once the rows fill them."""
+    about decode_programs_per_sm(m) programs each (two K tiles a share at least); short row blocks up to 64 rows
+    (the weights dominate: wide, deep tiles keep them streaming), square tiles once the rows fill them."""
     if m <= 32:
         # Up to 2 rows 64 columns on four warps, above them 32 on two. H200, MX decode of qwen3-30b-a3b, decided in
         # the model (PDL neighbours), same-call A/B: batch 2 (o_proj here; q/k/v is on the GEMV) +1.7 % at 512 keys,
@@ -80,15 +87,13 @@ def default_mx_linear_config(m: int, n: int = 4096, k: int = 4096, sms: int = 13
         config = MxLinearConfig(
             block_m=16 if m <= 16 else 32, block_n=64 if few_rows else 32, block_k=128, num_warps=4 if few_rows else 2
         )
-        return with_decode_split(config, m, n, k, sms)
+        return with_decode_split(config, m, n, k, sms, decode_programs_per_sm(m))
     if m <= 64:
         return MxLinearConfig(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=4)
     return MxLinearConfig(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=3)
 
 
-def with_decode_split(
-    config: MxLinearConfig, m: int, n: int, k: int, sms: int, programs_per_sm: int = PROGRAMS_PER_SM
-) -> MxLinearConfig:
+def with_decode_split(config: MxLinearConfig, m: int, n: int, k: int, sms: int, programs_per_sm: int) -> MxLinearConfig:
     """config with K split in the largest power of two of shares that keeps the `sms` SMs at about programs_per_sm
     programs each or fewer, two K tiles a share at least."""
     tiles = triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n)

@@ -8,7 +8,7 @@ the model: alone a tile can win and lose inside the step, where PDL starts it be
 SPEC is parts joined by "|", each [SHAPE:]FIELD=VALUE,... with SHAPE `qkv` (projections with more outputs than
 inputs), `oproj` (fewer) or none (every projection). FIELDs are MxLinearConfig's (block_m, block_n, block_k,
 num_warps, num_stages) and `programs`, the programs an SM that the K split aims at (kernels/mx_linear.py
-PROGRAMS_PER_SM); each replaces the package default's value. An empty SPEC runs the package default.
+decode_programs_per_sm); each replaces the package default's value. An empty SPEC runs the package default.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 from dataclasses import fields, replace
 
 import warpcode.kernels.mx_linear as mx_linear_module
-from warpcode.kernels.mx_linear import MxLinearConfig, with_decode_split
+from warpcode.kernels.mx_linear import MxLinearConfig, decode_programs_per_sm, with_decode_split
 
 SHAPES = ("qkv", "oproj")
 TILE_FIELDS = {field.name for field in fields(MxLinearConfig)} - {"split_k", "group_m"}
@@ -61,7 +61,7 @@ def variant_config(specs: dict[str, dict[str, int]], default):
         if m > DECODE_ROWS or not values:
             return default(m, n, k, sms)
         tile = {name: value for name, value in values.items() if name != "programs"}
-        programs = values.get("programs", mx_linear_module.PROGRAMS_PER_SM)
+        programs = values.get("programs", decode_programs_per_sm(m))
         return with_decode_split(replace(default(m, n, k, sms), split_k=1, **tile), m, n, k, sms, programs)
 
     return config

@@ -97,6 +97,7 @@ def test_configs_and_bad_inputs():
     assert default_mx_linear_config(8, 5120, 2048, sms=132).split_k == 4  # 160 tiles, 16 K tiles
     assert default_mx_linear_config(8, 2048, 4096, sms=132).split_k == 8  # 64 tiles, 32 K tiles
     assert default_mx_linear_config(2, 2048, 4096, sms=132).split_k == 16  # 32 tiles 64 wide
+    assert default_mx_linear_config(32, 5120, 2048, sms=132).split_k == 2  # 32-row tiles: about 2 programs an SM
     assert default_mx_linear_config(8, 2048, 256, sms=132).split_k == 1  # two K tiles
     with pytest.raises(ValueError, match="split_k"):
         MxLinearConfig(block_m=16, block_n=16, block_k=32, split_k=0)

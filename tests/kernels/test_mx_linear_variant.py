@@ -30,6 +30,8 @@ def test_a_spec_replaces_the_tile_per_shape_and_splits_k_again():
     assert (qkv.block_n, qkv.num_warps, qkv.split_k) == (32, 2, 4)  # 160 tiles: 4 shares bring 4.8 programs an SM
     assert (o_proj.block_n, o_proj.num_warps, o_proj.split_k) == (64, 4, 8)  # 32 tiles, about 2 programs an SM
     assert config(64, 2048, 4096, 132) == default_mx_linear_config(64, 2048, 4096, 132)  # past decode batches
+    # without `programs` the default's aim stays: 2 programs an SM at 32 rows
+    assert config(32, 5120, 2048, 132) == default_mx_linear_config(32, 5120, 2048, 132)
     every = variant_script.variant_config(variant_script.parse_spec("block_k=256"), default_mx_linear_config)
     assert every(8, 5120, 2048, 132).block_k == every(8, 2048, 4096, 132).block_k == 256
     empty = variant_script.variant_config(variant_script.parse_spec(""), default_mx_linear_config)
