@@ -65,6 +65,7 @@ class MxLinearConfig:
 # `bench_gemv`-style sweep over tiles and splits: q/k/v 5120 x 2048 at 8 rows 8.3 us with 32 x 128 tiles and 4
 # shares (11.0 unsplit, cuBLAS bf16 7.7), o_proj 2048 x 4096 7.5 us with 8 shares (17.5 unsplit, cuBLAS 9.3).
 PROGRAMS_PER_SM = 4
+DECODE_MAX_ROWS = 32  # up to this many rows default_mx_linear_config takes decode-batch tiles and splits K
 
 
 def decode_programs_per_sm(m: int) -> int:
@@ -75,10 +76,10 @@ def decode_programs_per_sm(m: int) -> int:
 
 
 def default_mx_linear_config(m: int, n: int = 4096, k: int = 4096, sms: int = 132) -> MxLinearConfig:
-    """For decode batches (m <= 32) narrow tiles and K split in a power of two of shares until the `sms` SMs hold
-    about decode_programs_per_sm(m) programs each (two K tiles a share at least); short row blocks up to 64 rows
-    (the weights dominate: wide, deep tiles keep them streaming), square tiles once the rows fill them."""
-    if m <= 32:
+    """For decode batches (m <= DECODE_MAX_ROWS) narrow tiles and K split in a power of two of shares until the
+    `sms` SMs hold about decode_programs_per_sm(m) programs each (two K tiles a share at least); short row blocks up
+    to 64 rows (the weights dominate: wide, deep tiles keep them streaming), square tiles once the rows fill them."""
+    if m <= DECODE_MAX_ROWS:
         # Up to 2 rows 64 columns on four warps, above them 32 on two. H200, MX decode of qwen3-30b-a3b, decided in
         # the model (PDL neighbours), same-call A/B: batch 2 (o_proj here; q/k/v is on the GEMV) +1.7 % at 512 keys,
         # +0.5 % at 8K. At 3-8 rows +1.2-2.0 % at 512 keys but -0.6 to -1.4 % at 8K; 16 and 32 rows slower

@@ -37,6 +37,32 @@ run_ab() {
     python3 -m pip install -q --no-deps --no-build-isolation -e . >>"$OUT/install.log" 2>&1
 }
 
+# run_variants LOG RUNNER VARIANT...: `RUNNER VARIANT` (printing `bench decode --json` lines) for each variant,
+# AB_ROUNDS rounds alternating, each line prefixed with the variant's name (up to any "=") and round and appended to
+# $OUT/LOG; then each variant's rate against the first's.
+run_variants() {
+    local log=$1 runner=$2 round variant
+    shift 2
+    for round in $(seq "${AB_ROUNDS:-2}"); do
+        for variant in "$@"; do
+            "$runner" "$variant" 2>>"$OUT/${log%.log}_err.log" | sed "s|^|${variant%%=*} round $round |" >>"$OUT/$log"
+        done
+    done
+    python3 scripts/show_decode_variants.py <"$OUT/$log"
+}
+
+# MX decode under the config file VARIANT ("package": the package's own), or under mx_linear's decode tiles of
+# NAME=SPEC (scripts/mx_linear_variant.py)
+decode_under_config_file() {
+    WARPCODE_WARP_DECODE_CONFIGS=$([ "$1" = package ] || echo "$PWD/$1") python3 -m warpcode.agent bench decode \
+        --preset qwen3-30b-a3b --random-weights --weights mxfp8 --batch ${DECODE_BATCH:-1,8} \
+        --context ${DECODE_CONTEXT:-512} --prefill 0 --json
+}
+decode_under_mx_linear_spec() {
+    python3 scripts/mx_linear_variant.py "${1#*=}" bench decode --preset qwen3-30b-a3b --random-weights \
+        --weights mxfp8 --batch ${DECODE_BATCH:-2,4,8} --context ${DECODE_CONTEXT:-512,8192} --prefill 0 --json
+}
+
 for step in $steps; do
     case $step in
     install) ;;  # only the install above (no step named runs the default ones: tests tune bench)
@@ -111,26 +137,10 @@ for step in $steps; do
         cat "$OUT/ab.log" ;;
     mx-configs)  # MX decode under the package's config file, then each of CONFIG_VARIANTS (files made here by
         # scripts/config_variant.py: untracked files in the repository root travel), AB_ROUNDS rounds alternating
-        for round in $(seq "${AB_ROUNDS:-2}"); do
-            for variant in package ${CONFIG_VARIANTS:?name the variant files}; do
-                config=$([ "$variant" = package ] || echo "$PWD/$variant")
-                WARPCODE_WARP_DECODE_CONFIGS=$config python3 -m warpcode.agent bench decode --preset qwen3-30b-a3b \
-                    --random-weights --weights mxfp8 --batch ${DECODE_BATCH:-1,8} --context ${DECODE_CONTEXT:-512} \
-                    --prefill 0 --json 2>>"$OUT/mx_configs_err.log" | sed "s|^|$variant round $round |" >>"$OUT/mx_configs.log"
-            done
-        done
-        python3 scripts/show_decode_variants.py <"$OUT/mx_configs.log" ;;
+        run_variants mx_configs.log decode_under_config_file package ${CONFIG_VARIANTS:?name the variant files} ;;
     mx-linear-variants)  # MX decode under mx_linear's decode-batch default, then each of MX_LINEAR_VARIANTS
         # ("NAME=SPEC ...", SPEC as scripts/mx_linear_variant.py reads it), AB_ROUNDS rounds alternating
-        for round in $(seq "${AB_ROUNDS:-2}"); do
-            for variant in package= ${MX_LINEAR_VARIANTS:?name the variants}; do
-                python3 scripts/mx_linear_variant.py "${variant#*=}" bench decode --preset qwen3-30b-a3b \
-                    --random-weights --weights mxfp8 --batch ${DECODE_BATCH:-2,4,8} --context ${DECODE_CONTEXT:-512,8192} \
-                    --prefill 0 --json 2>>"$OUT/mx_linear_variants_err.log" | sed "s|^|${variant%%=*} round $round |" \
-                    >>"$OUT/mx_linear_variants.log"
-            done
-        done
-        python3 scripts/show_decode_variants.py <"$OUT/mx_linear_variants.log" ;;
+        run_variants mx_linear_variants.log decode_under_mx_linear_spec package= ${MX_LINEAR_VARIANTS:?name the variants} ;;
     ab-cmd)  # any command (AB_CMD, run in each tree's root) in this tree then the base (as ab), appended to ab_cmd.log
         run_ab ab_cmd.log bash -c "$AB_CMD"
         grep -v '^$' "$OUT/ab_cmd.log" | tail -${AB_TAIL:-40} ;;

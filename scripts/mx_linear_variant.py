@@ -17,11 +17,10 @@ import sys
 from dataclasses import fields, replace
 
 import warpcode.kernels.mx_linear as mx_linear_module
-from warpcode.kernels.mx_linear import MxLinearConfig, decode_programs_per_sm, with_decode_split
+from warpcode.kernels.mx_linear import DECODE_MAX_ROWS, MxLinearConfig, decode_programs_per_sm, with_decode_split
 
 SHAPES = ("qkv", "oproj")
 TILE_FIELDS = {field.name for field in fields(MxLinearConfig)} - {"split_k", "group_m"}
-DECODE_ROWS = 32  # the rows up to which default_mx_linear_config splits K (its decode batches)
 
 
 def parse_spec(text: str) -> dict[str, dict[str, int]]:
@@ -54,15 +53,15 @@ def parse_spec(text: str) -> dict[str, dict[str, int]]:
 
 def variant_config(specs: dict[str, dict[str, int]], default):
     """A default_mx_linear_config replacement: the spec of the call's shape over `default`'s tile up to
-    DECODE_ROWS rows, the K split chosen again for the changed tile."""
+    DECODE_MAX_ROWS rows, the K split chosen again for the changed tile."""
 
     def config(m: int, n: int = 4096, k: int = 4096, sms: int = 132) -> MxLinearConfig:
         values = specs.get("qkv" if n > k else "oproj", specs.get("all"))
-        if m > DECODE_ROWS or not values:
+        if m > DECODE_MAX_ROWS or not values:
             return default(m, n, k, sms)
         tile = {name: value for name, value in values.items() if name != "programs"}
         programs = values.get("programs", decode_programs_per_sm(m))
-        return with_decode_split(replace(default(m, n, k, sms), split_k=1, **tile), m, n, k, sms, programs)
+        return with_decode_split(replace(default(m, n, k, sms), **tile), m, n, k, sms, programs)
 
     return config
 

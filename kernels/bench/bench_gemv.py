@@ -35,7 +35,13 @@ from warpcode.kernels.bench.timing import L2_BYTES, measure_copy_bandwidth, time
 from warpcode.kernels.gemv import MAX_BATCH, GemvConfig, default_gemv_config, gemv
 from warpcode.kernels.launch import sm_count
 from warpcode.kernels.mx import quantize_mxfp8_torch
-from warpcode.kernels.mx_linear import MxLinearConfig, default_mx_linear_config, dequantize_weight, mx_linear
+from warpcode.kernels.mx_linear import (
+    DECODE_MAX_ROWS,
+    MxLinearConfig,
+    default_mx_linear_config,
+    dequantize_weight,
+    mx_linear,
+)
 from warpcode.kernels.tuning import token_bucket
 
 MAX_COPIES = 512
@@ -191,7 +197,7 @@ def mx_linear_configs(m: int, n: int, k: int, args) -> list[MxLinearConfig]:
         return [default]
     tallest = min(128, max(16, triton.next_power_of_2(m)))
     heights = [h for h in (tallest // 2, tallest) if h >= 16]
-    if m <= 32:
+    if m <= DECODE_MAX_ROWS:
         tiles = ((16, 256, 2), (16, 128, 2), (16, 512, 2), (32, 256, 4), (32, 128, 2), (64, 128, 4))
         configs = [
             MxLinearConfig(block_m=h, block_n=wide, block_k=deep, num_warps=warps, num_stages=3, split_k=shares)

@@ -93,7 +93,7 @@ def test_configs_and_bad_inputs():
     for m in (1, 16, 33, 64, 1024):
         config = default_mx_linear_config(m)
         assert config.block_k % 32 == 0 and config.block_m >= 16
-    # decode batches: K split until the SMs hold about PROGRAMS_PER_SM programs, two K tiles a share at least
+    # decode batches: K split until the SMs hold about decode_programs_per_sm(m) programs, two K tiles a share at least
     assert default_mx_linear_config(8, 5120, 2048, sms=132).split_k == 4  # 160 tiles, 16 K tiles
     assert default_mx_linear_config(8, 2048, 4096, sms=132).split_k == 8  # 64 tiles, 32 K tiles
     assert default_mx_linear_config(2, 2048, 4096, sms=132).split_k == 16  # 32 tiles 64 wide
