@@ -98,9 +98,13 @@ CASES = [
          {"num_warps": 2, "num_stages": 3})
         for splits, label, specialised in ((1, "", {}), (4, "", {}), (4, ", one row (M specialised)", {"M": 1}))
     ),
-    ("mx_linear, the default tile up to 2 rows (16 x 64 x 128, 4 warps)", mx_linear._mx_linear_kernel, MX_LINEAR,
-     {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "GROUP_M": 8, "SPLIT_K": 4, "HAS_BIAS": False,
-      "UPCAST_DOT_OPERANDS": False, "DOT_PRECISION": "tf32", "USE_PDL": True}, {"num_warps": 4, "num_stages": 3}),
+    *(
+        (f"mx_linear, the default 16 x 64 x 128 tile on 4 warps {label}", mx_linear._mx_linear_kernel, MX_LINEAR,
+         {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "GROUP_M": 8, "SPLIT_K": splits, "HAS_BIAS": False,
+          "UPCAST_DOT_OPERANDS": False, "DOT_PRECISION": "tf32", "USE_PDL": True},
+         {"num_warps": 4, "num_stages": stages})
+        for label, splits, stages in (("up to 2 rows", 4, 3), ("for o_proj up to 8 rows", 16, 2))
+    ),
     *(
         (f"MX down on tensor cores, {label}", mx_down._down_mma_kernel,
          MX_DOWN if tokens else {**MX_DOWN, "T": "i32"}, {**({"T": tokens} if tokens else {}), "BLOCK_N": 64,

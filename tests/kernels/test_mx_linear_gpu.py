@@ -20,7 +20,7 @@ CUDA = torch.device("cuda")
 SHAPES = [(5120, 2048), (2048, 4096), (1536, 2048), (2048, 768)]  # (N, K)
 
 
-@pytest.mark.parametrize("m", [1, 17, 128, 1024, 1500])
+@pytest.mark.parametrize("m", [1, 5, 17, 128, 1024, 1500])
 @pytest.mark.parametrize("shape", SHAPES, ids=[f"{n}x{k}" for n, k in SHAPES])
 def test_mx_linear_at_model_shapes(shape, m):
     n, k = shape
