@@ -80,19 +80,19 @@ def default_mx_linear_config(m: int, n: int = 4096, k: int = 4096, sms: int = 13
     `sms` SMs hold about decode_programs_per_sm(m) programs each (two K tiles a share at least); short row blocks up
     to 64 rows (the weights dominate: wide, deep tiles keep them streaming), square tiles once the rows fill them."""
     if m <= DECODE_MAX_ROWS:
-        # 64 columns on four warps up to 2 rows, and up to 8 rows where the outputs are fewer than the inputs
-        # (o_proj), there with 2 stages; else 32 columns on two. H200, MX decode of qwen3-30b-a3b, decided in the model
-        # (PDL neighbours), same-call A/Bs: batch 2 (o_proj here; q/k/v is on the GEMV) +1.7 % at 512 keys, +0.5 % at
-        # 8K; o_proj at batches 4 / 8 +2.5 / +1.1 % at 512 keys, -0.2 to -0.4 % at 8K (3 stages: -0.6 to -0.7 %).
-        # The q/k/v tile loses at 8K, and 16 and 32 rows are slower (BENCHMARKS.md, twenty-second and
-        # twenty-third sessions).
+        # 64 columns on four warps with 2 stages up to 2 rows, and up to 8 rows where the outputs are fewer than the
+        # inputs (o_proj); else 32 columns on two warps with 3 stages. H200, MX decode of qwen3-30b-a3b, decided in the
+        # model (PDL neighbours), same-call A/Bs: batch 2 (o_proj here; q/k/v is on the GEMV) +1.7 / +0.5 % at 512 /
+        # 8K keys for the wider tile, then +0.5 / +0.3 % for 2 stages; batches 3 / 4 / 8 +2.4 / +2.5 / +1.0 % at 512
+        # keys, -0.3 to -0.4 % at 8K (3 stages: -0.6 to -0.7 %). The q/k/v tile loses at 8K, and 16 and 32 rows are
+        # slower (BENCHMARKS.md, twenty-second and twenty-third sessions).
         wide = m <= 2 or (m <= 8 and n <= k)
         config = MxLinearConfig(
             block_m=16 if m <= 16 else 32,
             block_n=64 if wide else 32,
             block_k=128,
             num_warps=4 if wide else 2,
-            num_stages=2 if wide and m > 2 else 3,
+            num_stages=2 if wide else 3,
         )
         return with_decode_split(config, m, n, k, sms, decode_programs_per_sm(m))
     if m <= 64:

@@ -99,11 +99,12 @@ CASES = [
         for splits, label, specialised in ((1, "", {}), (4, "", {}), (4, ", one row (M specialised)", {"M": 1}))
     ),
     *(
-        (f"mx_linear, the default 16 x 64 x 128 tile on 4 warps {label}", mx_linear._mx_linear_kernel, MX_LINEAR,
-         {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "GROUP_M": 8, "SPLIT_K": splits, "HAS_BIAS": False,
-          "UPCAST_DOT_OPERANDS": False, "DOT_PRECISION": "tf32", "USE_PDL": True},
-         {"num_warps": 4, "num_stages": stages})
-        for label, splits, stages in (("up to 2 rows", 4, 3), ("for o_proj up to 8 rows", 16, 2))
+        (f"mx_linear, the default 16 x 64 x 128 tile (4 warps, 2 stages) {label}", mx_linear._mx_linear_kernel,
+         {k: v for k, v in MX_LINEAR.items() if k not in specialised},
+         {**specialised, "BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "GROUP_M": 8, "SPLIT_K": splits,
+          "HAS_BIAS": False, "UPCAST_DOT_OPERANDS": False, "DOT_PRECISION": "tf32", "USE_PDL": True},
+         {"num_warps": 4, "num_stages": 2})
+        for label, splits, specialised in (("at one row", 4, {"M": 1}), ("for o_proj up to 8 rows", 16, {}))
     ),
     *(
         (f"MX down on tensor cores, {label}", mx_down._down_mma_kernel,
