@@ -68,6 +68,12 @@ PROGRAMS_PER_SM = 4
 DECODE_MAX_ROWS = 32  # up to this many rows default_mx_linear_config takes decode-batch tiles and splits K
 
 
+def narrowing(n: int, k: int) -> bool:
+    """Whether a projection of k inputs to n outputs has no more outputs than inputs (o_proj's shape, not q/k/v's):
+    at decode batches the two take different tiles."""
+    return n <= k
+
+
 def decode_programs_per_sm(m: int) -> int:
     """The programs an SM that the K split aims at for m rows: half as many for the 32-row tiles above 16 rows. H200,
     MX decode of qwen3-30b-a3b in the model, batch 32 +0.45 % at 512 and at 8K keys (three calls: +0.45-0.6 % at 512);
@@ -86,7 +92,7 @@ def default_mx_linear_config(m: int, n: int = 4096, k: int = 4096, sms: int = 13
         # 8K keys for the wider tile, then +0.5 / +0.3 % for 2 stages; batches 3 / 4 / 8 +2.4 / +2.5 / +1.0 % at 512
         # keys, -0.3 to -0.4 % at 8K (3 stages: -0.6 to -0.7 %). The q/k/v tile loses at 8K, and 16 and 32 rows are
         # slower (BENCHMARKS.md, twenty-second and twenty-third sessions).
-        wide = m <= 2 or (m <= 8 and n <= k)
+        wide = m <= 2 or (m <= 8 and narrowing(n, k))
         config = MxLinearConfig(
             block_m=16 if m <= 16 else 32,
             block_n=64 if wide else 32,

@@ -6,9 +6,9 @@ the model: alone a tile can win and lose inside the step, where PDL starts it be
     python3 scripts/mx_linear_variant.py "qkv:block_n=32,num_warps=2|oproj:programs=2" bench decode ...
 
 SPEC is parts joined by "|", each [SHAPE:]FIELD=VALUE,... with SHAPE `qkv` (projections with more outputs than
-inputs), `oproj` (fewer) or none (every projection). FIELDs are MxLinearConfig's (block_m, block_n, block_k,
-num_warps, num_stages) and `programs`, the programs an SM that the K split aims at (kernels/mx_linear.py
-decode_programs_per_sm); each replaces the package default's value. An empty SPEC runs the package default.
+inputs), `oproj` (no more: kernels/mx_linear.py narrowing) or none (every projection). FIELDs are MxLinearConfig's
+(block_m, block_n, block_k, num_warps, num_stages) and `programs`, the programs an SM that the K split aims at
+(decode_programs_per_sm); each replaces the package default's value. An empty SPEC runs the package default.
 """
 
 from __future__ import annotations
@@ -17,7 +17,13 @@ import sys
 from dataclasses import fields, replace
 
 import warpcode.kernels.mx_linear as mx_linear_module
-from warpcode.kernels.mx_linear import DECODE_MAX_ROWS, MxLinearConfig, decode_programs_per_sm, with_decode_split
+from warpcode.kernels.mx_linear import (
+    DECODE_MAX_ROWS,
+    MxLinearConfig,
+    decode_programs_per_sm,
+    narrowing,
+    with_decode_split,
+)
 
 SHAPES = ("qkv", "oproj")
 TILE_FIELDS = {field.name for field in fields(MxLinearConfig)} - {"split_k", "group_m"}
@@ -56,7 +62,7 @@ def variant_config(specs: dict[str, dict[str, int]], default):
     DECODE_MAX_ROWS rows, the K split chosen again for the changed tile."""
 
     def config(m: int, n: int = 4096, k: int = 4096, sms: int = 132) -> MxLinearConfig:
-        values = specs.get("qkv" if n > k else "oproj", specs.get("all"))
+        values = specs.get("oproj" if narrowing(n, k) else "qkv", specs.get("all"))
         if m > DECODE_MAX_ROWS or not values:
             return default(m, n, k, sms)
         tile = {name: value for name, value in values.items() if name != "programs"}

@@ -91,20 +91,17 @@ CASES = [
         for splits in (1, 6)
     ),
     *(
-        (f"mx_linear, {splits} K shares{label}", mx_linear._mx_linear_kernel,
-         {k: v for k, v in MX_LINEAR.items() if k not in specialised},
-         {**specialised, "BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 256, "GROUP_M": 8, "SPLIT_K": splits,
-          "HAS_BIAS": True, "UPCAST_DOT_OPERANDS": False, "DOT_PRECISION": "tf32", "USE_PDL": True},
-         {"num_warps": 2, "num_stages": 3})
-        for splits, label, specialised in ((1, "", {}), (4, "", {}), (4, ", one row (M specialised)", {"M": 1}))
-    ),
-    *(
-        (f"mx_linear, the default 16 x 64 x 128 tile (4 warps, 2 stages) {label}", mx_linear._mx_linear_kernel,
-         {k: v for k, v in MX_LINEAR.items() if k not in specialised},
-         {**specialised, "BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "GROUP_M": 8, "SPLIT_K": splits,
-          "HAS_BIAS": False, "UPCAST_DOT_OPERANDS": False, "DOT_PRECISION": "tf32", "USE_PDL": True},
-         {"num_warps": 4, "num_stages": 2})
-        for label, splits, specialised in (("at one row", 4, {"M": 1}), ("for o_proj up to 8 rows", 16, {}))
+        (f"mx_linear, {label}", mx_linear._mx_linear_kernel, {k: v for k, v in MX_LINEAR.items() if k not in fixed},
+         {**fixed, "BLOCK_M": 16, "BLOCK_N": block_n, "BLOCK_K": block_k, "GROUP_M": 8, "SPLIT_K": splits,
+          "HAS_BIAS": bias, "UPCAST_DOT_OPERANDS": False, "DOT_PRECISION": "tf32", "USE_PDL": True},
+         {"num_warps": warps, "num_stages": stages})
+        for label, block_n, block_k, splits, bias, fixed, warps, stages in (
+            ("1 K shares", 16, 256, 1, True, {}, 2, 3),
+            ("4 K shares", 16, 256, 4, True, {}, 2, 3),
+            ("4 K shares, one row (M specialised)", 16, 256, 4, True, {"M": 1}, 2, 3),
+            ("the default 16 x 64 x 128 tile, 4 warps, 2 stages, at one row", 64, 128, 4, False, {"M": 1}, 4, 2),
+            ("the default 16 x 64 x 128 tile, 4 warps, 2 stages, o_proj to 8 rows", 64, 128, 16, False, {}, 4, 2),
+        )
     ),
     *(
         (f"MX down on tensor cores, {label}", mx_down._down_mma_kernel,
