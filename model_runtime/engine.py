@@ -99,6 +99,13 @@ class Engine:
             return self._core
 
     @property
+    def failure(self) -> str | None:
+        """Why the serving engine stopped serving (an error no single request explained); None while it serves or
+        before it starts."""
+        core = self._core
+        return None if core is None else core.failure
+
+    @property
     def runner(self) -> DecodeRunner:
         """The static-batch decode path (benchmarks' reference), created at first use."""
         if self._runner is None:

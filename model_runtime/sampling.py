@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
+FLOAT32_MAX = torch.finfo(torch.float32).max
+
 
 @dataclass(frozen=True)
 class SamplingParams:
@@ -22,8 +24,8 @@ class SamplingParams:
     min_p: float = 0.0  # drop tokens less likely than min_p * p(most likely token); 0: off
 
     def __post_init__(self) -> None:
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 <= self.temperature <= FLOAT32_MAX:  # the rows hold it in fp32 (NaN fails the test too)
+            raise ValueError(f"temperature must be a finite number >= 0, got {self.temperature}")
         if self.top_k < 0:
             raise ValueError(f"top_k must be >= 0, got {self.top_k}")
         if not 0 < self.top_p <= 1:

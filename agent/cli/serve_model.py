@@ -39,6 +39,24 @@ def register(commands: argparse._SubParsersAction) -> None:
         help=f"key clients must send as `Authorization: Bearer KEY` (default: ${KEY_VARIABLE}, else none); given "
         f"here it shows in `ps` to every user: prefer ${KEY_VARIABLE}",
     )
+    parser.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a browser Origin whose pages may call the API (repeatable; default: none, every page is refused)",
+    )
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name clients use to reach the server, besides localhost and IP addresses (repeatable; * for "
+        "any): requests to other names are refused, as a web page rebinding its own name to this address sends",
+    )
+    parser.add_argument(
+        "--max-body-mb", type=float, default=16.0, metavar="MB", help="largest request body (default: %(default)g)"
+    )
     parser.add_argument("--served-model-name", metavar="NAME", help="the model's id in the API (default: DIR's name)")
     parser.add_argument("--kv-cache-gb", type=float, metavar="G", help="KV cache size (default: the engine's)")
     parser.add_argument("--max-model-len", type=int, metavar="N", help="most tokens per sequence (default: config's)")
@@ -55,10 +73,15 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run_model_server(args: argparse.Namespace) -> int:
     import torch
 
-    from warpcode.agent.model_server import LISTENING, ModelServer, base_url, bind, create_app
+    from warpcode.agent.model_server import LISTENING, ModelServer, RequestLimits, base_url, bind, create_app
     from warpcode.model_runtime import load, load_random
 
     streams, tokens = _warm_up_sizes(args.warm_up)
+    limits = RequestLimits(
+        allowed_origins=frozenset(args.allow_origin),
+        allowed_hosts=frozenset(name.lower().rstrip(".") for name in args.allow_host),
+        max_body_bytes=int(args.max_body_mb * 2**20),
+    )
     if args.model and args.model.startswith("random:"):  # the model spec of `warpcode batch --replicas`
         args.random_weights, args.preset, args.model = True, args.model.removeprefix("random:"), None
     if args.random_weights and not args.preset:
@@ -66,12 +89,12 @@ def run_model_server(args: argparse.Namespace) -> int:
     sock = bind(args.host, args.port)  # before loading: a port in use says so at once, not after minutes
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     dtype = getattr(torch, name) if (name := DTYPES[args.dtype]) else None
-    limits = {"kv_cache_gb": args.kv_cache_gb, "max_model_len": args.max_model_len}
+    sizes = {"kv_cache_gb": args.kv_cache_gb, "max_model_len": args.max_model_len}
     if args.random_weights:
-        engine = load_random(args.preset, device=device, dtype=dtype, weights=args.weights, **limits)
+        engine = load_random(args.preset, device=device, dtype=dtype, weights=args.weights, **sizes)
         name = args.served_model_name or args.preset
     else:
-        engine = load(args.model, device=device, dtype=dtype, weights=args.weights, **limits)
+        engine = load(args.model, device=device, dtype=dtype, weights=args.weights, **sizes)
         name = args.served_model_name or Path(args.model).resolve().name
     api_key = args.api_key or os.environ.get(KEY_VARIABLE) or None
     if streams and tokens and engine.device.type == "cuda":
@@ -85,7 +108,7 @@ def run_model_server(args: argparse.Namespace) -> int:
         sys.stderr.flush()
 
     try:
-        ModelServer(create_app(engine, name, api_key), sock, announce).run()
+        ModelServer(create_app(engine, name, api_key, limits), sock, announce).run()
     finally:
         engine.shutdown()
     return 0

@@ -1,21 +1,25 @@
 """The FastAPI app: routes of the OpenAI-compatible API over one engine (design.md section 11).
 
-`create_app(engine, model_name, api_key)` serves /health (always open), /v1/models, /v1/completions and
-/v1/chat/completions; with an API key every /v1 route wants `Authorization: Bearer KEY`.
+`create_app(engine, model_name, api_key, limits)` serves /health (no key needed; 503 once the engine has stopped
+serving), /v1/models, /v1/completions and /v1/chat/completions; with an API key every /v1 route wants
+`Authorization: Bearer KEY`. In front of the routes, RequestGuard checks Host, Origin and the key before any body is
+read, and bounds the body; browser origins allowed with --allow-origin get CORS answers.
 """
 
 from __future__ import annotations
 
-import secrets
+import asyncio
 import time
 from typing import Any
 
-from fastapi import APIRouter, Depends, FastAPI, Request
-from fastapi.responses import Response
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse, Response
 
 from warpcode.agent.model_server.chat import ToolCallStream, chat_finish_reason, chat_prompt_ids, parses_tool_calls
 from warpcode.agent.model_server.errors import ApiError, install_error_handlers
 from warpcode.agent.model_server.generation import ClientGone, Generation, collect, completion_prompt_ids
+from warpcode.agent.model_server.guard import RequestGuard, RequestLimits
 from warpcode.agent.model_server.schemas import ChatCompletionRequest, CompletionRequest
 from warpcode.agent.model_server.streaming import EventStream, Reply, chat_chunks, completion_chunks
 
@@ -23,19 +27,13 @@ from warpcode.agent.model_server.streaming import EventStream, Reply, chat_chunk
 CLIENT_CLOSED = 499
 
 
-def create_app(engine: Any, model_name: str, api_key: str | None = None) -> FastAPI:
+def create_app(
+    engine: Any, model_name: str, api_key: str | None = None, limits: RequestLimits | None = None
+) -> FastAPI:
+    limits = limits or RequestLimits()
     app = FastAPI(title="warpcode serve-model", docs_url=None, redoc_url=None, openapi_url=None)
     install_error_handlers(app)
     created = int(time.time())
-
-    async def check_key(request: Request) -> None:
-        if api_key is None:
-            return
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not given:
-            raise ApiError(401, "no API key: send it as `Authorization: Bearer KEY`", code="invalid_api_key")
-        if not secrets.compare_digest(given.strip().encode(), api_key.encode()):
-            raise ApiError(401, "incorrect API key", code="invalid_api_key")
 
     def check_model(name: str | None) -> None:
         if name is not None and name != model_name:
@@ -46,10 +44,13 @@ def create_app(engine: Any, model_name: str, api_key: str | None = None) -> Fast
         card = {"id": model_name, "object": "model", "created": created, "owned_by": "warpcode"}
         return {**card, "max_model_len": engine.context_length}
 
-    api = APIRouter(prefix="/v1", dependencies=[Depends(check_key)])
+    api = APIRouter(prefix="/v1")
 
-    @app.get("/health")
-    async def health() -> dict[str, str]:
+    @app.get("/health", response_model=None)
+    async def health() -> dict[str, str] | JSONResponse:
+        if (failure := engine.failure) is not None:
+            message = f"the engine stopped serving after an error ({failure}): restart serve-model"
+            return JSONResponse({"status": "error", "message": message}, status_code=503)
         return {"status": "ok"}
 
     @api.get("/models")
@@ -64,7 +65,9 @@ def create_app(engine: Any, model_name: str, api_key: str | None = None) -> Fast
     @api.post("/completions", response_model=None)
     async def completions(body: CompletionRequest, request: Request) -> Any:
         check_model(body.model)
-        generation = Generation(engine, completion_prompt_ids(engine, body.prompt), body, body.max_tokens, "prompt")
+        # tokenising (and rendering a template) takes a while on long prompts: off the event loop, not to stall others
+        prompt_ids = await asyncio.to_thread(completion_prompt_ids, engine, body.prompt)
+        generation = Generation(engine, prompt_ids, body, body.max_tokens, "prompt")
         reply = Reply("text_completion", model_name)
         if body.stream:
             chunks = completion_chunks(generation, reply, body.include_usage(), body.return_token_ids)
@@ -81,7 +84,7 @@ def create_app(engine: Any, model_name: str, api_key: str | None = None) -> Fast
     @api.post("/chat/completions", response_model=None)
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any:
         check_model(body.model)
-        prompt_ids = chat_prompt_ids(engine.tokenizer, body)
+        prompt_ids = await asyncio.to_thread(chat_prompt_ids, engine.tokenizer, body)
         calls = None
         if parses_tool_calls(body):
             calls = ToolCallStream(str(engine.tokenizer.chat_template), [t.model_dump() for t in body.tools or []])
@@ -110,4 +113,12 @@ def create_app(engine: Any, model_name: str, api_key: str | None = None) -> Fast
         return Reply("chat.completion", model_name).wrap([choice], usage=generation.usage())
 
     app.include_router(api)
+    if limits.allowed_origins:  # what a browser needs to read the answers (and to send a key) from those origins
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=sorted(limits.allowed_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["authorization", "content-type"],
+        )
+    app.add_middleware(RequestGuard, api_key=api_key, limits=limits)
     return app

@@ -32,6 +32,9 @@ class Generation:
     """One request in the engine: its handle, and whether the engine has finished it."""
 
     def __init__(self, engine: Any, prompt_ids: list[int], request: Sampling, max_tokens: int | None, param: str):
+        if (failure := engine.failure) is not None:
+            message = f"the engine stopped serving after an error ({failure}): restart serve-model"
+            raise ApiError(503, message, code="engine_failed")
         context, length = engine.context_length, len(prompt_ids)
         if not prompt_ids:
             raise bad_request(f"{param}: the prompt is empty", param)
@@ -47,11 +50,12 @@ class Generation:
         stops = request.stop_strings()
         if stops and engine.tokenizer is None:
             raise bad_request("stop strings need the model's tokenizer, and this model has none", "stop")
-        sampling = SamplingParams(request.temperature, max(request.top_k, 0), request.top_p, request.min_p)
         try:
+            sampling = SamplingParams(request.temperature, max(request.top_k, 0), request.top_p, request.min_p)
             stop_ids = () if request.ignore_eos else None  # None: the model's end-of-sequence ids
             self.handle = engine.submit(prompt_ids, wanted, sampling, request.seed, stop_ids, stops)
-        except ValueError as exc:  # RequestRefused: ids outside the vocabulary, more than the whole cache holds
+        except ValueError as exc:  # RequestRefused (ids outside the vocabulary, more than the cache holds, a seed
+            # past 64 bits), SamplingParams (a value the rows cannot hold)
             raise bad_request(str(exc), param, "request_refused") from None
         self.finished = False
 

@@ -1,8 +1,10 @@
 """Request bodies of /v1/completions and /v1/chat/completions (pydantic v2).
 
-Strict types, as OpenAI checks them: `"max_tokens": "8"` is a 400, not an 8. Fields this server does not use
-(`user`, `logprobs`, penalties, ...) are accepted and ignored, so stock clients work unchanged. Sampling follows
-OpenAI's defaults (temperature 1, top_p 1); temperature 0 is greedy.
+Strict types, as OpenAI checks them: `"max_tokens": "8"` is a 400, not an 8. Every number the engine uses is
+checked against what it can hold (a 64-bit seed, finite floats), and stop strings are bounded, so no request reaches
+the engine with a value it cannot serve. Fields this server does not use (`user`, `logprobs`, penalties, ...) are
+accepted and ignored, so stock clients work unchanged. Sampling follows OpenAI's defaults (temperature 1, top_p 1);
+temperature 0 is greedy.
 """
 
 from __future__ import annotations
@@ -11,6 +13,11 @@ import json
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WrapValidator, field_validator
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+FLOAT32_MAX = 3.4e38  # the engine holds temperatures in fp32
+MAX_STOP_STRINGS = 32
+MAX_STOP_LENGTH = 1024  # characters; a stop marker, not a document
 
 
 def either(description: str) -> WrapValidator:
@@ -39,17 +46,27 @@ class Sampling(_Body):
 
     model: str | None = None  # optional, as in vLLM: the one served model
     max_tokens: int | None = Field(None, gt=0)  # default: whatever room the context leaves
-    temperature: float = Field(1.0, ge=0)
-    top_p: float = Field(1.0, gt=0, le=1)
-    top_k: int = Field(0, ge=-1)  # 0 or -1 (vLLM's spelling): off
-    min_p: float = Field(0.0, ge=0, le=1)
-    seed: int | None = None
+    temperature: float = Field(1.0, ge=0, le=FLOAT32_MAX, allow_inf_nan=False)
+    top_p: float = Field(1.0, gt=0, le=1, allow_inf_nan=False)
+    top_k: int = Field(0, ge=-1, le=INT64_MAX)  # 0 or -1 (vLLM's spelling): off; past the vocabulary: off too
+    min_p: float = Field(0.0, ge=0, le=1, allow_inf_nan=False)
+    seed: int | None = Field(None, ge=INT64_MIN, le=INT64_MAX)
     stop: Annotated[str | list[str] | None, either("a string or a list of strings")] = None
     n: int = 1
     stream: bool = False
     stream_options: StreamOptions | None = None
     return_token_ids: bool = False  # each choice also carries the generated token ids
     ignore_eos: bool = False  # vLLM's extension: generate max_tokens whatever the model ends with (benchmarks)
+
+    @field_validator("stop")
+    @classmethod
+    def _bounded_stops(cls, stop: str | list[str] | None) -> str | list[str] | None:
+        stops = [stop] if isinstance(stop, str) else stop or []
+        if len(stops) > MAX_STOP_STRINGS:
+            raise ValueError(f"at most {MAX_STOP_STRINGS} stop strings, got {len(stops)}")
+        if (longest := max(map(len, stops), default=0)) > MAX_STOP_LENGTH:
+            raise ValueError(f"a stop string may be at most {MAX_STOP_LENGTH} characters, got one of {longest}")
+        return stop
 
     @field_validator("n")
     @classmethod

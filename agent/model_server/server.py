@@ -1,5 +1,6 @@
 """Serving the app: a socket bound up front (so a port in use is a one-line error before a model loads) and
-uvicorn on it, quiet except for warnings, stopping on SIGINT/SIGTERM with exit code 0 like `warpcode serve`."""
+uvicorn on it, quiet except for warnings, stopping on SIGINT/SIGTERM with exit code 0 like `warpcode serve`;
+request heads have a deadline and open connections a cap (connections.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ from collections.abc import Callable, Iterator
 
 import uvicorn
 
+from warpcode.agent.model_server.connections import bounded_h11
+
 LISTENING = "warpcode serve-model: OpenAI API on"  # the start-up line on stderr; tests read the URL from it
+HEAD_TIMEOUT_S = 10.0  # to send a request line and headers
+MAX_CONNECTIONS = 1024  # open at once; beyond, new ones are closed as they arrive
 
 
 def listening_url(stderr_line: str) -> str | None:
@@ -51,9 +56,22 @@ def base_url(sock: socket.socket) -> str:
 class ModelServer(uvicorn.Server):
     """uvicorn on an already bound socket; `on_listening` runs once it accepts connections."""
 
-    def __init__(self, app, sock: socket.socket, on_listening: Callable[[], None] | None = None) -> None:
-        # graceful shutdown waits this long for streams to end before they are cancelled (and their requests freed)
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=5)
+    def __init__(
+        self,
+        app,
+        sock: socket.socket,
+        on_listening: Callable[[], None] | None = None,
+        head_timeout_s: float = HEAD_TIMEOUT_S,
+        max_connections: int = MAX_CONNECTIONS,
+    ) -> None:
+        config = uvicorn.Config(
+            app,
+            http=bounded_h11(head_timeout_s, max_connections),
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=5,  # for streams to end before they are cancelled (and their requests freed)
+        )
         super().__init__(config)
         self.sock, self.on_listening = sock, on_listening
 

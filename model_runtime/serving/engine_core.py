@@ -40,6 +40,8 @@ from warpcode.model_runtime.serving.sequence import Sequence
 
 STEPS_IN_FLIGHT = 2  # eager steps too: the CPU then runs the GPU's pipeline, one token computed past each end
 MIN_COLUMN_SLOTS = 1024  # the smallest attention span of a step's graph
+SEED_RANGE = range(-(2**63), 2**63)  # the rows' seeds are int64
+FAILURES_WITHOUT_A_REQUEST = 3  # iterations in a row that fail with no request to blame: the engine itself is broken
 
 
 _RUNNING: weakref.WeakSet[EngineCore] = weakref.WeakSet()
@@ -118,6 +120,7 @@ class EngineCore:
         self._next_id = 0
         self._lock = threading.Lock()
         self._failure: str | None = None
+        self._failures_in_a_row = 0
         self._stopping = False
         self._thread = threading.Thread(target=self._loop, name="warpcode-engine", daemon=True)
         self._thread.start()
@@ -138,6 +141,10 @@ class EngineCore:
         except TypeError as error:
             raise RequestRefused(f"token ids must be integers ({error})") from None
         self._check(prompt_ids, max_new_tokens)
+        if seed is not None and seed not in SEED_RANGE:
+            raise RequestRefused(f"seed must be a 64-bit integer (-2**63 to 2**63 - 1), got {seed}")
+        if sampling.top_k >= self.model.config.vocab_size:  # keeping every token is no filter at all
+            sampling = replace(sampling, top_k=0)
         stop_ids = self.eos_token_ids if stop_token_ids is None else frozenset(stop_token_ids)
         stop_strings = tuple(s for s in stop_strings if s)
         if stop_strings and self._decode is None:
@@ -161,6 +168,11 @@ class EngineCore:
         self._wake.set()
         self._thread.join()
         _RUNNING.discard(self)
+
+    @property
+    def failure(self) -> str | None:
+        """Why the engine stopped serving (an error it could not pin on one request), None while it serves."""
+        return self._failure
 
     @property
     def active_requests(self) -> int:
@@ -211,24 +223,70 @@ class EngineCore:
 
     # The engine thread.
     def _loop(self) -> None:
-        try:
-            with torch.inference_mode():
-                while not self._stopping:
+        with torch.inference_mode():
+            while not self._stopping:
+                try:
                     self._take_inbox()
                     if self.scheduler.idle and not self._in_flight:
                         self._wake.wait()
                         self._wake.clear()
                         continue
                     self._iterate()
-        except Exception as exc:  # every request ends with the error instead of waiting forever
-            self._failure = f"{type(exc).__name__}: {exc}"
-            for seq in list(self._sequences.values()):
-                seq.handle.fail(f"generation failed: {self._failure}")
-            self._sequences.clear()
-            return
+                    self._failures_in_a_row = 0
+                except Exception as exc:
+                    if not self._isolate(exc):  # every request ends with the error instead of waiting forever
+                        self._failure = f"{type(exc).__name__}: {exc}"
+                        for seq in list(self._sequences.values()):
+                            seq.handle.fail(f"generation failed: {self._failure}")
+                        self._sequences.clear()
+                        return
         for seq in list(self._sequences.values()):
             seq.handle.deliver([], "abort")
         self._sequences.clear()
+
+    def _isolate(self, error: Exception) -> bool:
+        """After an iteration failed: finds the request to blame and keeps serving the others; False when the
+        engine itself is broken (the device failed, or failures no request explains).
+
+        The sequences of the failed iteration (its decode rows, steps in flight and prefill pass) go back to the
+        front of the queue as suspects, their blocks released, to be prefilled again from their tokens. The scheduler
+        admits one suspect at a time, and a suspect stays one until a decode step with it succeeds: a suspect in a
+        failing iteration has failed twice, so it is the culprit, and it fails alone.
+        """
+        if self.device.type == "cuda":
+            try:  # a device-side fault is sticky: nothing can run on this context any more
+                torch.cuda.synchronize(self.device)
+            except Exception:
+                return False
+        computing = self._iteration_sequences()
+        self._in_flight.clear()
+        if self._pass is not None:
+            self._pass.steps.close()
+            self._pass = None
+        self._rows, self._rows_stale = [], True
+        for seq in computing:
+            if seq.finish_reason is not None:  # finished before the failure: released as _rebuild_rows would
+                self.scheduler.retire(seq)
+        involved = list(dict.fromkeys(s for s in computing if s.finish_reason is None))
+        if not involved:
+            self._failures_in_a_row += 1
+            return self._failures_in_a_row < FAILURES_WITHOUT_A_REQUEST
+        self._failures_in_a_row = 0
+        for culprit in (s for s in involved if s.suspect):
+            culprit.finish_reason = "abort"
+            self.scheduler.retire(culprit)
+            self._sequences.pop(culprit.handle.request_id, None)
+            culprit.handle.fail(f"generation failed: {type(error).__name__}: {error}")
+        for seq in reversed([s for s in involved if not s.suspect]):
+            seq.suspect, seq.in_flight = True, 0
+            self.scheduler.requeue(seq)
+        return True
+
+    def _iteration_sequences(self) -> list[Sequence]:
+        """The sequences the current iteration was computing: decode rows, steps in flight, the prefill pass."""
+        in_flight = [seq for step in self._in_flight for seq in step.rows]
+        in_pass = [seq for seq, _ in self._pass.plan] if self._pass is not None else []
+        return [*self._rows, *in_flight, *in_pass]
 
     def _take_inbox(self) -> None:
         while True:
@@ -389,6 +447,7 @@ class EngineCore:
             if seq.finish_reason is not None:
                 continue  # finished after this step was launched: the token is dropped
             seq.computed += 1
+            seq.suspect = False  # a decode step with it went through
             self._append(seq, token)
             self.scheduler.register_computed(seq)
 

@@ -40,6 +40,8 @@ class Scheduler:
         decoding = sum(1 for s in self.admitted if s.pending == 1)
         admitted, copies = [], []
         while self.waiting and len(self.admitted) < self.max_num_seqs:
+            if self.waiting[0].suspect and any(s.suspect for s in self.admitted):
+                break  # one suspect at a time: if it fails again, it fails alone
             if not self._allocate(self.waiting[0], decoding, copies):
                 break
             admitted.append(self.waiting.popleft())
@@ -91,6 +93,15 @@ class Scheduler:
         victim.handle.stats.preemptions += 1
         self.waiting.appendleft(victim)
         return victim
+
+    def requeue(self, seq: Sequence) -> None:
+        """Puts an admitted (or waiting) sequence back at the front of the queue, its blocks released."""
+        if seq in self.admitted:
+            self.admitted.remove(seq)
+            self._release(seq)
+        elif seq in self.waiting:
+            self.waiting.remove(seq)
+        self.waiting.appendleft(seq)
 
     def retire(self, seq: Sequence) -> None:
         """Drops a finished (or cancelled) sequence, wherever it is."""

@@ -26,6 +26,7 @@ class Sequence:
     in_flight: int = 0  # decode steps launched for it whose tokens are not read yet
     finish_reason: FinishReason | None = None
     delivered: int = 0  # output ids already handed to the handle
+    suspect: bool = False  # was computing when an iteration failed: runs alone until it gets past that
 
     @property
     def token_ids(self) -> list[int]:

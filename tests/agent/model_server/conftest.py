@@ -27,10 +27,11 @@ __all__ = ["fast_tokenizer"]  # the chat checkpoint's tokenizer, shared with tes
 
 
 @contextlib.contextmanager
-def serving(engine, model_name: str, api_key: str | None = None) -> Iterator[str]:
-    """The app on a free port in a background thread; yields its base URL (http://127.0.0.1:PORT/v1)."""
+def serving(engine, model_name: str, api_key: str | None = None, limits=None, **server_limits) -> Iterator[str]:
+    """The app on a free port in a background thread; yields its base URL (http://127.0.0.1:PORT/v1).
+    `limits`: the app's RequestLimits; `server_limits`: ModelServer's (head_timeout_s, max_connections)."""
     sock = bind("127.0.0.1", 0)
-    server = ModelServer(create_app(engine, model_name, api_key), sock)
+    server = ModelServer(create_app(engine, model_name, api_key, limits), sock, **server_limits)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
