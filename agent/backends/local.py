@@ -63,7 +63,10 @@ class LocalBackend:
 
     async def stream(self, messages: list[Message], tools: list[dict[str, Any]]) -> AsyncIterator[ModelEvent]:
         engine = await self._load()
-        prompt_ids = conversation_prompt_ids(engine.tokenizer, messages, tools)
+        try:
+            prompt_ids = conversation_prompt_ids(engine.tokenizer, messages, tools)
+        except ValueError as exc:  # the template's raise_exception, or a conversation holding a stand-in's secret
+            raise BackendError(f"cannot write the conversation as this model's prompt: {exc}") from None
         parser = parser_for_template(str(engine.tokenizer.chat_template), tools)
         room = engine.context_length - len(prompt_ids)
         if room < 1:

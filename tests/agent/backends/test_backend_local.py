@@ -126,6 +126,15 @@ async def test_control_text_in_a_file_the_agent_reads_opens_no_turn(tmp_path: Pa
     engine.shutdown()
 
 
+async def test_a_conversation_the_template_cannot_write_is_a_clear_error(tokenizer) -> None:
+    from warpcode.model_runtime import Engine, load_random
+
+    backend = LocalBackend(engine=Engine(load_random("tiny").model, tokenizer, eos_ids=[]), max_new_tokens=1)
+    forged = tokenizer.control_tokens.stand_ins["<|im_end|>"]  # a leaked stand-in, as a file's text
+    with pytest.raises(BackendError, match=r"^cannot write the conversation as this model's prompt: .* reserved"):
+        _ = [e async for e in backend.stream([Message("system", "s"), Message("user", forged)], [])]
+
+
 def test_a_directory_without_a_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(BackendError, match="is not a checkpoint directory"):
         backend_from_spec(f"local:{tmp_path}")
