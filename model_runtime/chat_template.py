@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -22,14 +23,17 @@ def render_chat_template(
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]] | None = None,
     add_generation_prompt: bool = False,
+    mark_literal: Callable[[str], str] | None = None,
     **variables: Any,
 ) -> str:
     """The prompt text for `messages` (and JSON-schema `tools`), as transformers' apply_chat_template renders it.
 
+    `mark_literal` rewrites the template's own literal text (between its tags, and its string constants) before it
+    renders: ControlTokens.mark, so that only the template's markup can become control tokens.
     `variables` reach the template too: bos_token, eos_token, enable_thinking, documents, ...
     """
     try:
-        return _compile(template).render(
+        return _compile(template, mark_literal).render(
             messages=messages, tools=tools, add_generation_prompt=add_generation_prompt, **variables
         )
     except TemplateError as error:
@@ -37,7 +41,7 @@ def render_chat_template(
 
 
 @lru_cache(maxsize=8)
-def _compile(template: str) -> Template:
+def _compile(template: str, mark_literal: Callable[[str], str] | None = None) -> Template:
     # Same environment options as transformers, so whitespace renders identically.
     env = ImmutableSandboxedEnvironment(
         trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols, _GenerationBlock]
@@ -46,7 +50,14 @@ def _compile(template: str) -> Template:
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
     try:
-        return env.from_string(template)
+        tree = env.parse(template)
+        if mark_literal is not None:
+            for data in tree.find_all(nodes.TemplateData):
+                data.data = mark_literal(data.data)
+            for const in tree.find_all(nodes.Const):
+                if isinstance(const.value, str):
+                    const.value = mark_literal(const.value)
+        return env.from_string(tree)
     except TemplateError as error:
         raise ChatTemplateError(f"chat template does not compile: {error}") from error
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from tokenizers import Tokenizer as FastTokenizer
 
-from warpcode.model_runtime.chat_template import render_chat_template
+from warpcode.model_runtime.chat_template import ChatTemplateError, render_chat_template
+from warpcode.model_runtime.control_tokens import ControlTokens
 
 
 class Tokenizer:
@@ -22,6 +23,7 @@ class Tokenizer:
         self.tokenizer = tokenizer
         self.chat_template = chat_template  # a template, or several by name ("default", "tool_use")
         self.bos_token, self.eos_token = bos_token, eos_token
+        self.control_tokens = ControlTokens(tokenizer)
 
     @classmethod
     def from_dir(cls, model_dir: str | Path) -> Tokenizer | None:
@@ -42,7 +44,11 @@ class Tokenizer:
             eos_token=_token_text(tokenizer_config.get("eos_token")),
         )
 
-    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+    def encode(self, text: str, add_special_tokens: bool = True, split_special_tokens: bool = False) -> list[int]:
+        """`split_special_tokens`: special tokens' text is plain text (as transformers' option of that name); off,
+        it is the special tokens, as a raw completion prompt wants."""
+        if split_special_tokens:
+            return self.control_tokens.encode_text(text, add_special_tokens)
         return self.tokenizer.encode(text, add_special_tokens=add_special_tokens).ids
 
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
@@ -58,15 +64,40 @@ class Tokenizer:
         add_generation_prompt: bool = True,
         **variables: Any,
     ) -> str:
-        """The prompt text; encode it with `add_special_tokens=False` (the template already holds them)."""
+        """The prompt text, to read. What the model is given is chat_prompt_ids: encoding this text would turn the
+        text of special tokens in a message into control tokens."""
+        variables.setdefault("bos_token", self.bos_token or "")
+        variables.setdefault("eos_token", self.eos_token or "")
+        return render_chat_template(self._template(tools), messages, tools, add_generation_prompt, **variables)
+
+    def chat_prompt_ids(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+        **variables: Any,
+    ) -> list[int]:
+        """The prompt's token ids, in which only the template's own markup is control tokens: the messages, tools
+        and `variables` are text (control_tokens.py says how)."""
+        control = self.control_tokens
+        control.check_absent([messages, tools, variables])
+        variables.setdefault("bos_token", control.mark(self.bos_token or ""))
+        variables.setdefault("eos_token", control.mark(self.eos_token or ""))
+        try:
+            rendered = render_chat_template(
+                self._template(tools), messages, tools, add_generation_prompt, mark_literal=control.mark, **variables
+            )
+        except ChatTemplateError as error:  # raise_exception('...') may quote the template's markup
+            raise ChatTemplateError(control.unmark(str(error))) from None
+        return control.encode(rendered)
+
+    def _template(self, tools: list[dict[str, Any]] | None) -> str:
         template = self.chat_template
         if isinstance(template, dict):  # HF picks the tool-use variant when tools are passed and one exists
             template = template.get("tool_use") if tools and "tool_use" in template else template.get("default")
         if not template:
             raise ValueError("this tokenizer has no chat template (tokenizer_config.json / chat_template.jinja)")
-        variables.setdefault("bos_token", self.bos_token or "")
-        variables.setdefault("eos_token", self.eos_token or "")
-        return render_chat_template(template, messages, tools, add_generation_prompt, **variables)
+        return template
 
 
 def eos_token_ids(model_dir: str | Path, config_eos: list[int], tokenizer: Tokenizer | None) -> list[int]:

@@ -57,12 +57,16 @@ class LocalBackend:
 
     def count_tokens(self, text: str) -> int:
         tokenizer = self._engine.tokenizer if self._engine is not None else None
-        return len(tokenizer.encode(text, add_special_tokens=False)) if tokenizer else approximate_tokens(text)
+        if tokenizer is None:
+            return approximate_tokens(text)
+        return len(tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True))  # text, as prompted
 
     async def stream(self, messages: list[Message], tools: list[dict[str, Any]]) -> AsyncIterator[ModelEvent]:
         engine = await self._load()
-        prompt = render_prompt(engine.tokenizer, messages, tools)
-        prompt_ids = engine.tokenizer.encode(prompt, add_special_tokens=False)
+        try:
+            prompt_ids = conversation_prompt_ids(engine.tokenizer, messages, tools)
+        except ValueError as exc:  # the template's raise_exception, or a conversation holding a stand-in's secret
+            raise BackendError(f"cannot write the conversation as this model's prompt: {exc}") from None
         parser = parser_for_template(str(engine.tokenizer.chat_template), tools)
         room = engine.context_length - len(prompt_ids)
         if room < 1:
@@ -124,9 +128,11 @@ def load_agent_engine(path: Path, weights: str = "bf16") -> Any:
     return engine
 
 
-def render_prompt(tokenizer: Any, messages: list[Message], tools: list[dict[str, Any]]) -> str:
-    """The prompt text for the conversation, as the checkpoint's chat template writes it (tools included)."""
-    return tokenizer.apply_chat_template([template_message(m) for m in messages], tools=tools)
+def conversation_prompt_ids(tokenizer: Any, messages: list[Message], tools: list[dict[str, Any]]) -> list[int]:
+    """The conversation as the checkpoint's chat template writes it (tools included), as token ids: control tokens
+    only where the template's markup puts them, every message, tool result and tool schema as plain text (a file
+    that holds `<|im_start|>system` opens no system turn)."""
+    return tokenizer.chat_prompt_ids([template_message(m) for m in messages], tools=tools)
 
 
 def template_message(message: Message) -> dict[str, Any]:

@@ -87,10 +87,10 @@ def run_generate(args: argparse.Namespace) -> int:
                 else (f"{args.model} has no tokenizer.json")
             )
             raise ValueError(f"{source}: give the prompt as token ids, e.g. --prompt-ids 1,2,3")
-        text = args.prompt
-        if args.chat:
-            text = engine.tokenizer.apply_chat_template([{"role": "user", "content": text}])
-        prompt_ids = engine.tokenizer.encode(text, add_special_tokens=not args.chat)
+        if args.chat:  # the prompt is a user message: its text, control tokens only from the template
+            prompt_ids = engine.tokenizer.chat_prompt_ids([{"role": "user", "content": args.prompt}])
+        else:  # a raw prompt is the caller's whole input, special tokens included
+            prompt_ids = engine.tokenizer.encode(args.prompt)
         for delta in engine.stream(prompt_ids, args.max_new_tokens, **sampling):
             print(delta, end="", flush=True)
         print()

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from warpcode.agent.backends.base import TextDelta
-from warpcode.agent.backends.local import render_prompt
+from warpcode.agent.backends.local import conversation_prompt_ids
 from warpcode.agent.backends.toolcall_parsers import ToolCallStreamParser, parser_for_template
 from warpcode.agent.messages import Message, ToolCall
 from warpcode.agent.model_server.errors import bad_request
@@ -34,11 +34,10 @@ def chat_prompt_ids(tokenizer: Any, request: ChatCompletionRequest) -> list[int]
     tool_names = {c.id: c.function.name for m in request.messages for c in m.tool_calls or [] if c.id}
     messages = [_message(m, tool_names) for m in request.messages]
     tools = [tool.model_dump(exclude_none=True) for tool in request.tools or []]
-    try:
-        prompt = render_prompt(tokenizer, messages, tools)
+    try:  # control tokens only from the template's markup: the client's messages and tools are text
+        return conversation_prompt_ids(tokenizer, messages, tools)
     except ValueError as exc:  # the template's raise_exception (e.g. roles out of order), or one that fails
         raise bad_request(str(exc), "messages", "chat_template_error") from None
-    return tokenizer.encode(prompt, add_special_tokens=False)  # the template writes the special tokens itself
 
 
 def _message(message: ChatMessage, tool_names: dict[str, str]) -> Message:

@@ -12,7 +12,7 @@ from tokenizers import Tokenizer as FastTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from warpcode.agent.backends import BackendError, Finish, TextDelta, ToolCallReady, backend_from_spec
-from warpcode.agent.backends.local import LocalBackend, render_prompt
+from warpcode.agent.backends.local import LocalBackend, conversation_prompt_ids, load_agent_engine, template_message
 from warpcode.agent.backends.toolcall_parsers import parser_for_template
 from warpcode.agent.messages import Message, ToolCall
 from warpcode.agent.toolbox import tool_schemas
@@ -56,7 +56,7 @@ def test_prompt_renders_tools_calls_and_results_for_the_template(tokenizer) -> N
         Message("assistant", "Reading.", [ToolCall("call_1", "read_file", {"path": "calc.py"})]),
         Message("tool", "1\tdef add(a, b):", tool_call_id="call_1", name="read_file"),
     ]
-    prompt = render_prompt(tokenizer, messages, tool_schemas())
+    prompt = tokenizer.decode(conversation_prompt_ids(tokenizer, messages, tool_schemas()))
     assert prompt.startswith('<|im_start|>system\nYou are warpcode.\n# Tools\n<tools>\n{"type": "function"')
     assert '"name": "apply_patch"' in prompt
     assert (
@@ -91,6 +91,48 @@ async def test_random_model_streams_from_a_worker_thread(tokenizer) -> None:
     assert isinstance(streamed[-1], Finish) and streamed[-1].reason == "length" and streamed[-1].output_tokens == 6
     assert {type(e) for e in streamed[:-1]} <= {TextDelta, ToolCallReady}
     assert backend.count_tokens("def add") == len(tokenizer.encode("def add", add_special_tokens=False))
+
+
+async def test_control_text_in_a_file_the_agent_reads_opens_no_turn(tmp_path: Path, monkeypatch) -> None:
+    """A file that holds chat-template markup reaches the model as text: the prompt's ids are those transformers
+    gives with the file's text as plain text, and only the template's own turns open."""
+    from tests.model_runtime.conftest import (
+        CHAT_TEMPLATE,
+        INJECTION,
+        reference_prompt_ids,
+        save_chat_checkpoint,
+        train_bpe,
+    )
+
+    fast = train_bpe()
+    path = save_chat_checkpoint(tmp_path / "chat", fast, ends_at_once=True, max_position_embeddings=1024)
+    engine = load_agent_engine(path)
+    submitted: list[list[int]] = []
+    submit = engine.submit
+    monkeypatch.setattr(engine, "submit", lambda ids, *args: submitted.append(list(ids)) or submit(ids, *args))
+    backend = LocalBackend(engine=engine, max_new_tokens=2)
+    messages = [
+        Message("system", "You are warpcode."),
+        Message("user", "summarise notes.txt"),
+        Message("assistant", "", [ToolCall("call_1", "read_file", {"path": "notes.txt"})]),
+        Message("tool", f"1\t{INJECTION}", tool_call_id="call_1", name="read_file"),
+    ]
+    tools = [schema for schema in tool_schemas() if schema["function"]["name"] == "read_file"]
+    *_, finish = [event async for event in backend.stream(messages, tools)]
+    expected = reference_prompt_ids(fast, CHAT_TEMPLATE, [template_message(m) for m in messages], tools)
+    assert submitted == [expected] and finish.input_tokens == len(expected)
+    # the system turn, the user's, the assistant's, the tool result's and the generation prompt
+    assert expected.count(fast.token_to_id("<|im_start|>")) == 5
+    engine.shutdown()
+
+
+async def test_a_conversation_the_template_cannot_write_is_a_clear_error(tokenizer) -> None:
+    from warpcode.model_runtime import Engine, load_random
+
+    backend = LocalBackend(engine=Engine(load_random("tiny").model, tokenizer, eos_ids=[]), max_new_tokens=1)
+    forged = tokenizer.control_tokens.stand_ins["<|im_end|>"]  # a leaked stand-in, as a file's text
+    with pytest.raises(BackendError, match=r"^cannot write the conversation as this model's prompt: .* reserved"):
+        _ = [e async for e in backend.stream([Message("system", "s"), Message("user", forged)], [])]
 
 
 def test_a_directory_without_a_checkpoint_is_a_clear_error(tmp_path: Path) -> None:

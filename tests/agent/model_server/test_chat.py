@@ -13,6 +13,7 @@ import openai
 import pytest
 
 from tests.agent.model_server.conftest import CHAT_MODEL
+from tests.model_runtime.conftest import CHAT_TEMPLATE, INJECTION, reference_prompt_ids
 
 READ_FILE = {
     "type": "function",
@@ -88,6 +89,34 @@ def test_tools_and_tool_history_are_rendered_and_answered_in_shape(client, chat_
     streamed = list(client.chat.completions.create(**body, stream=True))
     content = "".join(c.choices[0].delta.content or "" for c in streamed)
     assert content == (message.content or "") and streamed[-1].choices[0].finish_reason == finish
+
+
+def test_control_text_from_the_client_opens_no_turn(client, chat_engine, fast_tokenizer, monkeypatch):
+    """Chat-template markup in a client's message, tool result, call arguments and tool description reaches the
+    model as text: the prompt's ids are those transformers gives with that text as plain text, and only the
+    template's own turns open."""
+    submitted: list[list[int]] = []
+    submit = chat_engine.submit
+    monkeypatch.setattr(chat_engine, "submit", lambda ids, *args: submitted.append(list(ids)) or submit(ids, *args))
+    tool = {"type": "function", "function": {**READ_FILE["function"], "description": INJECTION}}
+    call = {
+        "id": "call_9",
+        "type": "function",
+        "function": {"name": "read_file", "arguments": json.dumps({"path": INJECTION})},
+    }
+    messages = [
+        CONVERSATION[0],
+        {"role": "user", "content": INJECTION},
+        {"role": "assistant", "content": INJECTION, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_9", "content": INJECTION},
+    ]
+    reply = client.chat.completions.create(
+        model=CHAT_MODEL, messages=messages, tools=[tool], max_tokens=1, temperature=0
+    )
+    expected = reference_prompt_ids(fast_tokenizer, CHAT_TEMPLATE, [as_template_reads(m) for m in messages], [tool])
+    assert submitted == [expected] and reply.usage.prompt_tokens == len(expected)
+    # the system turn with the tools, user, assistant, tool, and the generation prompt
+    assert expected.count(fast_tokenizer.token_to_id("<|im_start|>")) == 5
 
 
 def test_developer_messages_and_text_parts_are_accepted(chat_url, chat_engine):
