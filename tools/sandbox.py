@@ -3,18 +3,23 @@
 Inside it the whole file system is read-only but for the workspace (and what a tool adds, such as the folder
 run_tests reads its report from); /tmp is private and empty, /dev and /proc are the sandbox's own, the command
 runs in a new session and PID namespace, dies with the guard host that started it, and is offline if asked.
-Commands still run as the user: the sandbox confines what they can change, not what they can read.
+It runs in a user namespace of its own with no capability at all, as the user (as nobody, uid 65534, when
+warpcode runs as root), so even root cannot unmount or remount its way out; what it creates in the workspace
+belongs to the real user outside. The sandbox confines what commands can change, not what they can read.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 SETTINGS = ("none", "bwrap")  # the values of the --sandbox option / the sandbox config key
+NOBODY = 65534  # who a command runs as inside when warpcode runs as root
+PROBE_TIMEOUT_S = 10.0
 
 
 class SandboxUnavailable(RuntimeError):
@@ -29,13 +34,16 @@ class Sandbox:
 
     @classmethod
     def bwrap(cls, network: bool = True) -> Sandbox:
+        """The bubblewrap sandbox, checked to start here."""
         executable = shutil.which("bwrap")
         if executable is None:
             raise SandboxUnavailable(
                 "--sandbox bwrap needs bubblewrap, which is not installed: install bubblewrap "
                 "(apt install bubblewrap) or run without --sandbox"
             )
-        return cls(executable, network)
+        sandbox = cls(executable, network)
+        sandbox._check_namespaces()
+        return sandbox
 
     def allowing(self, *paths: str | os.PathLike[str]) -> Sandbox:
         """This sandbox, with `paths` writable too."""
@@ -48,16 +56,37 @@ class Sandbox:
         # (read-only) the Python warpcode runs on, which run_tests uses when the project has no virtualenv.
         binds = [arg for path in _python_under_tmp() for arg in ("--ro-bind", path, path)]
         binds += [arg for path in (root, *self.writable) for arg in ("--bind", path, path)]
-        offline = [] if self.network else ["--unshare-net"]
         return [
             self.executable,
             *("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"),
             *binds,
-            *("--chdir", root, "--unshare-pid", "--die-with-parent", "--new-session"),
-            *offline,
+            *("--chdir", root, "--die-with-parent", "--new-session"),
+            *self._namespaces(),
             "--",
             *argv,
         ]
+
+    def _namespaces(self) -> list[str]:
+        # bwrap run by root keeps every capability unless told otherwise: none, in a user namespace of its own.
+        uid, gid = (os.getuid(), os.getgid()) if os.getuid() else (NOBODY, NOBODY)
+        user = ["--unshare-user", "--uid", str(uid), "--gid", str(gid), "--cap-drop", "ALL"]
+        return [*user, "--unshare-pid", *([] if self.network else ["--unshare-net"])]
+
+    def _check_namespaces(self) -> None:
+        """Start an empty command the way `wrap` will: some kernels and containers forbid the user namespace."""
+        probe = [self.executable, "--ro-bind", "/", "/", *self._namespaces(), "--", "true"]
+        try:
+            done = subprocess.run(probe, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise SandboxUnavailable(f"--sandbox bwrap: bubblewrap could not be started ({exc})") from None
+        if done.returncode != 0:
+            said = " ".join(done.stderr.split()) or f"exit code {done.returncode}"
+            raise SandboxUnavailable(
+                f"--sandbox bwrap cannot create its user namespace here ({said}): allow unprivileged user "
+                "namespaces (sysctl user.max_user_namespaces=15000 and kernel.unprivileged_userns_clone=1; on "
+                "Ubuntu 24.04+ kernel.apparmor_restrict_unprivileged_userns=0; in a container, run it with "
+                "user namespaces allowed) or run without --sandbox"
+            )
 
 
 def _python_under_tmp() -> list[str]:

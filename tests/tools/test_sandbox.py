@@ -1,19 +1,28 @@
-"""The opt-in bubblewrap sandbox, with real commands: writes stay inside the workspace, tests still run."""
+"""The opt-in bubblewrap sandbox, with real commands: writes stay inside the workspace, tests still run, and a
+command running as root gets no privilege to undo that."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import socket
+import subprocess
 import sys
+import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+import warpcode.tools
 from warpcode.tools import Workspace, run_command, run_tests
 from warpcode.tools.sandbox import Sandbox, SandboxUnavailable, sandbox_from_setting
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (to run as root, and to become another user)")
+NO_CAPABILITIES = "CapEff:\t0000000000000000"
 
 
 @pytest.fixture
@@ -21,6 +30,76 @@ def outside(tmp_path: Path) -> Path:
     folder = tmp_path / "outside"
     folder.mkdir()
     return folder
+
+
+@pytest.fixture
+def outside_tmp() -> Iterator[Path]:
+    """A folder outside /tmp, open to every user: the sandbox's private /tmp hides the host's /tmp whole, which
+    would hide what a test means the sandbox to hide for another reason."""
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as folder:
+        os.chmod(folder, 0o755)
+        yield Path(folder)
+
+
+def _escape_attempt(outside: Path) -> str:
+    """The way out a command running as root found: unmount the private /tmp, make / writable again, write."""
+    return (
+        f"umount -l /tmp; mount -o remount,rw,bind /; touch {outside}/escaped; "
+        "grep CapEff /proc/self/status; echo uid=$(id -u); echo made > made.txt"
+    )
+
+
+def _assert_confined(output: str, workspace: Path, outside: Path, owner: int) -> None:
+    assert not (outside / "escaped").exists(), output
+    assert NO_CAPABILITIES in output and "uid=0\n" not in output
+    made = workspace / "made.txt"
+    assert made.read_text() == "made\n" and made.stat().st_uid == owner  # the real user's file outside
+
+
+@needs_bwrap
+@needs_root
+def test_a_command_running_as_root_cannot_remount_its_way_out(ws: Workspace, root: Path, outside: Path) -> None:
+    result = run_command(ws, _escape_attempt(outside), sandbox=Sandbox.bwrap())
+    try:
+        _assert_confined(result.output, root, outside, owner=0)
+    finally:
+        (outside / "escaped").unlink(missing_ok=True)
+
+
+PLAIN_USER_RUN = """
+import json, sys
+from warpcode.tools.process import execute
+from warpcode.tools.sandbox import Sandbox
+print(json.dumps(execute(sys.argv[1], sys.argv[2], sandbox=Sandbox.bwrap()).output))
+"""
+
+
+@needs_bwrap
+@needs_root
+def test_a_plain_user_gets_the_same_confinement(outside_tmp: Path) -> None:
+    """The real tool path (execute, its guard host, Sandbox.bwrap) in a process of user nobody."""
+    nobody = 65534
+    python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")
+    if python is None or shutil.which("setpriv") is None:
+        pytest.skip("needs setpriv (util-linux) and a system python3 to run as user nobody")
+    package = outside_tmp / "package" / "warpcode"
+    package.mkdir(parents=True)
+    (package / "tools").symlink_to(Path(warpcode.tools.__file__).parent)
+    workspace, outside, home = outside_tmp / "workspace", outside_tmp / "outside", outside_tmp / "home"
+    for folder in (workspace, outside, home):
+        folder.mkdir()
+        os.chown(folder, nobody, nobody)
+    as_nobody = ["setpriv", f"--reuid={nobody}", f"--regid={nobody}", "--clear-groups"]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "PYTHONPATH": str(package.parent)}
+    if subprocess.run([*as_nobody, python, "-c", "import warpcode.tools.process"], env=env).returncode != 0:
+        pytest.skip(f"user nobody cannot import this checkout's warpcode.tools with {python} (3.11+ needed)")
+    command = _escape_attempt(outside)
+    done = subprocess.run(
+        [*as_nobody, python, "-c", PLAIN_USER_RUN, command, str(workspace)], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    output = json.loads(done.stdout)
+    _assert_confined(output, workspace, outside, owner=nobody)
 
 
 @needs_bwrap

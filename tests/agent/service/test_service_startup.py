@@ -66,3 +66,17 @@ async def test_a_sandbox_that_is_not_installed_stops_the_server_with_one_line(tm
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1 and "install bubblewrap" in done.stderr
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
+async def test_a_system_without_user_namespaces_stops_the_server_with_one_line(tmp_path: Path) -> None:
+    """bubblewrap's --disable-userns gives the server a system where creating a user namespace is refused, as a
+    kernel or container forbidding unprivileged ones does."""
+    script = write_script(tmp_path / "model.json", [{"text": "hi"}])
+    no_user_namespaces = ["bwrap", "--bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-user",
+                          "--disable-userns", "--"]  # fmt: skip
+    serve = [str(Path(sys.executable).with_name("warpcode")), "serve", "--port", "0", "--sandbox", "bwrap",
+             "--model", f"scripted:{script}", "--state-dir", str(tmp_path / "state")]  # fmt: skip
+    done = subprocess.run([*no_user_namespaces, *serve], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.count("\n") == 1 and "user namespace" in done.stderr and "without --sandbox" in done.stderr
