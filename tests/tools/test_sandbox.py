@@ -1,5 +1,6 @@
-"""The opt-in bubblewrap sandbox, with real commands: writes stay inside the workspace, tests still run, and a
-command running as root gets no privilege to undo that."""
+"""The opt-in bubblewrap sandbox, with real commands: writes stay inside the workspace, tests still run, a
+command running as root gets no privilege to undo that, and warpcode's state, the user's secrets and the network
+are out of its reach."""
 
 from __future__ import annotations
 
@@ -86,20 +87,23 @@ def test_a_plain_user_gets_the_same_confinement(outside_tmp: Path) -> None:
     package.mkdir(parents=True)
     (package / "tools").symlink_to(Path(warpcode.tools.__file__).parent)
     workspace, outside, home = outside_tmp / "workspace", outside_tmp / "outside", outside_tmp / "home"
-    for folder in (workspace, outside, home):
-        folder.mkdir()
-        os.chown(folder, nobody, nobody)
+    for folder in (workspace, outside, home / ".ssh"):
+        folder.mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("a private key\n")
+    for path in (workspace, outside, home, home / ".ssh", home / ".ssh" / "id_ed25519"):
+        os.chown(path, nobody, nobody)
     as_nobody = ["setpriv", f"--reuid={nobody}", f"--regid={nobody}", "--clear-groups"]
     env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "PYTHONPATH": str(package.parent)}
     if subprocess.run([*as_nobody, python, "-c", "import warpcode.tools.process"], env=env).returncode != 0:
         pytest.skip(f"user nobody cannot import this checkout's warpcode.tools with {python} (3.11+ needed)")
-    command = _escape_attempt(outside)
+    command = _escape_attempt(outside) + "; cat ~/.ssh/id_ed25519"
     done = subprocess.run(
         [*as_nobody, python, "-c", PLAIN_USER_RUN, command, str(workspace)], env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
     output = json.loads(done.stdout)
     _assert_confined(output, workspace, outside, owner=nobody)
+    assert "a private key" not in output
 
 
 @needs_bwrap
@@ -130,12 +134,91 @@ def test_run_tests_in_the_sandbox_still_reads_the_junit_report(ws: Workspace, ro
 
 
 @needs_bwrap
-def test_an_offline_sandbox_cannot_reach_the_host(ws: Workspace) -> None:
+def test_the_sandbox_is_offline_unless_the_network_is_allowed(ws: Workspace) -> None:
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
-        probe = f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 2)' && echo reached"
-        assert "reached" in run_command(ws, probe, sandbox=Sandbox.bwrap()).output
-        assert "reached" not in run_command(ws, probe, sandbox=Sandbox.bwrap(network=False)).output
+        connect = f"import socket; socket.create_connection(('127.0.0.1', {port}), 2)"
+        probe = f'{sys.executable} -c "{connect}" && echo reached'
+        assert "reached" not in run_command(ws, probe, sandbox=Sandbox.bwrap()).output
+        assert "reached" in run_command(ws, probe, sandbox=Sandbox.bwrap(network=True)).output
+
+
+SECRETS = {
+    ".ssh/id_ed25519": "an ssh key",
+    ".netrc": "machine example.com password a-netrc-password",
+    ".config/gh/hosts.yml": "oauth_token: a-gh-token",
+    ".aws/credentials": "aws_secret_access_key = an-aws-key",
+    ".config/warpcode/config.toml": "token_file = 'somewhere'",
+    ".local/state/warpcode/serve-token": "a-serve-token",
+}
+
+
+@pytest.fixture
+def home(outside_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A home folder (outside /tmp) holding the usual secrets, warpcode's default state home and config folder."""
+    home = outside_tmp / "home"
+    for name, text in SECRETS.items():
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_text(text + "\n")
+    monkeypatch.setenv("HOME", str(home))
+    for variable in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "WARPCODE_STATE_DIR"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("GITHUB_TOKEN", "a-token-in-the-environment")
+    return home
+
+
+@needs_bwrap
+def test_warpcodes_state_and_the_users_secrets_are_hidden(ws: Workspace, home: Path) -> None:
+    probe = f"cat {' '.join(f'~/{name}' for name in SECRETS)}; echo env=$GITHUB_TOKEN; echo done"
+    shown = run_command(ws, probe).output
+    assert all(text in shown for text in SECRETS.values()) and "a-token-in-the-environment" in shown
+    hidden = run_command(ws, probe, sandbox=Sandbox.bwrap()).output
+    assert [text for text in [*SECRETS.values(), "a-token-in-the-environment"] if text in hidden] == []
+    assert hidden.endswith("env=\ndone\n")
+
+
+@needs_bwrap
+def test_a_state_folder_given_to_the_sandbox_is_hidden_too(ws: Workspace, outside_tmp: Path) -> None:
+    state = outside_tmp / "state"
+    state.mkdir()
+    (state / "serve-token").write_text("a-serve-token\n")
+    probe = f"cat {state}/serve-token"
+    assert "a-serve-token" in run_command(ws, probe, sandbox=Sandbox.bwrap()).output
+    assert "a-serve-token" not in run_command(ws, probe, sandbox=Sandbox.bwrap(hidden=(state,))).output
+
+
+@needs_bwrap
+def test_secrets_inside_the_workspace_stay_the_workspaces(home: Path) -> None:
+    """A workspace that is the home folder: its files are the agent's to read anyway, and stay writable."""
+    result = run_command(Workspace(home), "cat .ssh/id_ed25519 && echo new > .ssh/new", sandbox=Sandbox.bwrap())
+    assert "an ssh key" in result.output and (home / ".ssh" / "new").read_text() == "new\n"
+
+
+@needs_bwrap
+def test_the_sessions_and_the_systems_sockets_are_out_of_reach(
+    ws: Workspace, outside_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$XDG_RUNTIME_DIR holds the user's agents, D-Bus and systemd sockets (`systemd-run --user` runs a command
+    outside any sandbox); /run the system's (docker, systemd, D-Bus: root's to command, when warpcode is root)."""
+    runtime = outside_tmp / "runtime"
+    runtime.mkdir()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    paths = [runtime / "bus"]
+    if os.access("/run", os.W_OK):
+        paths.append(Path("/run") / f"warpcode-test-{uuid.uuid4().hex[:12]}.sock")
+    servers = [socket.socket(socket.AF_UNIX) for _ in paths]
+    try:
+        for server, path in zip(servers, paths, strict=True):
+            server.bind(str(path))
+            server.listen()
+        connect = "import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])"
+        probe = "; ".join(f"{sys.executable} -c '{connect}' {path} && echo reached {path}" for path in paths)
+        assert run_command(ws, probe).output.count("reached") == len(paths)
+        assert "reached" not in run_command(ws, probe, sandbox=Sandbox.bwrap(network=True)).output
+    finally:
+        for server, path in zip(servers, paths, strict=True):
+            server.close()
+            path.unlink(missing_ok=True)
 
 
 def test_asking_for_bwrap_without_it_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
