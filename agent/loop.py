@@ -122,8 +122,8 @@ class Agent:
 
     def set_mode(self, mode: str, policy: PermissionPolicy | None = None) -> None:
         self.mode, self.policy = mode, policy or mode_policy(mode)
-        sandboxed = self.toolbox.sandbox is not None
-        self.messages[0] = Message("system", system_prompt(self.workspace, mode, self.overview or "", sandboxed))
+        sandbox = self.toolbox.sandbox
+        self.messages[0] = Message("system", system_prompt(self.workspace, mode, self.overview or "", sandbox))
 
     async def prompt(self, text: str) -> TurnResult:
         self._cancelled = False

@@ -17,6 +17,7 @@ import threading
 
 from warpcode.agent.toolbox import TOOLS
 from warpcode.tools import ToolError, Workspace, repo_map
+from warpcode.tools.sandbox import Sandbox
 
 REPO_MAP_TOKENS = 1024
 REPO_MAP_WAIT_S = 5.0
@@ -27,11 +28,14 @@ _builds_lock = threading.Lock()
 ROLE = """You are warpcode, a coding agent working in the user's repository at {root}.
 You act through tools; every path is relative to that root and the file tools cannot touch anything outside it.
 {commands}"""
-COMMANDS = {
-    False: "Commands (run_command, run_tests) run as the user, without a sandbox: they can change anything the user "
-    "can, so keep them to the repository.",
-    True: "Commands (run_command, run_tests) run in a sandbox: they can read the machine but write only inside the "
-    "repository (and a private /tmp).",
+COMMANDS = {  # whether commands run in a sandbox, and whether it has the network
+    (False, True): "Commands (run_command, run_tests) run as the user, without a sandbox: they can change anything "
+    "the user can, so keep them to the repository.",
+    (True, False): "Commands (run_command, run_tests) run in a sandbox: they can read the machine but write only "
+    "inside the repository (and a private /tmp), the user's credentials are hidden, and there is no network: "
+    "nothing can be downloaded or installed from the internet.",
+    (True, True): "Commands (run_command, run_tests) run in a sandbox: they can read the machine but write only "
+    "inside the repository (and a private /tmp), and the user's credentials are hidden; they have the network.",
 }
 
 RULES = """Rules:
@@ -49,11 +53,12 @@ MODE_NOTES = {
 }
 
 
-def system_prompt(workspace: Workspace, mode: str, overview: str = "", sandboxed: bool = False) -> str:
-    """The system prompt; `overview` is the repository map text from `repo_overview` ("" for none), `sandboxed`
-    whether commands run in a sandbox (what the prompt tells the model they can do)."""
+def system_prompt(workspace: Workspace, mode: str, overview: str = "", sandbox: Sandbox | None = None) -> str:
+    """The system prompt; `overview` is the repository map text from `repo_overview` ("" for none), `sandbox`
+    where commands run (what the prompt tells the model they can do)."""
     tools = "\n".join(f"- {name}: {spec['description']}" for name, spec in TOOLS.items())
-    role = ROLE.format(root=workspace.root, commands=COMMANDS[sandboxed])
+    commands = COMMANDS[sandbox is not None, sandbox is None or sandbox.network]
+    role = ROLE.format(root=workspace.root, commands=commands)
     parts = [role, RULES, MODE_NOTES[mode], f"Tools:\n{tools}"]
     if overview:
         parts.append(f"Repository map (most referenced definitions):\n{overview}")

@@ -8,7 +8,8 @@ the host send the command and all it started SIGTERM, then SIGKILL after a grace
 every command when the server dies, kill -9 included (its parent-death signal). `execute` returns once nothing of
 the command is left. Every command's environment names its server (COMMAND_MARKER), so that what a crashed
 server left running anyway (its guard host killed along with it) can be stopped on the next start-up
-(`reap_leftover_commands`). With a `Sandbox`, the command runs inside it (bubblewrap), spawned by the host.
+(`reap_leftover_commands`). With a `Sandbox`, the command runs inside it (bubblewrap), spawned by the host, without
+the variables the sandbox keeps from it.
 """
 
 from __future__ import annotations
@@ -116,11 +117,10 @@ class _GuardHost:
 _host: _GuardHost | None = None
 
 
-def _start(argv: list[str], cwd: str | os.PathLike[str], env: Mapping[str, str] | None, grace_s: float) -> _Command:
-    """Have the guard host start `argv`; call with _SPAWN_LOCK held."""
+def _start(argv: list[str], cwd: str | os.PathLike[str], env: Mapping[str, str], grace_s: float) -> _Command:
+    """Have the guard host start `argv` with the environment `env`; call with _SPAWN_LOCK held."""
     number, marker = next(_command_numbers), _marker()
-    environment = {**os.environ, **(env or {}), COMMAND_MARKER: marker}
-    request = {"argv": argv, "cwd": os.fspath(cwd), "env": environment, "grace_s": grace_s}
+    request = {"argv": argv, "cwd": os.fspath(cwd), "env": {**env, COMMAND_MARKER: marker}, "grace_s": grace_s}
     output_r, output_w = os.pipe()
     status_r, status_w = os.pipe()
     try:
@@ -206,12 +206,13 @@ def execute(
     """
     shown = command if isinstance(command, str) else subprocess.list2cmdline(command)
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
+    environment = {**os.environ, **(env or {})}
     if sandbox is not None:
-        argv = sandbox.wrap(argv, cwd)
+        argv, environment = sandbox.wrap(argv, cwd), sandbox.environment(environment)
     capture = OutputCapture(max_output_bytes, on_output)
     started = time.monotonic()
     with _SPAWN_LOCK:
-        running = _start(argv, cwd, env, kill_grace_s)
+        running = _start(argv, cwd, environment, kill_grace_s)
     reader = threading.Thread(target=_pump, args=(running.output, capture), daemon=True)
     reader.start()
     timed_out = cancelled = False

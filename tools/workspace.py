@@ -18,38 +18,25 @@ import copy
 import hashlib
 import os
 import stat
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 from warpcode.tools import errors, fdwalk
 from warpcode.tools.atomic import atomic_write_at
 from warpcode.tools.ignore import IgnoreRules
+from warpcode.tools.state_home import STATE_HOME_VARIABLE, default_state_home
 from warpcode.tools.textcodec import SNIFF_BYTES, TextFile, decode, looks_binary
 from warpcode.tools.walk import WalkedFile, walk_files
 
 MAX_TEXT_BYTES = 64 * 1024 * 1024
 PROTECTED_DIRS = (".git", ".warpcode")
-STATE_HOME_VARIABLE = "WARPCODE_STATE_DIR"
 PRIVATE_DIR_MODE = 0o700
 STATE_DIR_ADVICE = f"or point {STATE_HOME_VARIABLE} (--state-dir) at another folder"
 
 
 class UnsafeStateDir(PermissionError):
     """A state directory that is not a private directory of ours: refused before anything is read or written."""
-
-
-def default_state_home(env: Mapping[str, str] = os.environ) -> Path:
-    """$WARPCODE_STATE_DIR, else $XDG_STATE_HOME/warpcode, else ~/.local/state/warpcode.
-
-    A relative XDG_STATE_HOME is ignored, as the XDG spec says: it would put the state wherever the process runs,
-    a repository included.
-    """
-    if env.get(STATE_HOME_VARIABLE):
-        return Path(env[STATE_HOME_VARIABLE]).expanduser()
-    xdg = env.get("XDG_STATE_HOME", "")
-    base = Path(xdg) if os.path.isabs(xdg) else Path(env.get("HOME") or Path.home()) / ".local" / "state"
-    return base / "warpcode"
 
 
 def workspace_state_dir(home: str | os.PathLike[str], root: str | os.PathLike[str]) -> Path:

@@ -126,7 +126,7 @@ async def _attempt(job: Job, options: Options, worker: str, started: float) -> d
         timed_out = result.stop_reason == "cancelled"
         tests = None
         if job.test_command and not timed_out:
-            tests_run = asyncio.ensure_future(run_tests(job.test_command, workspace.root))
+            tests_run = asyncio.ensure_future(run_tests(job.test_command, workspace.root, agent.toolbox.sandbox))
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             done, _ = await asyncio.wait([tests_run], timeout=left)
             if done:

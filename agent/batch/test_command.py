@@ -1,5 +1,5 @@
-"""A job's `test_command`, run in its workspace after the turn, and the summary counts read from its output (pytest's,
-else unittest's)."""
+"""A job's `test_command`, run in its workspace after the turn (in the agent's sandbox when one is configured: it
+runs what the agent left there), and the summary counts read from its output (pytest's, else unittest's)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from warpcode.tools.sandbox import Sandbox
 from warpcode.tools.tests_report import parse_unittest
 
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped)\b")
@@ -36,12 +37,17 @@ def unittest_counts(output: str) -> dict[str, int] | None:
     return {"passed": counts.passed, "failed": counts.failed, "errors": counts.errors, "skipped": counts.skipped}
 
 
-async def run_tests(command: str, cwd: Path) -> dict[str, Any]:
+async def run_tests(command: str, cwd: Path, sandbox: Sandbox | None = None) -> dict[str, Any]:
     """The result row's `tests` object. The command runs in a process group of its own, killed if the job is
-    cancelled (Ctrl-C, its timeout)."""
-    process = await asyncio.create_subprocess_shell(
-        command,
+    cancelled (Ctrl-C, its timeout), and in `sandbox` if given."""
+    argv = ["/bin/sh", "-c", command]
+    environment = dict(os.environ)
+    if sandbox is not None:
+        argv, environment = sandbox.wrap(argv, cwd), sandbox.environment(environment)
+    process = await asyncio.create_subprocess_exec(
+        *argv,
         cwd=cwd,
+        env=environment,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,

@@ -35,7 +35,9 @@ async def _serve(args: argparse.Namespace) -> None:
     from warpcode.agent.service.agent import AcpService, ServiceConfig
     from warpcode.agent.service.request_limit import serve_stdio
 
-    config = ServiceConfig.from_settings(load_settings(args.model), args.state_dir, args.mode, args.sandbox)
+    config = ServiceConfig.from_settings(
+        load_settings(args.model), args.state_dir, args.mode, args.sandbox, args.sandbox_network
+    )
     if config.model is None:
         logging.warning("no model configured: prompts will answer with how to configure one")
     agent = AcpService(config).new_connection_agent()

@@ -69,7 +69,9 @@ async def _in_process(args: argparse.Namespace, client: Any) -> AsyncIterator[No
     from warpcode.agent.cli.config import load_settings
     from warpcode.agent.service.agent import AcpService, ServiceConfig
 
-    config = ServiceConfig.from_settings(load_settings(args.model), args.state_dir, args.mode, args.sandbox)
+    config = ServiceConfig.from_settings(
+        load_settings(args.model), args.state_dir, args.mode, args.sandbox, args.sandbox_network
+    )
     agent = AcpService(config).new_connection_agent()
     agent_end, client_end = memory_transport_pair()
     server = asyncio.create_task(acp.run_agent(agent, agent_end))

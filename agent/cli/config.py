@@ -1,7 +1,8 @@
 """User configuration: `--model`, else WARPCODE_MODEL, else ~/.config/warpcode/config.toml.
 
 config.toml keys (all optional): model, mode, host, port, token_file, max_turn_requests, tool_output_tokens,
-sandbox ("none" or "bwrap": where run_command and run_tests run, tools/sandbox.py).
+sandbox ("none" or "bwrap": where run_command and run_tests run, tools/sandbox.py), sandbox_network (true or
+false, the default: whether commands in the sandbox may use the network).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class Settings:
     max_turn_requests: int = 50
     tool_output_tokens: int = 6_000
     sandbox: str = "none"
+    sandbox_network: bool = False
 
 
 def config_path(env: Mapping[str, str] = os.environ) -> Path:
@@ -58,10 +60,11 @@ def _read(path: Path) -> dict[str, Any]:
     unknown = sorted(set(values) - set(types))
     if unknown:
         raise ConfigError(f"{path}: unknown setting {unknown[0]!r}; known: {', '.join(types)}")
+    kinds = {"int": (int, "an integer"), "bool": (bool, "true or false")}
     for key, value in values.items():
-        expected = int if types[key] == "int" else str
-        if not isinstance(value, expected) or isinstance(value, bool):
-            raise ConfigError(f"{path}: {key} must be a{'n integer' if expected is int else ' string'}")
+        expected, kind = kinds.get(types[key], (str, "a string"))
+        if not isinstance(value, expected) or (expected is not bool and isinstance(value, bool)):
+            raise ConfigError(f"{path}: {key} must be {kind}")
     if values.get("mode", "ask") not in MODES:
         raise ConfigError(f"{path}: mode must be one of {', '.join(MODES)}")
     if values.get("sandbox", "none") not in SANDBOXES:
@@ -87,7 +90,13 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sandbox",
         choices=SANDBOXES,
-        help="where commands and tests run: none (as you, default) or bwrap (bubblewrap: writes only in the workspace)",
+        help="where commands and tests run: none (as you, default) or bwrap (bubblewrap: writes only in the "
+        "workspace, no privileges, warpcode's state and your secrets hidden, offline)",
+    )
+    parser.add_argument(
+        "--sandbox-network",
+        action=argparse.BooleanOptionalAction,
+        help="let commands in the sandbox use the network, loopback included (default: the config's, else off)",
     )
     parser.add_argument(
         "--state-dir",

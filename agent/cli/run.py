@@ -64,11 +64,12 @@ def headless_agent(
     *,
     max_turn_requests: int | None = None,
     sandbox: str | None = None,
+    sandbox_network: bool | None = None,
     state_dir: Path | None = None,
 ):
     """The agent of a headless turn (`warpcode run`, each job of `warpcode batch`): the settings' model and limits,
     `mode`'s permission policy with `ask` for the calls that would ask, its state under `state_dir` (default: the
-    state home)."""
+    state home), its commands in `sandbox` (default: the settings')."""
     from warpcode.agent.backends import backend_from_spec
     from warpcode.agent.loop import Agent, Limits
     from warpcode.agent.permissions import mode_policy
@@ -78,6 +79,7 @@ def headless_agent(
 
     limits = Limits(max_turn_requests or settings.max_turn_requests, settings.tool_output_tokens)
     home = ensure_private_dir((state_dir or default_state_home()).expanduser().resolve())
+    network = settings.sandbox_network if sandbox_network is None else sandbox_network
     return Agent(
         Workspace(cwd, workspace_state_dir(home, cwd)),
         backend_from_spec(settings.model),
@@ -85,7 +87,7 @@ def headless_agent(
         mode,
         mode_policy(mode, ask),
         limits,
-        sandbox_from_setting(sandbox or settings.sandbox),
+        sandbox_from_setting(sandbox or settings.sandbox, network, (home,)),
     )
 
 
@@ -111,6 +113,7 @@ async def _run(args: argparse.Namespace) -> int:
         nobody_to_ask(refused, args.yes),
         max_turn_requests=args.max_turn_requests,
         sandbox=args.sandbox,
+        sandbox_network=args.sandbox_network,
         state_dir=args.state_dir,
     )
     loop = asyncio.get_running_loop()

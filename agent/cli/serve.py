@@ -68,8 +68,9 @@ async def _serve(args: argparse.Namespace) -> int:
     from warpcode.agent.service.ws_server import ACP_PATH, AcpWebSocketServer, Guard, ServerLimits
 
     settings = load_settings(args.model)
-    config = ServiceConfig.from_settings(settings, args.state_dir, args.mode, args.sandbox)
+    config = ServiceConfig.from_settings(settings, args.state_dir, args.mode, args.sandbox, args.sandbox_network)
     token_file = args.token_file or default_token_file(settings.token_file, config.state_dir)
+    config.secrets = (token_file,)  # sandboxed commands must not read it, wherever it is kept
     given = args.token or os.environ.get(TOKEN_VARIABLE)
     token = given or read_or_create_token(token_file)
     guard = Guard(token, frozenset(args.allow_origin))

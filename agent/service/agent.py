@@ -67,6 +67,8 @@ class ServiceConfig:
     default_mode: str = "ask"
     limits: Limits = field(default_factory=Limits)
     sandbox: str = "none"  # tools/sandbox.py SETTINGS: where the sessions' commands and tests run
+    sandbox_network: bool = False  # whether commands in the sandbox may use the network
+    secrets: tuple[Path, ...] = ()  # what else of ours the sandbox hides besides the state dir: serve's token file
 
     def __post_init__(self) -> None:
         if self.default_mode not in MODES:
@@ -79,19 +81,26 @@ class ServiceConfig:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, state_dir: Path | None, mode: str | None, sandbox: str | None = None
+        cls,
+        settings: Settings,
+        state_dir: Path | None,
+        mode: str | None,
+        sandbox: str | None = None,
+        sandbox_network: bool | None = None,
     ) -> ServiceConfig:
         """The service's configuration: command-line values first, then the user's settings."""
         limits = Limits(settings.max_turn_requests, settings.tool_output_tokens)
         state = state_dir or default_state_home()
-        return cls(settings.model, state, mode or settings.mode, limits, sandbox or settings.sandbox)
+        network = settings.sandbox_network if sandbox_network is None else sandbox_network
+        return cls(settings.model, state, mode or settings.mode, limits, sandbox or settings.sandbox, network)
 
 
 class AcpService:
     def __init__(self, config: ServiceConfig) -> None:
         self.config = config
         ensure_private_dir(config.state_dir)  # at start-up, so that a state home we must refuse fails the command
-        self.sandbox = sandbox_from_setting(config.sandbox)  # likewise: a sandbox that is not installed
+        # Likewise a sandbox that is not installed or cannot start here.
+        self.sandbox = sandbox_from_setting(config.sandbox, config.sandbox_network, (config.state_dir, *config.secrets))
         if leftovers := reap_leftover_commands():
             log.warning(
                 "stopped %d commands left running by a crashed warpcode (pids %s)",

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from tests.agent.batch.conftest import (
     BUGGY,
@@ -271,3 +274,25 @@ def test_an_unreachable_model_is_retried_then_an_error_row(tmp_path: Path):
     assert down["error"].startswith(f"nothing answers at http://127.0.0.1:{port}/v1/chat/completions")
     assert (rows["up"]["status"], rows["up"]["attempts"]) == ("succeeded", 1)
     assert repo_state(repo) == before  # each attempt's copy removed
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
+def test_with_the_sandbox_configured_a_jobs_test_command_runs_in_it_too(tmp_path: Path) -> None:
+    """The test command runs what the agent left in the workspace (a conftest.py, a script): outside the sandbox
+    it would do what the agent's own commands could not."""
+    make_project(tmp_path / "repo", git_repo=False)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    config = tmp_path / "config" / "warpcode" / "config.toml"  # XDG_CONFIG_HOME is tmp_path/config
+    config.parent.mkdir(parents=True)
+    config.write_text("sandbox = 'bwrap'\n")
+    script = f"touch {outside}/escaped.txt; echo '1 passed in 0.01s'\n"
+    turns = [{"tool_calls": [{"name": "write_file", "arguments": {"path": "check.sh", "content": script}}]}]
+    model = f"scripted:{write_script(tmp_path / 'plant.json', [*turns, {'text': 'done'}])}"
+    jobs = write_jobs(
+        tmp_path / "jobs.jsonl", [{"id": "plant", "repo": "repo", "instruction": "x", "test_command": "sh check.sh"}]
+    )
+    out = tmp_path / "out" / "RESULTS.jsonl"
+    assert batch(jobs, out, "--model", model) == 0
+    assert by_id(out)["plant"]["tests"]["passed"] == 1  # it ran
+    assert not (outside / "escaped.txt").exists()

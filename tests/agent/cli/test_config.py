@@ -35,6 +35,8 @@ def test_config_file_location_follows_xdg(tmp_path: Path) -> None:
         ("port = '80'", "port must be an integer"),
         ("mode = 'yolo'", "mode must be one of ask, accept-edits, auto"),
         ("sandbox = 'docker'", "sandbox must be one of none, bwrap"),
+        ("sandbox_network = 'yes'", "sandbox_network must be true or false"),
+        ("sandbox = true", "sandbox must be a string"),
     ],
 )
 def test_an_invalid_config_file_is_named_in_the_error(tmp_path: Path, text: str, message: str) -> None:
@@ -84,5 +86,23 @@ def test_the_sandbox_setting_reaches_the_prompt_the_model_reads(tmp_path: Path) 
     assert load_settings(None, {}, path).sandbox == "bwrap"
     plain = Agent(tmp_path, backend_from_spec(None), lambda update: None)
     boxed = Agent(tmp_path, backend_from_spec(None), lambda update: None, sandbox=Sandbox("/usr/bin/bwrap"))
+    online = Agent(tmp_path, backend_from_spec(None), lambda update: None, sandbox=Sandbox("/usr/bin/bwrap", True))
     assert "without a sandbox" in plain.messages[0].content and "nothing outside" not in plain.messages[0].content
-    assert "run in a sandbox" in boxed.messages[0].content
+    assert "run in a sandbox" in boxed.messages[0].content and "there is no network" in boxed.messages[0].content
+    assert "they have the network" in online.messages[0].content
+
+
+@pytest.mark.parametrize("command", ["run", "acp", "serve", "chat"])
+def test_sandbox_network_comes_from_the_option_then_the_config(command: str, tmp_path: Path) -> None:
+    from warpcode.agent.cli.main import build_parser
+    from warpcode.agent.service.agent import ServiceConfig
+
+    path = tmp_path / "config.toml"
+    path.write_text("sandbox = 'bwrap'\nsandbox_network = true\n")
+    settings = load_settings(None, {}, path)
+    extra = ["go"] if command == "run" else []
+    for option, network in ([], True), (["--no-sandbox-network"], False), (["--sandbox-network"], True):
+        args = build_parser().parse_args([command, *extra, *option])
+        config = ServiceConfig.from_settings(settings, tmp_path, None, args.sandbox, args.sandbox_network)
+        assert (config.sandbox, config.sandbox_network) == ("bwrap", network)
+    assert load_settings(None, {}, tmp_path / "missing.toml").sandbox_network is False
