@@ -10,6 +10,7 @@ export type ToExtension =
   | { type: "answer"; requestId: number; optionId: string }
   | { type: "open-diff"; toolCallId: string; index: number }
   | { type: "open-file"; path: string }
+  | { type: "open-link"; url: string } // a link in the agent's text, clicked
   | { type: "open-permission-diff"; requestId: number; index: number }
   | { type: "new-session" }
   | { type: "list-sessions" }

@@ -19,6 +19,7 @@ export function activate(context: vscode.ExtensionContext): void {
     workspaceFolder: () => vscode.workspace.workspaceFolders?.[0]?.uri.fsPath,
     openDiff: (diff) => void diffs.open(diff),
     openFile: (absolutePath) => void vscode.window.showTextDocument(vscode.Uri.file(absolutePath), { preview: true }),
+    openExternal: (url) => void vscode.env.openExternal(vscode.Uri.parse(url, true)),
     showError: (message) => void vscode.window.showErrorMessage(`warpcode: ${message}`),
   };
   const view = new ChatViewProvider(context.extensionUri, () => controller!);

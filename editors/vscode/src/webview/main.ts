@@ -56,6 +56,8 @@ chat.addEventListener("click", (event) => {
           : { type: "open-diff", toolCallId: data.tool!, index: Number(data.index) };
       case "open-file":
         return { type: "open-file", path: data.path! };
+      case "open-link":
+        return { type: "open-link", url: data.url! };
       case "open-session":
         return { type: "open-session", sessionId: data.session!, cwd: data.cwd! };
       case "new-session":
@@ -68,6 +70,12 @@ chat.addEventListener("click", (event) => {
     }
   })();
   if (message !== null) vscode.postMessage(message);
+});
+
+// Links have no href (markdown.ts): Enter on a focused one opens it, as on a real link.
+chat.addEventListener("keydown", (event) => {
+  const target = event.target as HTMLElement;
+  if (event.key === "Enter" && target.dataset.action === "open-link") target.click();
 });
 
 chat.addEventListener("change", (event) => {

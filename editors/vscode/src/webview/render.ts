@@ -1,12 +1,12 @@
 // The chat view's HTML from a ChatViewState: status bar, session list, transcript (markdown text, collapsed
 // thoughts, tool calls with status, output and diffs), plan, stop reason and permission questions. Pure string
-// building with every text escaped (markdown-it without raw HTML); buttons carry `data-action` for main.ts.
+// building with every text escaped (the agent's markdown by markdown.ts: nothing in it loads); buttons and links
+// carry `data-action` for main.ts.
 
-import MarkdownIt from "markdown-it";
 import type { DiffView } from "../core/diff-model.js";
 import type { ChatViewState, ConnectionStatus, PermissionView, PlanItem, SessionSummary, ToolItem, TranscriptItem } from "../core/view-state.js";
-
-const markdown = new MarkdownIt({ html: false, linkify: true });
+import { escape } from "./escape.js";
+import { markdown } from "./markdown.js";
 
 const STOP_REASONS: Record<string, string> = {
   end_turn: "Done",
@@ -148,8 +148,4 @@ function renderPermission(question: PermissionView): string {
     `<section class="permission kind-${escape(question.toolKind)}" data-region="permission"><div class="permission-head">Allow <b>${escape(question.title)}</b>?</div>` +
     `${subject}<div class="answers">${buttons.join("")}</div></section>`
   );
-}
-
-export function escape(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
