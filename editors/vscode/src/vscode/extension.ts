@@ -24,7 +24,7 @@ export function activate(context: vscode.ExtensionContext): void {
   };
   const view = new ChatViewProvider(context.extensionUri, () => controller!);
   const build = () => {
-    const client = new WarpcodeClient({ ...readSettings(host.workspaceFolder()), buffers: new EditorBuffers() });
+    const client = new WarpcodeClient({ ...readSettings(), buffers: new EditorBuffers() });
     controller = new ChatController(client, host);
     controller.onChange(() => view.refresh());
   };
