@@ -1,6 +1,6 @@
 // The messages between the chat webview and the extension (the webview script and the chat controller).
 
-import type { ChatViewState } from "./view-state.js";
+import type { PostedState } from "./view-posts.js";
 
 export type ToExtension =
   | { type: "ready" }
@@ -18,4 +18,4 @@ export type ToExtension =
   | { type: "open-session"; sessionId: string; cwd: string }
   | { type: "connect" };
 
-export type ToWebview = { type: "state"; state: ChatViewState };
+export type ToWebview = { type: "state"; state: PostedState };

@@ -69,7 +69,8 @@ export async function renderInChromium(
   }
 }
 
-export function testPageHtml(standIn: string): string {
+// The chat page with a stand-in script (and, before it, the scripts at `scriptUris`) in its head.
+export function testPageHtml(standIn: string, scriptUris: string[] = []): string {
   const nonce = "test";
   const html = chatPageHtml({
     cspSource: "file:",
@@ -77,7 +78,8 @@ export function testPageHtml(standIn: string): string {
     scriptUri: pathToFileURL(path.join(extensionRoot, "dist", "webview.js")).href,
     styleUri: pathToFileURL(path.join(extensionRoot, "media", "chat.css")).href,
   });
-  return html.replace("</head>", `<script nonce="${nonce}">\n${standIn}\n</script>\n</head>`);
+  const scripts = scriptUris.map((uri) => `<script nonce="${nonce}" src="${uri}"></script>\n`).join("");
+  return html.replace("</head>", `${scripts}<script nonce="${nonce}">\n${standIn}\n</script>\n</head>`);
 }
 
 function testPage(state: ChatViewState, afterRender: string): string {
@@ -109,6 +111,7 @@ export function json(value: unknown): string {
   return JSON.stringify(value).replaceAll("<", "\\u003c");
 }
 
-function unescapeHtml(text: string): string {
-  return text.replace(/&(lt|gt|quot|#39|amp);/g, (_, name: string) => ({ lt: "<", gt: ">", quot: '"', "#39": "'", amp: "&" })[name]!);
+// A text node's content as --dump-dom wrote it.
+export function unescapeHtml(text: string): string {
+  return text.replace(/&(lt|gt|quot|#39|amp|nbsp);/g, (_, name: string) => ({ lt: "<", gt: ">", quot: '"', "#39": "'", amp: "&", nbsp: "\u00a0" })[name]!);
 }
