@@ -20,7 +20,8 @@ markdown.renderer.rules.link_open = (tokens, index) => {
 
 markdown.renderer.rules.image = (tokens, index, options, env, renderer) => {
   const url = String(tokens[index]!.attrGet("src"));
-  const text = `[image: ${escape(renderer.renderInlineAsText(tokens[index]!.children ?? [], options, env))}] ${escape(markdown.normalizeLinkText(url))}`;
+  // The URL as it would be opened (percent-encoded, punycode): what it carries is in plain sight.
+  const text = `[image: ${escape(renderer.renderInlineAsText(tokens[index]!.children ?? [], options, env))}] ${escape(url)}`;
   const insideLink = tokens.slice(0, index).findLastIndex((t) => t.type === "link_open") > tokens.slice(0, index).findLastIndex((t) => t.type === "link_close");
   return insideLink // a click opens the surrounding link
     ? `<span class="image-link">${text}</span>`
