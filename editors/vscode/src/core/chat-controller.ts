@@ -1,10 +1,11 @@
 // The chat view's controller: which session the view shows, whether the stored-session list is open, and what
-// each message from the webview does (prompt, stop, mode, answers, diffs, sessions). The editor-specific parts
+// each message from the webview does (prompt, stop, mode, answers, diffs, links, sessions). The editor-specific parts
 // (the workspace folder, the diff editor, error pop-ups) come in through `EditorHost`.
 
 import type { ToExtension } from "./chat-messages.js";
 import { CheckpointActions } from "./checkpoints.js";
 import type { DiffView } from "./diff-model.js";
+import { externalLink } from "./external-links.js";
 import type { SessionState } from "./session-state.js";
 import type { ChatViewState, SessionSummary } from "./view-state.js";
 import { errorText, type WarpcodeClient } from "./warpcode-client.js";
@@ -13,6 +14,7 @@ export interface EditorHost {
   workspaceFolder(): string | undefined; // where new sessions work
   openDiff(diff: DiffView): void;
   openFile(absolutePath: string): void;
+  openExternal(url: string): void; // outside VS Code, after the editor's own confirmation for untrusted domains
   showError(message: string): void;
 }
 
@@ -83,6 +85,12 @@ export class ChatController {
       case "open-file":
         this.host.openFile(message.path);
         return;
+      case "open-link": {
+        const url = externalLink(message.url);
+        if (url === null) throw new Error(`Not opening ${message.url}: only web and mail links open from the chat.`);
+        this.host.openExternal(url);
+        return;
+      }
       case "open-permission-diff": {
         const question = this.client.permissions.views(this.currentSessionId ?? "").find((q) => q.requestId === message.requestId);
         const diff = question?.diffs[message.index];

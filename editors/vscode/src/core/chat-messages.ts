@@ -1,6 +1,6 @@
 // The messages between the chat webview and the extension (the webview script and the chat controller).
 
-import type { ChatViewState } from "./view-state.js";
+import type { PostedState } from "./view-posts.js";
 
 export type ToExtension =
   | { type: "ready" }
@@ -10,6 +10,7 @@ export type ToExtension =
   | { type: "answer"; requestId: number; optionId: string }
   | { type: "open-diff"; toolCallId: string; index: number }
   | { type: "open-file"; path: string }
+  | { type: "open-link"; url: string } // a link in the agent's text, clicked
   | { type: "open-permission-diff"; requestId: number; index: number }
   | { type: "new-session" }
   | { type: "list-sessions" }
@@ -17,4 +18,4 @@ export type ToExtension =
   | { type: "open-session"; sessionId: string; cwd: string }
   | { type: "connect" };
 
-export type ToWebview = { type: "state"; state: ChatViewState };
+export type ToWebview = { type: "state"; state: PostedState };

@@ -34,9 +34,10 @@ export interface ModeChoice {
   description: string;
 }
 
-// What the agent streamed: rebuilt exactly by replaying the history (session/load).
-export interface Transcript {
-  items: TranscriptItem[];
+// What the agent streamed: rebuilt exactly by replaying the history (session/load). `Item` is TranscriptItem but
+// in what is posted to the webview, where an item it already has is null (view-posts.ts).
+export interface Transcript<Item = TranscriptItem> {
+  items: Item[];
   plan: PlanItem[];
   usage: { used: number; size: number } | null;
   title: string | null;
@@ -66,12 +67,12 @@ export interface SessionSummary {
 }
 
 // Everything the webview needs for one render.
-export interface ChatViewState {
+export interface ChatViewState<Item = TranscriptItem> {
   connection: ConnectionStatus;
   session: {
     sessionId: string;
     cwd: string;
-    transcript: Transcript;
+    transcript: Transcript<Item>;
     modes: ModeChoice[];
     running: boolean;
     stopReason: string | null; // of the last turn; null while one runs or before the first

@@ -17,6 +17,7 @@ let chat: ChatController;
 let folder: string | undefined;
 const opened: DiffView[] = [];
 const files: string[] = [];
+const links: string[] = [];
 const errors: string[] = [];
 
 before(async () => {
@@ -26,7 +27,7 @@ before(async () => {
   ]);
   server = await serve(sandbox);
   folder = sandbox.workspace;
-  const host: EditorHost = { workspaceFolder: () => folder, openDiff: (diff) => opened.push(diff), openFile: (file) => files.push(file), showError: (message) => errors.push(message) };
+  const host: EditorHost = { workspaceFolder: () => folder, openDiff: (diff) => opened.push(diff), openFile: (file) => files.push(file), openExternal: (url) => links.push(url), showError: (message) => errors.push(message) };
   chat = new ChatController(new WarpcodeClient({ url: server.url, token: { token: "", tokenFile: server.tokenFile! }, buffers: null, serverCommand: null }), host);
 });
 
@@ -58,6 +59,9 @@ test("prompt, answer, open the diff, switch mode, reopen from the session list",
   await chat.receive({ type: "open-file", path: edit.paths[0]! });
   assert.deepEqual(files, [`${sandbox.workspace}/hello.txt`]);
 
+  await chat.receive({ type: "open-link", url: "https://example.com/docs?q=1" });
+  assert.deepEqual(links, ["https://example.com/docs?q=1"]);
+
   await chat.receive({ type: "set-mode", modeId: "accept-edits" });
   assert.equal(chat.state().session!.transcript.modeId, "accept-edits");
 
@@ -69,7 +73,12 @@ test("prompt, answer, open the diff, switch mode, reopen from the session list",
   assert.deepEqual(errors, []);
 });
 
-test("failures are shown in words: no folder open, a mode the server does not know", async () => {
+test("failures are shown in words: no folder open, a mode the server does not know, a link that is not a web link", async () => {
+  for (const url of ["javascript:alert(1)", "file:///etc/passwd", "command:workbench.action.terminal.new", "not a url"]) {
+    await chat.receive({ type: "open-link", url });
+    assert.equal(errors.at(-1), `Not opening ${url}: only web and mail links open from the chat.`);
+  }
+  assert.deepEqual(links, ["https://example.com/docs?q=1"]);
   await chat.receive({ type: "set-mode", modeId: "yolo" });
   assert.match(errors.at(-1)!, /Unknown mode 'yolo': use one of ask, accept-edits, auto/);
   folder = undefined;

@@ -31,7 +31,7 @@ test("the chat view shows the transcript, a diff and a permission prompt", { ski
   for (const answer of ["Allow once", "Always allow", "Reject once", "Always reject"]) assert.match(dom, new RegExp(`data-action="answer"[^>]*>${answer}`));
 
   // The pixels: each region drawn where the layout put it, inside the window, the diff in colour.
-  const png = PNG.sync.read(screenshot);
+  const png = PNG.sync.read(screenshot!);
   assert.deepEqual([png.width, png.height], [460, 1100]);
   for (const name of ["transcript", "diff", "permission", "plan"] as const) {
     const rect = regions[name];

@@ -1,10 +1,12 @@
 // The sidebar's chat webview: its page (webview/page.ts) with the bundled script and stylesheet, the controller's
-// state posted to it (at most one post per frame while updates stream), and its messages handed to the controller.
+// state posted to it (at most one post per frame while updates stream, with only the transcript items that
+// changed: core/view-posts.ts), and its messages handed to the controller.
 
 import { randomBytes } from "node:crypto";
 import * as vscode from "vscode";
 import type { ChatController } from "../core/chat-controller.js";
 import type { ToExtension, ToWebview } from "../core/chat-messages.js";
+import { ViewPosts } from "../core/view-posts.js";
 import { chatPageHtml } from "../webview/page.js";
 
 const POST_INTERVAL_MS = 30;
@@ -13,6 +15,7 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
   static readonly viewId = "warpcode.chat";
   private view: vscode.WebviewView | undefined;
   private postTimer: NodeJS.Timeout | undefined;
+  private readonly posts = new ViewPosts();
 
   constructor(
     private readonly extensionUri: vscode.Uri,
@@ -31,7 +34,10 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
       styleUri: view.webview.asWebviewUri(vscode.Uri.joinPath(media, "chat.css")).toString(),
     });
     view.webview.onDidReceiveMessage((message: ToExtension) => {
-      if (message.type === "ready") this.refresh();
+      if (message.type === "ready") {
+        this.posts.reset(); // a new page: it has nothing yet
+        this.refresh();
+      }
       void this.controller().receive(message);
     });
     view.onDidDispose(() => (this.view = undefined));
@@ -42,8 +48,8 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
     if (this.view === undefined || this.postTimer !== undefined) return;
     this.postTimer = setTimeout(() => {
       this.postTimer = undefined;
-      const message: ToWebview = { type: "state", state: this.controller().state() };
-      void this.view?.webview.postMessage(message);
+      const message: ToWebview = { type: "state", state: this.posts.next(this.controller().state()) };
+      void this.view?.webview.postMessage(message).then((delivered) => delivered || this.posts.reset());
     }, POST_INTERVAL_MS);
   }
 }

@@ -19,11 +19,12 @@ export function activate(context: vscode.ExtensionContext): void {
     workspaceFolder: () => vscode.workspace.workspaceFolders?.[0]?.uri.fsPath,
     openDiff: (diff) => void diffs.open(diff),
     openFile: (absolutePath) => void vscode.window.showTextDocument(vscode.Uri.file(absolutePath), { preview: true }),
+    openExternal: (url) => void vscode.env.openExternal(vscode.Uri.parse(url, true)),
     showError: (message) => void vscode.window.showErrorMessage(`warpcode: ${message}`),
   };
   const view = new ChatViewProvider(context.extensionUri, () => controller!);
   const build = () => {
-    const client = new WarpcodeClient({ ...readSettings(host.workspaceFolder()), buffers: new EditorBuffers() });
+    const client = new WarpcodeClient({ ...readSettings(), buffers: new EditorBuffers() });
     controller = new ChatController(client, host);
     controller.onChange(() => view.refresh());
   };

@@ -1,16 +1,16 @@
-// The extension's settings (package.json `contributes.configuration`), read into the client's options.
+// The extension's settings, read into the client's options from the user's settings only (core/client-settings.ts
+// says why); a workspace that sets one of them is told that it was ignored.
 
 import * as vscode from "vscode";
-import type { ClientOptions } from "../core/warpcode-client.js";
+import { clientSettings, type ClientSettings } from "../core/client-settings.js";
 
-export const DEFAULT_URL = "ws://127.0.0.1:8765/acp";
-
-export function readSettings(workspaceFolder: string | undefined): Pick<ClientOptions, "url" | "token" | "serverCommand"> {
-  const settings = vscode.workspace.getConfiguration("warpcode");
-  const command = settings.get<string>("serverCommand", "").trim();
-  return {
-    url: settings.get<string>("url", DEFAULT_URL).trim() || DEFAULT_URL,
-    token: { token: settings.get<string>("token", ""), tokenFile: settings.get<string>("tokenFile", "").trim() },
-    serverCommand: command ? { command, shell: true, ...(workspaceFolder ? { cwd: workspaceFolder } : {}) } : null,
-  };
+export function readSettings(): ClientSettings["options"] {
+  const { options, ignored } = clientSettings(vscode.workspace.getConfiguration("warpcode"));
+  if (ignored.length > 0) {
+    void vscode.window.showWarningMessage(
+      `warpcode: ignored ${ignored.join(", ")} from this workspace's settings: a repository may not choose the server ` +
+        `command or where the token goes. Set them in your user settings.`,
+    );
+  }
+  return options;
 }

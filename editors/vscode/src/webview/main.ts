@@ -1,10 +1,10 @@
-// The chat webview's script (bundled to dist/webview.js): renders each state the extension posts with
-// renderChat, keeps the open/closed state of <details> and the scroll position across renders, and turns clicks,
-// the mode picker and the prompt box into messages for the extension.
+// The chat webview's script (bundled to dist/webview.js): shows each state the extension posts (ChatView updates
+// the DOM in place), keeps the open/closed state of <details> and follows the end of the transcript, and turns
+// clicks, the mode picker and the prompt box into messages for the extension.
 
-import type { ChatViewState } from "../core/view-state.js";
 import type { ToExtension, ToWebview } from "../core/chat-messages.js";
-import { renderChat } from "./render.js";
+import type { PostedState } from "../core/view-posts.js";
+import { ChatView } from "./chat-view.js";
 
 declare function acquireVsCodeApi(): { postMessage(message: ToExtension): void };
 
@@ -15,18 +15,15 @@ const prompt = document.getElementById("prompt") as HTMLTextAreaElement;
 const send = document.getElementById("send") as HTMLButtonElement;
 const stop = document.getElementById("stop") as HTMLButtonElement;
 const toggled = new Map<string, boolean>(); // <details data-key> the user opened or closed
+const view = new ChatView(chat, toggled);
 
 window.addEventListener("message", (event: MessageEvent<ToWebview>) => {
   if (event.data.type === "state") render(event.data.state);
 });
 
-function render(state: ChatViewState): void {
+function render(state: PostedState): void {
   const following = chat.scrollHeight - chat.scrollTop - chat.clientHeight < 40;
-  chat.innerHTML = renderChat(state);
-  for (const details of chat.querySelectorAll<HTMLDetailsElement>("details[data-key]")) {
-    const open = toggled.get(details.dataset.key!);
-    if (open !== undefined) details.open = open;
-  }
+  view.update(state);
   const running = state.session?.running ?? false;
   send.disabled = running || state.connection.state === "reconnecting";
   stop.hidden = !running;
@@ -56,6 +53,8 @@ chat.addEventListener("click", (event) => {
           : { type: "open-diff", toolCallId: data.tool!, index: Number(data.index) };
       case "open-file":
         return { type: "open-file", path: data.path! };
+      case "open-link":
+        return { type: "open-link", url: data.url! };
       case "open-session":
         return { type: "open-session", sessionId: data.session!, cwd: data.cwd! };
       case "new-session":
@@ -68,6 +67,12 @@ chat.addEventListener("click", (event) => {
     }
   })();
   if (message !== null) vscode.postMessage(message);
+});
+
+// Links have no href (markdown.ts): Enter on a focused one opens it, as on a real link.
+chat.addEventListener("keydown", (event) => {
+  const target = event.target as HTMLElement;
+  if (event.key === "Enter" && target.dataset.action === "open-link") target.click();
 });
 
 chat.addEventListener("change", (event) => {

@@ -1,7 +1,7 @@
 // The chat webview's page: a content security policy that lets in only our script (by nonce) and stylesheet, the
 // region main.ts renders into, and the prompt box (outside it, so a render never loses what is being typed).
 
-import { escape } from "./render.js";
+import { escape } from "./escape.js";
 
 export interface PageResources {
   cspSource: string; // where the stylesheet may come from (the webview's asWebviewUri origin)
@@ -11,7 +11,9 @@ export interface PageResources {
 }
 
 export function chatPageHtml({ cspSource, nonce, scriptUri, styleUri }: PageResources): string {
-  const policy = `default-src 'none'; style-src ${cspSource}; img-src ${cspSource} https: data:; script-src 'nonce-${nonce}';`;
+  // Nothing from the network, not even images: the model's text must not be able to make the view fetch a URL
+  // (one carrying what the model read). base-uri and form-action do not fall back to default-src.
+  const policy = `default-src 'none'; style-src ${cspSource}; script-src 'nonce-${nonce}'; base-uri 'none'; form-action 'none';`;
   return `<!DOCTYPE html>
 <html lang="en">
 <head>

@@ -1,12 +1,10 @@
-// The chat view's HTML from a ChatViewState: status bar, session list, transcript (markdown text, collapsed
-// thoughts, tool calls with status, output and diffs), plan, stop reason and permission questions. Pure string
-// building with every text escaped (markdown-it without raw HTML); buttons carry `data-action` for main.ts.
+// The chat view's HTML, part by part: status bar, session list, transcript items (collapsed thoughts, tool calls
+// with status, output and diffs), stop reason, plan and permission questions. Pure string building with every
+// text escaped (the agent's markdown is markdown-message.ts's); buttons carry `data-action` for main.ts.
 
-import MarkdownIt from "markdown-it";
 import type { DiffView } from "../core/diff-model.js";
 import type { ChatViewState, ConnectionStatus, PermissionView, PlanItem, SessionSummary, ToolItem, TranscriptItem } from "../core/view-state.js";
-
-const markdown = new MarkdownIt({ html: false, linkify: true });
+import { escape } from "./escape.js";
 
 const STOP_REASONS: Record<string, string> = {
   end_turn: "Done",
@@ -18,22 +16,34 @@ const STOP_REASONS: Record<string, string> = {
 const STATUS_ICONS: Record<string, string> = { pending: "○", in_progress: "◐", completed: "✓", failed: "✗" };
 const PLAN_ICONS: Record<string, string> = { pending: "○", in_progress: "◐", completed: "✓" };
 
-export function renderChat(state: ChatViewState): string {
+// The parts of the view, each rendered on its own so that an update redraws only what changed (chat-view.ts).
+// None of them reads the transcript's items (which come in as posted: core/view-posts.ts).
+type AnyItems = ChatViewState<unknown>;
+
+export function renderHeader(state: AnyItems): string {
   const session = state.session;
+  return (
+    renderStatus(state.connection, session?.modes ?? [], session?.transcript.modeId ?? null, session?.running ?? false) +
+    (session?.transcript.title ? `<h2 class="session-heading">${escape(session.transcript.title)}</h2>` : "") +
+    (state.sessions === null ? "" : renderSessionList(state.sessions, session?.sessionId ?? null))
+  );
+}
+
+// What follows the transcript's items inside it: the welcome before a session, the turn's state, the usage.
+export function renderTurnEnd(session: AnyItems["session"]): string {
+  if (session === null) return renderWelcome();
   return [
-    renderStatus(state.connection, session?.modes ?? [], session?.transcript.modeId ?? null, session?.running ?? false),
-    session?.transcript.title ? `<h2 class="session-heading">${escape(session.transcript.title)}</h2>` : "",
-    state.sessions === null ? "" : renderSessionList(state.sessions, session?.sessionId ?? null),
-    `<section class="transcript" data-region="transcript">`,
-    session === null ? renderWelcome() : session.transcript.items.map(renderItem).join(""),
-    session?.running ? `<div class="working">Working…</div>` : "",
-    session?.stopReason ? `<div class="stop-reason stop-${escape(session.stopReason)}">${escape(STOP_REASONS[session.stopReason] ?? session.stopReason)}</div>` : "",
-    session?.error ? `<div class="error">${escape(session.error)}</div>` : "",
-    session?.transcript.usage ? renderUsage(session.transcript.usage) : "",
-    `</section>`,
-    session && session.transcript.plan.length > 0 ? renderPlan(session.transcript.plan) : "",
-    state.permissions.map(renderPermission).join(""),
+    session.running ? `<div class="working">Working…</div>` : "",
+    session.stopReason ? `<div class="stop-reason stop-${escape(session.stopReason)}">${escape(STOP_REASONS[session.stopReason] ?? session.stopReason)}</div>` : "",
+    session.error ? `<div class="error">${escape(session.error)}</div>` : "",
+    session.transcript.usage ? renderUsage(session.transcript.usage) : "",
   ].join("");
+}
+
+// After the transcript: the plan and the permission questions.
+export function renderQuestions(state: AnyItems): string {
+  const plan = state.session?.transcript.plan ?? [];
+  return (plan.length > 0 ? renderPlan(plan) : "") + state.permissions.map(renderPermission).join("");
 }
 
 function renderStatus(connection: ConnectionStatus, modes: { id: string; name: string; description: string }[], modeId: string | null, running: boolean): string {
@@ -81,12 +91,11 @@ function renderWelcome(): string {
   return `<p class="muted welcome">Ask warpcode to change your code. It reads, edits and runs tests in this workspace; in mode Ask, every edit and command waits for your permission.</p>`;
 }
 
-function renderItem(item: TranscriptItem, index: number): string {
+// One transcript item; the agent's text is rendered by MarkdownMessage (markdown-message.ts), as it streams.
+export function renderItem(item: Exclude<TranscriptItem, { kind: "agent" }>, index: number): string {
   switch (item.kind) {
     case "user":
       return `<div class="message user"><div class="who">You</div><div class="text">${escape(item.text)}</div></div>`;
-    case "agent":
-      return `<div class="message agent markdown">${markdown.render(item.text)}</div>`;
     case "thought":
       return `<details class="thought" data-key="thought-${index}"><summary>Thought</summary><div class="text">${escape(item.text)}</div></details>`;
     case "tool":
@@ -148,8 +157,4 @@ function renderPermission(question: PermissionView): string {
     `<section class="permission kind-${escape(question.toolKind)}" data-region="permission"><div class="permission-head">Allow <b>${escape(question.title)}</b>?</div>` +
     `${subject}<div class="answers">${buttons.join("")}</div></section>`
   );
-}
-
-export function escape(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }

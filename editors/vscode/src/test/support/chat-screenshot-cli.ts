@@ -13,6 +13,6 @@ if (chromium === null) {
   process.exit(1);
 }
 const target = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../media/chat-view.png");
-const { screenshot } = await renderInChromium(chromium, await recordChatState(), { width: 420, height: 860 });
+const screenshot = (await renderInChromium(chromium, await recordChatState(), { width: 420, height: 860 })).screenshot!;
 await writeFile(target, screenshot);
 console.log(`wrote ${target} (${Math.round(screenshot.length / 1024)} KiB)`);

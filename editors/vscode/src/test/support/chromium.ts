@@ -1,6 +1,7 @@
 // Rendering the chat webview in headless Chromium (Debian's `chromium`): the page built by page.ts with the real
-// bundle (dist/webview.js) and stylesheet, a stand-in for VS Code's webview API that posts one state, and a probe
-// that writes where the regions landed into the DOM. One run dumps the DOM, one takes the screenshot.
+// bundle (dist/webview.js) and stylesheet, a stand-in for VS Code's webview API that posts one state and keeps
+// what the webview posts back, and a probe that writes where the regions landed into the DOM. One run dumps the
+// DOM, one takes the screenshot.
 
 import { execFile } from "node:child_process";
 import { access, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
@@ -21,10 +22,20 @@ const REGIONS = { transcript: "[data-region=transcript]", diff: ".transcript .di
 
 export type Rect = { x: number; y: number; width: number; height: number };
 
+export interface RenderOptions {
+  afterRender?: string; // a function body run once the state is rendered: its JSON-able result comes back as `probed`
+  screenshot?: boolean; // default true
+  flags?: string[]; // more Chromium flags
+}
+
 export interface Rendered {
   dom: string; // the document after the render
   regions: Record<keyof typeof REGIONS, Rect | null>;
-  screenshot: Buffer; // PNG
+  // What the webview posted to the extension after its "ready", and, as { type: "navigate" }, each link click it
+  // left to the browser (VS Code's webview host would have opened that link).
+  posted: Record<string, unknown>[];
+  probed: unknown;
+  screenshot: Buffer | null; // PNG
 }
 
 export async function findChromium(): Promise<string | null> {
@@ -34,24 +45,32 @@ export async function findChromium(): Promise<string | null> {
   return null;
 }
 
-export async function renderInChromium(chromium: string, state: ChatViewState, size: { width: number; height: number }): Promise<Rendered> {
+export async function renderInChromium(
+  chromium: string,
+  state: ChatViewState,
+  size: { width: number; height: number },
+  { afterRender = "", screenshot = true, flags = [] }: RenderOptions = {},
+): Promise<Rendered> {
   const dir = await mkdtemp(path.join(os.tmpdir(), "warpcode-webview-"));
   try {
     const page = path.join(dir, "chat.html");
-    await writeFile(page, testPage(state));
-    const common = [...FLAGS, `--user-data-dir=${path.join(dir, "profile")}`, `--window-size=${size.width},${size.height}`];
-    const { stdout: dom } = await run(chromium, [...common, "--dump-dom", pathToFileURL(page).href], { maxBuffer: 16 * 2 ** 20, timeout: 60_000 });
-    const screenshotFile = path.join(dir, "chat.png");
-    await run(chromium, [...common, `--screenshot=${screenshotFile}`, pathToFileURL(page).href], { timeout: 60_000 });
+    await writeFile(page, testPage(state, afterRender));
+    const common = [...FLAGS, ...flags, `--user-data-dir=${path.join(dir, "profile")}`, `--window-size=${size.width},${size.height}`];
+    const { stdout: dom } = await run(chromium, [...common, "--dump-dom", pathToFileURL(page).href], { maxBuffer: 64 * 2 ** 20, timeout: 60_000 });
     const layout = /<pre id="layout"[^>]*>([^<]*)<\/pre>/.exec(dom);
     if (layout === null) throw new Error(`the page did not render (no layout probe in the DOM):\n${dom.slice(0, 2000)}`);
-    return { dom, regions: JSON.parse(layout[1]!), screenshot: await readFile(screenshotFile) };
+    const probe = JSON.parse(unescapeHtml(layout[1]!)) as Pick<Rendered, "regions" | "posted" | "probed">;
+    if (!screenshot) return { dom, ...probe, screenshot: null };
+    const screenshotFile = path.join(dir, "chat.png");
+    await run(chromium, [...common, `--screenshot=${screenshotFile}`, pathToFileURL(page).href], { timeout: 60_000 });
+    return { dom, ...probe, screenshot: await readFile(screenshotFile) };
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
 }
 
-function testPage(state: ChatViewState): string {
+// The chat page with a stand-in script (and, before it, the scripts at `scriptUris`) in its head.
+export function testPageHtml(standIn: string, scriptUris: string[] = []): string {
   const nonce = "test";
   const html = chatPageHtml({
     cspSource: "file:",
@@ -59,15 +78,40 @@ function testPage(state: ChatViewState): string {
     scriptUri: pathToFileURL(path.join(extensionRoot, "dist", "webview.js")).href,
     styleUri: pathToFileURL(path.join(extensionRoot, "media", "chat.css")).href,
   });
-  const standIn = `<script nonce="${nonce}">
-window.acquireVsCodeApi = () => ({ postMessage(message) { if (message.type === "ready") window.postMessage({ type: "state", state: ${JSON.stringify(state).replaceAll("<", "\\u003c")} }, "*"); } });
+  const scripts = scriptUris.map((uri) => `<script nonce="${nonce}" src="${uri}"></script>\n`).join("");
+  return html.replace("</head>", `${scripts}<script nonce="${nonce}">\n${standIn}\n</script>\n</head>`);
+}
+
+function testPage(state: ChatViewState, afterRender: string): string {
+  return testPageHtml(`
+const posted = [];
+window.acquireVsCodeApi = () => ({ postMessage(message) {
+  if (message.type === "ready") window.postMessage({ type: "state", state: ${json(state)} }, "*");
+  else posted.push(message);
+} });
+window.addEventListener("click", (event) => {
+  const link = event.target.closest && event.target.closest("a[href]");
+  if (link === null || event.defaultPrevented) return;
+  event.preventDefault();
+  posted.push({ type: "navigate", href: link.href });
+});
 window.addEventListener("message", () => setTimeout(() => {
+  const probed = (() => { ${afterRender} })();
   const rect = (selector) => { const found = document.querySelector(selector); if (!found) return null; const r = found.getBoundingClientRect(); return { x: r.x, y: r.y, width: r.width, height: r.height }; };
   const probe = document.createElement("pre");
   probe.id = "layout"; probe.hidden = true;
-  probe.textContent = JSON.stringify(Object.fromEntries(Object.entries(${JSON.stringify(REGIONS)}).map(([name, selector]) => [name, rect(selector)])));
+  const regions = Object.fromEntries(Object.entries(${JSON.stringify(REGIONS)}).map(([name, selector]) => [name, rect(selector)]));
+  probe.textContent = JSON.stringify({ regions, posted, probed: probed === undefined ? null : probed });
   document.body.append(probe);
-}));
-</script>`;
-  return html.replace("</head>", `${standIn}\n</head>`);
+}));`);
+}
+
+// A value as a JavaScript literal inside an inline <script>.
+export function json(value: unknown): string {
+  return JSON.stringify(value).replaceAll("<", "\\u003c");
+}
+
+// A text node's content as --dump-dom wrote it.
+export function unescapeHtml(text: string): string {
+  return text.replace(/&(lt|gt|quot|#39|amp|nbsp);/g, (_, name: string) => ({ lt: "<", gt: ">", quot: '"', "#39": "'", amp: "&", nbsp: "\u00a0" })[name]!);
 }
