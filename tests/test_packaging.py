@@ -39,10 +39,15 @@ def test_namespace_imports_from_outside_the_repo(tmp_path):
 
 @pytest.mark.parametrize("name", ["tools", "kernels", "agent", "model_runtime"])
 def test_generic_names_are_not_importable_top_level(tmp_path, name):
-    result = run_python(
-        f"import importlib.util, sys; sys.exit(importlib.util.find_spec({name!r}) is not None)", tmp_path
+    # Another distribution may own the name (transformers depends on Hugging Face's `kernels`): ours must not.
+    code = (
+        f"import importlib.util; spec = importlib.util.find_spec({name!r}); "
+        "print(*(spec.submodule_search_locations or [spec.origin]) if spec else [], sep='\\n')"
     )
-    assert result.returncode == 0, f"a top-level {name!r} package is importable"
+    result = run_python(code, tmp_path)
+    assert result.returncode == 0, result.stderr
+    ours = [line for line in result.stdout.splitlines() if line and Path(line).resolve() == REPO_ROOT / name]
+    assert not ours, f"a top-level {name!r} package from this repository is importable: {ours}"
 
 
 def test_service_side_does_not_import_torch(tmp_path):
