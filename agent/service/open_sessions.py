@@ -86,7 +86,7 @@ class OpenSessions:
             self.loaded.move_to_end(session_id)
             return session
         if session_id not in self._reloading:
-            if session_id not in self._unloaded and session_id not in self._unloading:
+            if self._closed or (session_id not in self._unloaded and session_id not in self._unloading):
                 return None
             self._reloading[session_id] = asyncio.ensure_future(self._reload(session_id, load))
         # Shielded: a request cancelled mid-load ($/cancel_request, a closing connection) lets the load finish.
