@@ -27,6 +27,8 @@ class ToolCall:
             arguments = json.loads(raw) if raw.strip() else {}
         except json.JSONDecodeError as exc:
             return cls(call_id, name, {}, f"arguments are not valid JSON ({exc.msg} at char {exc.pos}): {raw!r}", raw)
+        except RecursionError:  # nested deeper than Python's stack: no tool takes such arguments
+            return cls(call_id, name, {}, f"arguments are nested too deeply to read: {raw[:200]!r}...", raw)
         if not isinstance(arguments, dict):
             return cls(call_id, name, {}, f"arguments must be a JSON object, got {type(arguments).__name__}", raw)
         return cls(call_id, name, arguments)

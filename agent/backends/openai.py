@@ -4,6 +4,13 @@ URL is the API base (`http://host:8000/v1`) or the full `.../chat/completions` a
 WARPCODE_API_KEY, else OPENAI_API_KEY (sent as a bearer token when set). Rate limits (429), server errors (5xx),
 timeouts and broken connections are retried with exponential backoff before any output has streamed; a refused
 connection (nothing listens there) fails at once; other failures raise BackendError with the server's own message.
+
+An answer is bounded whatever the server does: it is asked for at most `max_tokens` (the room the loop keeps free
+for an answer), and reading stops, failing the turn with a one-line error, when the stream goes on past twice as
+many lines as that (a server sends one chunk per token, plus a few), or past MAX_ANSWER_BYTES, or one line passes
+MAX_LINE_BYTES (read in pieces: stream_lines.py). A server that refuses `max_tokens` (some OpenAI models want
+`max_completion_tokens`; vLLM refuses one that, with the prompt, passes its context) is asked again without it, as
+every later request is: the bounds on what is read still hold.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -27,9 +35,17 @@ from warpcode.agent.backends.base import (
     ToolCallReady,
     approximate_tokens,
 )
+from warpcode.agent.backends.stream_lines import StreamTooLong, bounded_lines
 from warpcode.agent.messages import Message, ToolCall
 
 FINISH_REASONS = {"stop": "stop", "tool_calls": "tool_calls", "function_call": "tool_calls", "length": "length"}
+DEFAULT_MAX_TOKENS = 4_096  # the room loop.Limits keeps free for an answer; `local:` asks the same
+MAX_ANSWER_BYTES = 16 * 2**20  # read for one answer: 4,096 tokens stream as about 1 MB of chunks, 32,768 as 8
+MAX_LINE_BYTES = 4 * 2**20  # one line of the stream (one chunk): a whole tool call in one chunk is far smaller
+STREAM_OVERHEAD_LINES = 16  # besides a line per token: the role, finish, usage and [DONE] chunks, keep-alives
+ERROR_BODY_BYTES = 64 * 1024  # read of an error answer: its message is all we show
+# A 400 naming the answer's token limit, or the context it would not fit in (vLLM counts max_tokens in it).
+_TOKEN_LIMIT_REFUSED = re.compile(r"max_tokens|max_completion_tokens|maximum context length", re.IGNORECASE)
 
 
 @dataclass
@@ -45,24 +61,32 @@ class _Retryable(Exception):
         self.retry_after = retry_after
 
 
+class _TokenLimitRefused(Exception):
+    """The server refused the request because of its `max_tokens`."""
+
+
 class OpenAIBackend:
     def __init__(
         self,
         url: str,
         model: str | None = None,
         context_window: int = 32_768,
-        max_tokens: int | None = None,
+        max_tokens: int | None = DEFAULT_MAX_TOKENS,  # None: not asked (the stream is bounded by the context)
         timeout_s: float = 600.0,
         retry: RetryPolicy | None = None,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
+        max_line_bytes: int = MAX_LINE_BYTES,
     ) -> None:
         base = url.rstrip("/")
         self.url = base if base.endswith("/chat/completions") else base + "/chat/completions"
         self.model, self.context_window, self.max_tokens = model, context_window, max_tokens
         self.retry = retry or RetryPolicy()
+        self.max_answer_bytes, self.max_line_bytes = max_answer_bytes, max_line_bytes
         # Reads may pause while the server prefills a long prompt; connecting should not.
         self.timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0))
         key = os.environ.get("WARPCODE_API_KEY") or os.environ.get("OPENAI_API_KEY")
-        self.headers = {"Authorization": f"Bearer {key}"} if key else {}
+        # Uncompressed: what is read is what is bounded (a small gzip body can inflate to gigabytes).
+        self.headers = {"Accept-Encoding": "identity", **({"Authorization": f"Bearer {key}"} if key else {})}
 
     def count_tokens(self, text: str) -> int:
         return approximate_tokens(text)
@@ -82,13 +106,23 @@ class OpenAIBackend:
 
     async def stream(self, messages: list[Message], tools: list[dict[str, Any]]) -> AsyncIterator[ModelEvent]:
         body = self.request_body(messages, tools)
+        try:
+            async for event in self._stream(body):
+                yield event
+        except _TokenLimitRefused:
+            self.max_tokens = None  # this server's choice: its own limit, bounded here by what is read
+            del body["max_tokens"]
+            async for event in self._stream(body):
+                yield event
+
+    async def _stream(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
         delay, streamed = self.retry.first_delay_s, False
         async with httpx.AsyncClient(timeout=self.timeout, headers=self.headers) as client:
             for attempt in range(1, self.retry.attempts + 1):
                 try:
                     async with client.stream("POST", self.url, json=body) as response:
-                        await self._check_status(response)
-                        async for event in _parse_stream(response):
+                        await self._check_status(response, body)
+                        async for event in self._answer(response, body.get("max_tokens")):
                             streamed = True
                             yield event
                         return
@@ -107,60 +141,128 @@ class OpenAIBackend:
                     await asyncio.sleep(min(delay if retry_after is None else retry_after, self.retry.max_delay_s))
                     delay *= 2
 
-    async def _check_status(self, response: httpx.Response) -> None:
+    async def _answer(self, response: httpx.Response, asked: int | None) -> AsyncIterator[ModelEvent]:
+        """The answer's events, read within the bounds (`asked`: the max_tokens sent, if any)."""
+        max_lines = 2 * (asked or self.context_window) + STREAM_OVERHEAD_LINES
+        try:
+            lines = bounded_lines(response.aiter_raw(), self.max_line_bytes, self.max_answer_bytes)
+            async for event in _parse_stream(lines, max_lines):
+                yield event
+        except StreamTooLong as exc:
+            raise BackendError(f"{self.url}: {exc}: stopped reading (is it an OpenAI-compatible server?)") from None
+        except _EndlessStream:
+            bound = (
+                f"the {asked:,} tokens asked for" if asked else f"the model's context of {self.context_window:,} tokens"
+            )
+            raise BackendError(
+                f"{self.url} sent more than {max_lines:,} lines for one answer, over twice {bound}: stopped reading "
+                "(does the server honour max_tokens?)"
+            ) from None
+
+    async def _check_status(self, response: httpx.Response, body: dict[str, Any]) -> None:
+        encoding = response.headers.get("content-encoding", "identity").lower()
+        if encoding not in ("identity", ""):
+            raise BackendError(
+                f"{self.url} answered compressed ({encoding}) although asked not to: connect to the model server "
+                "directly, not through a proxy that compresses"
+            )
         if response.status_code < 400:
             return
-        detail = _error_message((await response.aread()).decode(errors="replace"))
+        detail = _error_message(await _head(response, ERROR_BODY_BYTES))
         status = f"HTTP {response.status_code} {response.reason_phrase}: {detail}"
         if response.status_code == 429 or response.status_code >= 500:
             raise _Retryable(status, _seconds(response.headers.get("retry-after")))
+        if response.status_code == 400 and "max_tokens" in body and _TOKEN_LIMIT_REFUSED.search(detail):
+            raise _TokenLimitRefused(status)
         hint = " (set WARPCODE_API_KEY or OPENAI_API_KEY)" if response.status_code in (401, 403) else ""
         raise BackendError(f"{self.url} answered {status}{hint}")
 
 
-async def _parse_stream(response: httpx.Response) -> AsyncIterator[ModelEvent]:
-    """Server-sent `data:` chunks -> events; tool calls are assembled by index and released at the end."""
-    calls: dict[int, dict[str, str]] = {}
-    finish, usage = "stop", {}
-    async for line in response.aiter_lines():
-        if not line.startswith("data:"):
+class _EndlessStream(Exception):
+    """More lines than a bounded answer takes."""
+
+
+class _Answer:
+    """What the chunks of one answer add up to: usage, finish reason, and the tool calls assembled by index."""
+
+    def __init__(self) -> None:
+        self.calls: dict[int, dict[str, str]] = {}
+        self.finish, self.input_tokens, self.output_tokens = "stop", 0, 0
+
+    def read(self, chunk: dict[str, Any]) -> list[ModelEvent]:
+        """The events of one chunk; AttributeError, TypeError or ValueError when a field has the wrong type."""
+        events: list[ModelEvent] = []
+        if usage := chunk.get("usage"):
+            self.input_tokens = int(usage.get("prompt_tokens") or 0)
+            self.output_tokens = int(usage.get("completion_tokens") or 0)
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            if delta.get("reasoning_content"):
+                events.append(ThoughtDelta(str(delta["reasoning_content"])))
+            if delta.get("content"):
+                events.append(TextDelta(str(delta["content"])))
+            for piece in delta.get("tool_calls") or []:
+                index = piece.get("index", len(self.calls))
+                call = self.calls.setdefault(int(index), {"id": "", "name": "", "arguments": ""})
+                function = piece.get("function") or {}
+                call["id"] = str(piece.get("id") or call["id"])
+                call["name"] += str(function.get("name") or "")
+                call["arguments"] += str(function.get("arguments") or "")
+            if choice.get("finish_reason"):
+                self.finish = FINISH_REASONS.get(choice["finish_reason"], "stop")
+        return events
+
+
+async def _parse_stream(lines: AsyncIterator[bytes], max_lines: int) -> AsyncIterator[ModelEvent]:
+    """Server-sent `data:` chunks -> events; tool calls are released at the end. Past `max_lines` lines that are
+    not blank, _EndlessStream."""
+    answer, count = _Answer(), 0
+    async for line in lines:
+        if not line.strip():
             continue
-        data = line[5:].strip()
+        count += 1
+        if count > max_lines:
+            raise _EndlessStream
+        if not line.startswith(b"data:"):
+            continue
+        data = line[5:].strip().decode(errors="replace")
         if data == "[DONE]":
             break
         try:
             chunk = json.loads(data)
-        except json.JSONDecodeError as exc:
-            raise BackendError(f"the server sent a chunk that is not JSON: {data[:200]!r}") from exc
-        if "error" in chunk:
+        except (json.JSONDecodeError, RecursionError):
+            raise BackendError(f"the server sent a chunk that is not JSON: {data[:200]!r}") from None
+        if isinstance(chunk, dict) and "error" in chunk:
             raise BackendError(f"the server reported an error mid-stream: {_error_message(data)}")
-        usage = chunk.get("usage") or usage
-        for choice in chunk.get("choices") or []:
-            delta = choice.get("delta") or {}
-            if delta.get("reasoning_content"):
-                yield ThoughtDelta(delta["reasoning_content"])
-            if delta.get("content"):
-                yield TextDelta(delta["content"])
-            for piece in delta.get("tool_calls") or []:
-                call = calls.setdefault(piece.get("index", len(calls)), {"id": "", "name": "", "arguments": ""})
-                function = piece.get("function") or {}
-                call["id"] = piece.get("id") or call["id"]
-                call["name"] += function.get("name") or ""
-                call["arguments"] += function.get("arguments") or ""
-            if choice.get("finish_reason"):
-                finish = FINISH_REASONS.get(choice["finish_reason"], "stop")
+        try:
+            events = answer.read(chunk)
+        except (AttributeError, TypeError, ValueError):
+            raise BackendError(f"the server sent a chunk that is not a chat completion chunk: {data[:200]!r}") from None
+        for event in events:
+            yield event
+    calls, finish = answer.calls, answer.finish
     for index in sorted(calls):
         call = calls[index]
         yield ToolCallReady(ToolCall.from_json(call["id"] or f"call_{index}", call["name"], call["arguments"]))
     if calls and finish == "stop":
         finish = "tool_calls"
-    yield Finish(finish, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
+    yield Finish(finish, answer.input_tokens, answer.output_tokens)
+
+
+async def _head(response: httpx.Response, limit: int) -> str:
+    """The first `limit` bytes of the body, as text; the rest is left unread."""
+    head = bytearray()
+    async for chunk in response.aiter_raw():
+        head += chunk[: limit - len(head)]
+        if len(head) >= limit:
+            break
+    return head.decode(errors="replace")
 
 
 def _error_message(body: str) -> str:
     try:
         error = json.loads(body)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return body.strip()[:500] or "(empty body)"
     error = error.get("error", error) if isinstance(error, dict) else error
     message = error.get("message") if isinstance(error, dict) else None

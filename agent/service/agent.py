@@ -4,19 +4,22 @@
 (each on one connection at a time: session/load reserves the id before its first await, and a session loads only
 with the directory it was created in). `new_connection_agent()` gives one `WarpcodeAcpAgent` per client
 connection, served with `acp.run_agent(agent)` (stdio) or `acp.run_agent(agent, transport)` (WebSocket); call
-`close()` when the connection ends. The SDK does the JSON-RPC and validates params against its schema (-32602
-with the field's location); errors raised here name the session, mode or path at fault. session/list answers in
-pages of SESSIONS_PER_PAGE, newest first, continued by an opaque cursor.
+`close()` when the connection ends. A connection has at most MAX_OPEN_SESSIONS sessions open, and keeps only
+the idle ones it used last in memory (open_sessions.py). The SDK does the JSON-RPC and validates params against
+its schema (-32602 with the field's location); errors raised here name the session, mode or path at fault.
+session/list answers in pages of SESSIONS_PER_PAGE, newest first, continued by an opaque cursor.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import logging
 import os
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
@@ -33,6 +36,7 @@ from warpcode.agent.cli.config import Settings
 from warpcode.agent.loop import Limits
 from warpcode.agent.permissions import MODES
 from warpcode.agent.service.client_fs import ClientFiles
+from warpcode.agent.service.open_sessions import MAX_IDLE_LOADED, MAX_OPEN_SESSIONS, TOO_MANY_SESSIONS, OpenSessions
 from warpcode.agent.service.session import AcpSession, SessionBusy, flatten_prompt, replay
 from warpcode.agent.service.session_store import ListPosition, SavedSession, SessionStore, UnknownSession
 from warpcode.agent.service.update_stream import StepPacer
@@ -69,12 +73,16 @@ class ServiceConfig:
     sandbox: str = "none"  # tools/sandbox.py SETTINGS: where the sessions' commands and tests run
     sandbox_network: bool = False  # whether commands in the sandbox may use the network
     secrets: tuple[Path, ...] = ()  # what else of ours the sandbox hides besides the state dir: serve's token file
+    sessions_per_connection: int = MAX_OPEN_SESSIONS  # open at once on one connection; more are refused
+    idle_sessions_in_memory: int = MAX_IDLE_LOADED  # per connection; older idle ones are unloaded until used
 
     def __post_init__(self) -> None:
         if self.default_mode not in MODES:
             raise ValueError(f"unknown mode {self.default_mode!r}: use one of {', '.join(MODES)}")
         if self.limits.max_turn_requests < 1 or self.limits.tool_output_tokens < 1:
             raise ValueError("limits must be positive")
+        if self.sessions_per_connection < 1 or self.idle_sessions_in_memory < 1:
+            raise ValueError("session limits must be positive")
         if self.sandbox not in SANDBOXES:
             raise ValueError(f"unknown sandbox {self.sandbox!r}: use one of {', '.join(SANDBOXES)}")
         self.state_dir = Path(self.state_dir).expanduser().resolve()
@@ -128,8 +136,14 @@ class WarpcodeAcpAgent:
     def __init__(self, service: AcpService) -> None:
         self.service = service
         self.conn: Any = None
-        self.sessions: dict[str, AcpSession] = {}
+        config = service.config
+        self.open = OpenSessions(self._release, config.sessions_per_connection, config.idle_sessions_in_memory)
         self.client_fs = schema.FileSystemCapabilities()
+
+    @property
+    def sessions(self) -> dict[str, AcpSession]:
+        """The open sessions in memory (the others are unloaded until used: open_sessions.py)."""
+        return self.open.loaded
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -157,7 +171,12 @@ class WarpcodeAcpAgent:
     async def new_session(self, cwd: str, **kwargs: Any) -> schema.NewSessionResponse:
         _check_cwd(cwd)
         session_id, mode = uuid.uuid4().hex, self.service.config.default_mode
-        await asyncio.to_thread(self.service.store.create, session_id, cwd, mode)
+        self._reserve(session_id)
+        try:
+            await asyncio.to_thread(self.service.store.create, session_id, cwd, mode)
+        except BaseException:
+            self._unreserve(session_id)
+            raise
         session = self._open(session_id, cwd, mode)
         await asyncio.to_thread(session.agent.toolbox.finish_interrupted_patch)  # the workspace whole before a tool
         return schema.NewSessionResponse(session_id=session_id, modes=_modes(mode))
@@ -170,7 +189,7 @@ class WarpcodeAcpAgent:
             _check_same_directory(saved, cwd)
             await replay(self.conn, session_id, saved.history)
         except BaseException:
-            del self.service.open_sessions[session_id]
+            self._unreserve(session_id)
             raise
         session = self._open(session_id, saved.cwd, saved.mode, saved)
         await asyncio.to_thread(session.agent.toolbox.finish_interrupted_patch)
@@ -194,44 +213,48 @@ class WarpcodeAcpAgent:
         return schema.ListSessionsResponse(sessions=sessions, next_cursor=_cursor(last) if last else None)
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> schema.PromptResponse:
-        session = self._session(session_id)
-        try:
-            result = await session.prompt(flatten_prompt(prompt))
-        except SessionBusy as exc:
-            raise RequestError(SESSION_BUSY, str(exc), {"sessionId": session_id}) from None
+        async with self._session(session_id) as session:
+            try:
+                result = await session.prompt(flatten_prompt(prompt))
+            except SessionBusy as exc:
+                raise RequestError(SESSION_BUSY, str(exc), {"sessionId": session_id}) from None
         return schema.PromptResponse(stop_reason=result.stop_reason)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
-        session = self.sessions.get(session_id)
-        if session is None:
+        if (session := self.sessions.get(session_id)) is not None:
+            session.cancel()
+        elif self.open.reloading(session_id):  # for a prompt sent just before: it starts first, then is cancelled
+            async with self._session(session_id) as session:
+                session.cancel()
+        elif self.service.open_sessions.get(session_id) is not self:  # open here, unloaded: it runs no turn
             log.warning("session/cancel for unknown session %r ignored", session_id)
-            return
-        session.cancel()
 
     async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> schema.SetSessionModeResponse:
-        session = self._session(session_id)
-        if mode_id not in MODES:
-            raise RequestError(-32602, f"Unknown mode {mode_id!r}: use one of {', '.join(MODES)}.", {"modeId": mode_id})
-        session.set_mode(mode_id)
+        async with self._session(session_id) as session:
+            if mode_id not in MODES:
+                message = f"Unknown mode {mode_id!r}: use one of {', '.join(MODES)}."
+                raise RequestError(-32602, message, {"modeId": mode_id})
+            session.set_mode(mode_id)
         return schema.SetSessionModeResponse()
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """`_warpcode/checkpoints` and `_warpcode/restore` (the SDK strips the leading underscore)."""
         if method == "warpcode/checkpoints":
-            session = self._session(CheckpointsParams.model_validate(params).session_id)
-            found = await asyncio.to_thread(Checkpoints(session.workspace).list)
+            async with self._session(CheckpointsParams.model_validate(params).session_id) as session:
+                found = await asyncio.to_thread(Checkpoints(session.workspace).list)
             return {
                 "checkpoints": [{"id": c.id, "message": c.message, "time": c.created_at.isoformat()} for c in found]
             }
         if method == "warpcode/restore":
             request = RestoreParams.model_validate(params)
-            session = self._session(request.session_id)
-            if session.running:  # the turn's own edits would interleave with the restore
-                raise RequestError(SESSION_BUSY, f"Session {request.session_id!r} is running a turn: cancel it first.")
-            try:
-                restored = await asyncio.to_thread(Checkpoints(session.workspace).restore, request.checkpoint_id)
-            except CheckpointError as exc:
-                raise RequestError(-32602, str(exc), {"checkpointId": request.checkpoint_id}) from None
+            async with self._session(request.session_id) as session:
+                if session.running:  # the turn's own edits would interleave with the restore
+                    busy = f"Session {request.session_id!r} is running a turn: cancel it first."
+                    raise RequestError(SESSION_BUSY, busy)
+                try:
+                    restored = await asyncio.to_thread(Checkpoints(session.workspace).restore, request.checkpoint_id)
+                except CheckpointError as exc:
+                    raise RequestError(-32602, str(exc), {"checkpointId": request.checkpoint_id}) from None
             return {
                 "restored": restored.checkpoint.id,
                 "undoCheckpointId": restored.undo_checkpoint.id,
@@ -245,14 +268,19 @@ class WarpcodeAcpAgent:
     async def close(self) -> None:
         """The connection ended: cancel its running turns (killing commands, abandoning permission questions),
         persist what they emitted, and release its sessions so another connection may load them."""
-        sessions, self.sessions = list(self.sessions.values()), {}
-        try:
-            await asyncio.gather(*(session.close() for session in sessions), return_exceptions=True)
-        finally:
-            for session in sessions:
-                self.service.open_sessions.pop(session.session_id, None)
+        await self.open.close()
 
     def _open(self, session_id: str, cwd: str, mode: str, saved: SavedSession | None = None) -> AcpSession:
+        session = self._build(session_id, cwd, mode, saved)
+        self.open.add(session)
+        return session
+
+    async def _reload(self, session_id: str) -> AcpSession:
+        """An open session that was unloaded, from its log (its client has its history: nothing is replayed)."""
+        saved = await asyncio.to_thread(self._read_saved, session_id)
+        return self._build(session_id, saved.cwd, saved.mode, saved)
+
+    def _build(self, session_id: str, cwd: str, mode: str, saved: SavedSession | None) -> AcpSession:
         files = None
         if self.client_fs.read_text_file or self.client_fs.write_text_file:
             files = ClientFiles(
@@ -262,7 +290,7 @@ class WarpcodeAcpAgent:
                 bool(self.client_fs.read_text_file),
                 bool(self.client_fs.write_text_file),
             )
-        session = AcpSession(
+        return AcpSession(
             session_id,
             cwd,
             mode,
@@ -276,16 +304,30 @@ class WarpcodeAcpAgent:
             workspace_state_dir(self.service.config.state_dir, cwd),
             self.service.sandbox,
         )
-        self.sessions[session_id] = session
-        self.service.open_sessions[session_id] = self
-        return session
 
     def _reserve(self, session_id: str) -> None:
         if session_id in self.service.open_sessions:
             raise RequestError(
                 -32602, f"Session {session_id!r} is already open on a connection.", {"sessionId": session_id}
             )
+        if self.open.full:
+            raise RequestError(
+                TOO_MANY_SESSIONS,
+                f"This connection has {self.open.max_open:,} sessions open, the most one connection may have: open "
+                "another connection for more. Sessions stay stored: once this connection has closed, session/load "
+                "reopens any of them.",
+                {"maxSessions": self.open.max_open},
+            )
         self.service.open_sessions[session_id] = self
+        self.open.reserve(session_id)
+
+    def _unreserve(self, session_id: str) -> None:
+        self.open.cancel_reservation(session_id)
+        self._release(session_id)
+
+    def _release(self, session_id: str) -> None:
+        if self.service.open_sessions.get(session_id) is self:
+            del self.service.open_sessions[session_id]
 
     def _read_saved(self, session_id: str) -> SavedSession:
         try:
@@ -294,11 +336,13 @@ class WarpcodeAcpAgent:
         except (UnknownSession, FileNotFoundError):
             raise _unknown_session(session_id) from None
 
-    def _session(self, session_id: str) -> AcpSession:
-        session = self.sessions.get(session_id)
-        if session is None:
-            raise _unknown_session(session_id)
-        return session
+    @contextlib.asynccontextmanager
+    async def _session(self, session_id: str) -> AsyncIterator[AcpSession]:
+        """The open session, in memory until the block ends (open_sessions.py)."""
+        async with self.open.use(session_id, self._reload) as session:
+            if session is None:
+                raise _unknown_session(session_id)
+            yield session
 
 
 def _unknown_session(session_id: str) -> RequestError:

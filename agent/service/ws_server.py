@@ -37,6 +37,8 @@ from warpcode.agent.service.request_limit import MAX_IN_FLIGHT, RequestLimiter
 ACP_PATH = "/acp"
 # What the client only shows: a frame over its limit may be cut to fit (frame_limits.shrink_to_fit).
 DISPLAY_ONLY_METHODS = {CLIENT_METHODS["session_update"], CLIENT_METHODS["session_request_permission"]}
+# Headers the guard reads, or HTTP/1.1 wants once (RFC 9112 section 3.2): sent twice, the request is refused.
+SINGLE_HEADERS = ("Host", "Origin", "Authorization")
 log = logging.getLogger("warpcode.serve")
 
 
@@ -67,12 +69,20 @@ class Guard:
     def refusal(self, request: Request) -> tuple[HTTPStatus, str] | None:
         if request.path.split("?", 1)[0] != ACP_PATH:
             return HTTPStatus.NOT_FOUND, f"ACP is served at {ACP_PATH}\n"
-        origin = request.headers.get("Origin")
+        headers = request.headers
+        for name in SINGLE_HEADERS:
+            if len(headers.get_all(name)) > 1:  # which one would count? Another server may read the other
+                return HTTPStatus.BAD_REQUEST, f"more than one {name} header: send it once\n"
+        if "Host" not in headers:
+            return HTTPStatus.BAD_REQUEST, "no Host header: HTTP/1.1 requires one\n"
+        origin = headers.get("Origin")
         if origin is not None and origin not in self.allowed_origins:
             # A web page the user visits may open WebSockets to localhost: only listed origins get through.
             return HTTPStatus.FORBIDDEN, f"origin {origin!r} is not allowed (start the server with --allow-origin)\n"
-        scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(presented.strip(), self.token):
+        scheme, _, presented = headers.get("Authorization", "").partition(" ")
+        # Header values arrive as ISO-8859-1 text (websockets.http11): back to their bytes, whatever they hold.
+        presented_bytes = presented.strip().encode("iso-8859-1")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(presented_bytes, self.token.encode()):
             return HTTPStatus.UNAUTHORIZED, "missing or wrong bearer token in the Authorization header\n"
         return None
 
@@ -147,6 +157,7 @@ class AcpWebSocketServer:
             host,
             port,
             process_request=self._check_upgrade,
+            process_response=self._log_refusal,
             max_size=self.limits.max_frame_bytes,
             max_queue=self.limits.max_queue,
             # Editors connect over loopback: per-message deflate would spend CPU and latency to save nothing.
@@ -163,11 +174,15 @@ class AcpWebSocketServer:
 
     def _check_upgrade(self, connection: ServerConnection, request: Request) -> Response | None:
         refusal = self.guard.refusal(request)
-        if refusal is None:
-            return None
-        status, reason = refusal
-        log.warning("refused %s from %s: %s", request.path, connection.remote_address, reason.strip())
-        return connection.respond(status, reason)
+        return None if refusal is None else connection.respond(*refusal)
+
+    def _log_refusal(self, connection: ServerConnection, request: Request, response: Response) -> None:
+        """One line per refused upgrade: the guard's refusals and websockets' own (a malformed handshake)."""
+        if response.status_code != HTTPStatus.SWITCHING_PROTOCOLS:
+            reason = response.body.decode(errors="replace").partition("\n")[0]
+            log.warning(
+                "refused %s from %s: %d %s", request.path, connection.remote_address, response.status_code, reason
+            )
 
     async def _serve_connection(self, connection: ServerConnection) -> None:
         agent = self.service.new_connection_agent()

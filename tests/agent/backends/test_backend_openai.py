@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from warpcode.agent.backends import BackendError, Finish, TextDelta, ThoughtDelta, ToolCallReady, backend_from_spec
-from warpcode.agent.backends.openai import OpenAIBackend, RetryPolicy
+from warpcode.agent.backends.openai import DEFAULT_MAX_TOKENS, OpenAIBackend, RetryPolicy
 from warpcode.agent.loop import Agent
 from warpcode.agent.messages import Message
 from warpcode.agent.toolbox import tool_schemas
@@ -131,6 +131,7 @@ async def test_streamed_text_and_split_tool_call_arguments(server: ChatServer, m
         "tools": tool_schemas(),
         "stream": True,
         "stream_options": {"include_usage": True},
+        "max_tokens": DEFAULT_MAX_TOKENS,
     }
 
 
