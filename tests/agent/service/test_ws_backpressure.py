@@ -126,7 +126,9 @@ async def test_a_client_gone_with_requests_unanswered_costs_one_log_line(tmp_pat
         await asyncio.sleep(0.5)
         log = server.stop()
     assert "Traceback" not in log
-    assert len([line for line in log.splitlines() if "unanswered" in line]) == 1
+    # one line per client gone, not one per request (the pipelining client may have had its own still in flight)
+    gone = [line.split(" left with ")[0] for line in log.splitlines() if "unanswered" in line]
+    assert len(gone) == len(set(gone)) <= 2
     assert "left with 10 requests unanswered" in log
 
 
