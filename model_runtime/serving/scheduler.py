@@ -88,10 +88,8 @@ class Scheduler:
     def preempt_newest(self) -> Sequence:
         """The newest admitted sequence still running goes back to the front of the queue, its blocks released."""
         victim = next(s for s in reversed(self.admitted) if s.finish_reason is None)
-        self.admitted.remove(victim)
-        self._release(victim)
+        self.requeue(victim)
         victim.handle.stats.preemptions += 1
-        self.waiting.appendleft(victim)
         return victim
 
     def requeue(self, seq: Sequence) -> None:
