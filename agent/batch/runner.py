@@ -12,6 +12,7 @@ from typing import Any
 from warpcode.agent.backends import BackendError
 from warpcode.agent.backends.scripted import ScriptedBackend
 from warpcode.agent.batch import workspaces
+from warpcode.agent.batch.ids import name_for
 from warpcode.agent.batch.jobs import BadRow, Job
 from warpcode.agent.batch.test_command import run_tests
 
@@ -89,7 +90,7 @@ async def _attempt(job: Job, options: Options, worker: str, started: float) -> d
         raise ValueError("no model: give --model (or a job's 'model', or WARPCODE_MODEL)")
     workspace = await workspaces.create(job.repo, job.base, options.workdirs, job.id)
     options.trajectories.mkdir(parents=True, exist_ok=True)
-    trajectory_path = options.trajectories / f"{workspaces.safe_name(job.id)}.jsonl"
+    trajectory_path = options.trajectories / f"{name_for(job.id)}.jsonl"
     trajectory = open(trajectory_path, "w", encoding="utf-8")  # noqa: SIM115 (closed below, after the turn)
     model_requests = 0
 

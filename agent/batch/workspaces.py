@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import hashlib
 import os
 import re
 import shutil
@@ -22,6 +21,8 @@ import uuid
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
+
+from warpcode.agent.batch.ids import name_for
 
 _GIT_LOCKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # per event loop
 _IDENTITY = ["-c", "user.name=warpcode batch", "-c", "user.email=batch@warpcode.invalid", "-c", "commit.gpgsign=false"]
@@ -69,14 +70,6 @@ def is_git_repository(path: Path) -> bool:
     return done.returncode == 0 and Path(done.stdout.strip()).resolve() == path.resolve()
 
 
-def safe_name(job_id: str) -> str:
-    """A file name for a job id: its safe characters, plus a hash when any were replaced (no two ids collide)."""
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", job_id)[:80]
-    if name != job_id or name.startswith("."):
-        name = f"{name}-{hashlib.sha256(job_id.encode()).hexdigest()[:10]}"
-    return name
-
-
 @dataclass
 class JobWorkspace:
     repo: Path
@@ -104,7 +97,7 @@ class JobWorkspace:
 
 async def create(repo: Path, base: str | None, workdirs: Path, job_id: str) -> JobWorkspace:
     workdirs.mkdir(parents=True, exist_ok=True)
-    folder = workdirs / f"{safe_name(job_id)}-{uuid.uuid4().hex[:8]}"
+    folder = workdirs / f"{name_for(job_id)}-{uuid.uuid4().hex[:8]}"
     folder.mkdir(mode=0o700)
     root = folder / "ws"
     try:
@@ -159,7 +152,7 @@ async def _remove(workspace: JobWorkspace) -> None:
 def remove_orphans(repo: Path, workdirs: Path, job_id: str) -> None:
     """Remove the copies a job left when its process died under it (a killed Ray worker): its folders under
     `workdirs`, and their worktrees registered in `repo`."""
-    own = re.compile(re.escape(safe_name(job_id)) + r"-[0-9a-f]{8}")
+    own = re.compile(re.escape(name_for(job_id)) + r"-[0-9a-f]{8}")
     folders = [child for child in workdirs.iterdir() if own.fullmatch(child.name)] if workdirs.is_dir() else []
     git_repo = is_git_repository(repo)
     for folder in folders:

@@ -271,3 +271,25 @@ def test_an_unreachable_model_is_retried_then_an_error_row(tmp_path: Path):
     assert down["error"].startswith(f"nothing answers at http://127.0.0.1:{port}/v1/chat/completions")
     assert (rows["up"]["status"], rows["up"]["attempts"]) == ("succeeded", 1)
     assert repo_state(repo) == before  # each attempt's copy removed
+
+
+def test_ids_reach_the_terminal_with_their_control_characters_escaped(tmp_path: Path, capsys):
+    make_project(tmp_path / "repo", git_repo=True)
+    model = f"scripted:{write_script(tmp_path / 'fix.json', fix_turns())}"
+    ids = ["title\x1b]0;owned\x07\x1b[2J", "two\nlines", "[bold]markup[/]"]
+    jobs = write_jobs(tmp_path / "jobs.jsonl", [
+        *({"id": job_id, "repo": "repo", "instruction": "fix"} for job_id in ids),
+        {"id": "gone\x1b[5m", "repo": "nowhere\x1b[5m", "instruction": "fix"},
+    ])  # fmt: skip
+    out = tmp_path / "RESULTS.jsonl"
+
+    assert batch(jobs, out, "--model", model) == 0
+    assert main(["batch", "apply", str(out)]) == 0
+
+    err = capsys.readouterr().err
+    assert not {"\x1b", "\x07"} & set(err)
+    assert "title\\x1b]0;owned\\x07\\x1b[2J: succeeded in" in err and "two\\nlines: succeeded in" in err
+    assert "[bold]markup[/]: succeeded in" in err
+    assert "gone\\x1b[5m: error in" in err and "'nowhere\\x1b[5m' is not a directory" in err
+    assert "two\\nlines: applied as warpcode/two-lines+" in err
+    assert sorted(by_id(out)) == sorted([*ids, "gone\x1b[5m"])  # the rows keep the ids as they are
