@@ -99,8 +99,7 @@ async def run_batch(
     options.workdirs, options.trajectories = side_folders(out)
     pending = [job for job in jobs if not results.done(job.id, config.retry_errors, config.redo)]
     results.forget({job.id for job in pending})
-    repos = {job.repo for job in jobs if isinstance(job, Job)}
-    stale = await asyncio.to_thread(workspaces.clean_stale, repos, options.workdirs)
+    stale = await asyncio.to_thread(workspaces.clean_stale, options.workdirs)
     runnable = [job for job in pending if isinstance(job, Job)]
     cluster = None
     if config.ray is not None and runnable:
@@ -108,7 +107,7 @@ async def run_batch(
 
         cluster = RayPool(config, options, log)
     where = f"{config.workers} at once" + (f" on Ray ({config.ray})" if config.ray else " in this process")
-    stale_note = f" (removed {stale} stale worktrees of an earlier run)" if stale else ""
+    stale_note = f" (removed {stale} stale copies of an earlier run)" if stale else ""
     interrupted = False
     with contextlib.ExitStack() as scope:
         stdout = scope.enter_context(_stdout_for_events_only()) if cluster else sys.stdout

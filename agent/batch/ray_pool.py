@@ -173,7 +173,7 @@ class RayPool:
                         row = ray.get(ref)
                     except RayActorError:
                         await asyncio.to_thread(self._replace, entry.worker)
-                        orphans = (entry.job.repo, self.options.workdirs, entry.job.id)
+                        orphans = (self.options.workdirs, entry.job.id)
                         await asyncio.to_thread(workspaces.remove_orphans, *orphans)
                         if entry.attempt < self.options.max_attempts:
                             recorder.retrying(entry.job.id, entry.attempt + 1, f"worker {entry.worker.name} died")

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -55,6 +56,16 @@ def repo_state(repo: Path) -> tuple[str, str, str, str]:
         git("branch", "--list", "--all", cwd=repo),
         git("worktree", "list", "--porcelain", cwd=repo),
     )
+
+
+def git_dir_files(repo: Path) -> dict[str, str]:
+    """Every file under the repository's .git (hooks, config, refs, objects, index, ...) with its bytes' hash."""
+    git_dir = repo / ".git"
+    return {
+        path.relative_to(git_dir).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(git_dir.rglob("*"))
+        if path.is_file()
+    }
 
 
 def write_jobs(path: Path, rows: list[dict | str]) -> Path:

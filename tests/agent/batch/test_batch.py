@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import socket
 import subprocess
@@ -16,6 +17,7 @@ from tests.agent.batch.conftest import (
     PYTEST,
     fix_turns,
     git,
+    git_dir_files,
     make_project,
     read_rows,
     repo_state,
@@ -81,7 +83,7 @@ def test_git_repo_and_plain_directory_jobs_leave_the_sources_unchanged(tmp_path:
         subprocess.run(["git", "apply", "-"], input=row["patch"], text=True, cwd=fresh, check=True)
         assert (fresh / "calc.py").read_text() == FIXED and (fresh / "NOTES.md").read_text() == "fixed add\n"
 
-    # The sources are as they were; no worktree stays registered, no copy stays on disk.
+    # The sources are as they were; no copy stays on disk.
     assert repo_state(repo) == before
     assert git("worktree", "list", cwd=repo).count("\n") == 1
     assert (repo / "calc.py").read_text() == (plain / "calc.py").read_text() == BUGGY
@@ -193,13 +195,14 @@ def test_a_driver_killed_mid_batch_resumes_with_every_id_once(tmp_path: Path):
     driver.wait()
     recorded = len(read_rows(out))
     assert 2 <= recorded < len(ids)
-    # The killed run (almost always) left its running jobs' worktrees registered: the re-run removes them.
+    # The killed run (almost always) left its running jobs' copies: the re-run removes them.
 
     assert batch(jobs, out, "--model", f"scripted:{slow}", "--workers", "3") == 0
 
     rows = by_id(out)
     assert sorted(rows) == ids and all(row["status"] == "succeeded" for row in rows.values())
-    assert repo_state(repo) == before  # the stale worktrees were removed, nothing else changed
+    assert repo_state(repo) == before
+    assert not (tmp_path / "RESULTS.jsonl.workdirs").exists()  # the stale copies were removed
 
 
 def test_sigterm_cancels_running_jobs_cleanly(tmp_path: Path):
@@ -212,7 +215,8 @@ def test_sigterm_cancels_running_jobs_cleanly(tmp_path: Path):
                "--model", f"scripted:{sleeps}", "--workers", "2"]  # fmt: skip
     driver = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and git("worktree", "list", cwd=repo).count("\n") < 3:
+    copies = tmp_path / "RESULTS.jsonl.workdirs"
+    while time.monotonic() < deadline and len(list(copies.glob("*/ws/calc.py"))) < 2:
         time.sleep(0.05)
     time.sleep(0.5)  # the turns are in their commands
     driver.send_signal(signal.SIGTERM)
@@ -271,6 +275,48 @@ def test_an_unreachable_model_is_retried_then_an_error_row(tmp_path: Path):
     assert down["error"].startswith(f"nothing answers at http://127.0.0.1:{port}/v1/chat/completions")
     assert (rows["up"]["status"], rows["up"]["attempts"]) == ("succeeded", 1)
     assert repo_state(repo) == before  # each attempt's copy removed
+
+
+def test_a_job_cannot_write_the_source_repository(tmp_path: Path, capsys):
+    """A job's commands plant a hook, change the config and make refs through every path git gives them; the
+    source's .git stays byte for byte as it was (apply only adds its branch), and no hook runs on a later checkout."""
+    repo = make_project(tmp_path / "repo", git_repo=True)
+    ran = tmp_path / "hook-ran"
+    hook = f"#!/bin/sh\ntouch {shlex.quote(str(ran))}\n"
+    plant = "; ".join([
+        'common="$(git rev-parse --path-format=absolute --git-common-dir)"',
+        'mkdir -p "$common/hooks" .git/hooks',
+        f'for dir in "$common/hooks" .git/hooks; do printf {shlex.quote(hook)} > "$dir/post-checkout"; '
+        'chmod +x "$dir/post-checkout"; done',
+        'git config core.hooksPath "$common/hooks"',
+        "git config user.name planted",
+        "git branch -f planted",
+        "git tag -f planted",
+        "git push -q origin HEAD:refs/heads/pushed",
+        "git push -q --all",
+        "true",
+    ])  # fmt: skip
+    model = f"scripted:{write_script(tmp_path / 'fix.json', fix_turns([run_command(plant)]))}"
+    jobs = write_jobs(
+        tmp_path / "jobs.jsonl", [{"id": "plants", "repo": "repo", "instruction": "fix", "test_command": plant}]
+    )
+    out = tmp_path / "RESULTS.jsonl"
+    before = git_dir_files(repo)
+
+    assert batch(jobs, out, "--model", model) == 0
+    assert by_id(out)["plants"]["status"] == "succeeded"
+    assert git_dir_files(repo) == before
+    assert main(["batch", "apply", str(out)]) == 0
+
+    after = git_dir_files(repo)
+    assert {name: digest for name, digest in after.items() if name in before} == before  # nothing changed or gone
+    added = set(after) - set(before)
+    assert {"refs/heads/warpcode/plants", "logs/refs/heads/warpcode/plants"} <= added
+    assert all(name.startswith(("objects/", "refs/heads/warpcode/", "logs/refs/heads/warpcode/")) for name in added)
+    git("checkout", "-q", "-b", "later", cwd=repo)  # the user's next checkout
+    assert not ran.exists()
+    assert "planted" not in git("config", "--local", "--list", cwd=repo)
+    capsys.readouterr()
 
 
 def test_ids_reach_the_terminal_with_their_control_characters_escaped(tmp_path: Path, capsys):
