@@ -96,6 +96,7 @@ async def run_batch(
     log = log or sys.stderr
     jobs = read_jobs(jobs_path)
     results = ResultsFile(out)
+    options.results = out
     options.workdirs, options.trajectories = side_folders(out)
     pending = [job for job in jobs if not results.done(job.id, config.retry_errors, config.redo)]
     results.forget({job.id for job in pending})

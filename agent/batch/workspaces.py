@@ -6,18 +6,21 @@ git only reads, so nothing is copied), while its config, hooks, refs (the source
 were) and index are the clone's own, and it has no remote. Git run in the clone, by the model's commands or the
 test_command, changes the clone alone; the source is only read. (The alternate does name the source's object
 folder: a command that set out to write there, as the same user, could; the sandbox is what stops that.) A plain
-directory is copied, with a git directory of its own kept beside the copy (not in it) so that its patch is a
-`git diff` too. A re-run removes what a killed run left under the same workdirs folder (`clean_stale`).
+directory is copied, less the batch's own output when that lies inside it, with a git directory of its own kept
+beside the copy (not in it) so that its patch is a `git diff` too. A re-run removes what a killed run left under
+the same workdirs folder (`clean_stale`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 import shutil
 import subprocess
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,8 +71,11 @@ class JobWorkspace:
         return patch, [name for name in names.split("\0") if name]
 
 
-async def create(repo: Path, base: str | None, workdirs: Path, job_id: str) -> JobWorkspace:
-    """The job's copy: a clone of a git repository at `base` (default HEAD), or a copy of a plain directory."""
+async def create(
+    repo: Path, base: str | None, workdirs: Path, job_id: str, leave_out: Iterable[Path] = ()
+) -> JobWorkspace:
+    """The job's copy: a clone of a git repository at `base` (default HEAD), or a copy of a plain directory less
+    the paths of `leave_out` inside it (the batch's results file and its folders)."""
     workdirs.mkdir(parents=True, exist_ok=True)
     folder = workdirs / f"{name_for(job_id)}-{uuid.uuid4().hex[:8]}"
     folder.mkdir(mode=0o700)
@@ -81,7 +87,7 @@ async def create(repo: Path, base: str | None, workdirs: Path, job_id: str) -> J
             return JobWorkspace(repo, folder, root, commit)
         if base:
             raise WorkspaceError(f"base {base!r} given, but {repo} is not a git repository")
-        await asyncio.to_thread(_copy_plain, repo, root, folder / "base.git")
+        await asyncio.to_thread(_copy_plain, repo, root, folder / "base.git", leave_out)
         return JobWorkspace(repo, folder, root, None, git_dir=folder / "base.git")
     except BaseException:
         await remove(JobWorkspace(repo, folder, root, None))
@@ -107,8 +113,14 @@ def _clone(repo: Path, root: Path, commit: str) -> None:
     git("checkout", "--quiet", "--detach", commit, cwd=root)
 
 
-def _copy_plain(source: Path, root: Path, git_dir: Path) -> None:
-    shutil.copytree(source, root, symlinks=True)
+def _copy_plain(source: Path, root: Path, git_dir: Path, leave_out: Iterable[Path]) -> None:
+    skipped = {os.path.realpath(path) for path in leave_out}
+
+    def ignore(folder: str, names: list[str]) -> list[str]:
+        real = os.path.realpath(folder)
+        return [name for name in names if os.path.join(real, name) in skipped]
+
+    shutil.copytree(source, root, symlinks=True, ignore=ignore)
     git("init", "-q", cwd=root, git_dir=git_dir)
     git("add", "-A", cwd=root, git_dir=git_dir)
     git("commit", "-q", "--allow-empty", "--no-verify", "-m", "base", cwd=root, git_dir=git_dir)

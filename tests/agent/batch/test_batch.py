@@ -319,6 +319,21 @@ def test_a_job_cannot_write_the_source_repository(tmp_path: Path, capsys):
     capsys.readouterr()
 
 
+def test_a_plain_directory_holding_its_own_out_folder_is_copied_without_it(tmp_path: Path):
+    plain = make_project(tmp_path / "plain", git_repo=False)
+    model = f"scripted:{write_script(tmp_path / 'fix.json', fix_turns())}"
+    jobs = write_jobs(
+        tmp_path / "jobs.jsonl", [{"id": f"j{n}", "repo": "plain", "instruction": "fix"} for n in range(2)]
+    )
+    out = plain / "results" / "RESULTS.jsonl"
+
+    for again in ([], ["--redo"]):  # the second time the results file and its trajectories are there too
+        assert batch(jobs, out, "--model", model, *again) == 0
+        for row in by_id(out).values():
+            assert row["status"] == "succeeded", row["error"][:200]
+            assert row["files_changed"] == ["NOTES.md", "calc.py"]
+
+
 def test_ids_reach_the_terminal_with_their_control_characters_escaped(tmp_path: Path, capsys):
     make_project(tmp_path / "repo", git_repo=True)
     model = f"scripted:{write_script(tmp_path / 'fix.json', fix_turns())}"
