@@ -74,7 +74,7 @@ def write_jobs(path: Path, rows: list[dict | str]) -> Path:
 
 
 def read_rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    return [json.loads(line) for line in path.read_text().split("\n") if line]
 
 
 @pytest.fixture(autouse=True)

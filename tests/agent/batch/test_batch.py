@@ -104,15 +104,30 @@ def test_bad_rows_become_error_rows_and_the_rest_runs(tmp_path: Path):
         {"id": "good", "repo": "repo", "instruction": "again"},
         {"id": "missing-repo", "repo": "nowhere", "instruction": "fix"},
         {"id": "bad-base", "repo": "repo", "instruction": "fix", "base": "no-such-branch"},
+        '{"id": "half\\ud800", "repo": "repo", "instruction": "fix"}',
+        '{"id": "half-repo", "repo": "re\\udfffpo", "instruction": "fix"}',
     ])  # fmt: skip
+    with jobs.open("ab") as file:
+        file.write(b'{"id": "latin-1", "repo": "repo", "instruction": "caf\xe9"}\n')
+        file.write('{"id": "line\u2028separator", "repo": "repo", "instruction": "fix"}\n'.encode())
     out = tmp_path / "RESULTS.jsonl"
 
     assert batch(jobs, out, "--model", model, "--workers", "2") == 0
 
     rows = by_id(out)
-    assert rows["good"]["status"] == "succeeded"
+    assert rows["good"]["status"] == rows["line\u2028separator"]["status"] == "succeeded"
     errors = {key: row["error"] for key, row in rows.items() if row["status"] == "error"}
-    assert set(errors) == {"line:2", "no-instruction", "wrong-type", "line:5", "missing-repo", "bad-base"}
+    assert set(errors) == {"line:2", "no-instruction", "wrong-type", "line:5", "missing-repo", "bad-base", "line:8",
+                           "line:9", "line:10"}  # fmt: skip
+    assert (
+        errors["line:8"]
+        == errors["line:9"].replace("9", "8")
+        == ("line 8: a \\ud800-\\udfff escape without its pair is no character")
+    )
+    assert errors["line:10"] == "line 10: not UTF-8 text (byte 54)"
+    recorded = out.read_bytes()
+    assert batch(jobs, out, "--model", model) == 0
+    assert out.read_bytes() == recorded  # every row read back: nothing dropped, nothing run again
     assert "not valid JSON" in errors["line:2"]
     assert "missing required field 'instruction'" in errors["no-instruction"]
     assert "'timeout_s' has the wrong type" in errors["wrong-type"]
