@@ -146,11 +146,16 @@ def remove_orphans(workdirs: Path, job_id: str) -> None:
 
 
 def clean_stale(workdirs: Path) -> int:
-    """Remove the copies an earlier (killed) run with the same workdirs folder left; how many there were."""
-    stale = [child for child in workdirs.iterdir() if child.is_dir()] if workdirs.is_dir() else []
+    """Remove whatever an earlier (killed) run with the same workdirs folder left there (its copies; an older
+    warpcode's lock file too); the number of copies."""
+    stale = list(workdirs.iterdir()) if workdirs.is_dir() else []
+    copies = [child for child in stale if child.is_dir() and not child.is_symlink()]
     for child in stale:
-        shutil.rmtree(child, ignore_errors=True)
-    return len(stale)
+        if child in copies:
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
+    return len(copies)
 
 
 def tidy(workdirs: Path) -> None:
