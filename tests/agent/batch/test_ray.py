@@ -96,24 +96,24 @@ def descendants(root: int) -> set[int]:
     return found
 
 
-def listening_addresses(pids: set[int]) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
-    """The local addresses of the TCP sockets these processes listen on (from /proc/net/tcp and tcp6)."""
-    sockets = set()
+def listening_sockets(pids: set[int]) -> dict[int, list[ipaddress.IPv4Address | ipaddress.IPv6Address]]:
+    """Which of these processes listen on TCP, and on which local addresses (from /proc/net/tcp and tcp6)."""
+    owners = {}
     for pid in pids:
         for fd in Path(f"/proc/{pid}/fd").glob("*"):
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError):  # gone meanwhile
                 target = os.readlink(fd)
                 if target.startswith("socket:["):
-                    sockets.add(target[len("socket:[") : -1])
-    addresses = []
+                    owners[target[len("socket:[") : -1]] = pid
+    listening: dict[int, list] = {}
     for table in ("tcp", "tcp6"):
         for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
             fields = line.split()
-            if fields[3] == "0A" and fields[9] in sockets:  # LISTEN
+            if fields[3] == "0A" and fields[9] in owners:  # LISTEN
                 words = bytes.fromhex(fields[1].split(":")[0])  # each 32-bit word in host (little-endian) order
                 raw = b"".join(words[i : i + 4][::-1] for i in range(0, len(words), 4))
-                addresses.append(ipaddress.ip_address(raw))
-    return addresses
+                listening.setdefault(owners[fields[9]], []).append(ipaddress.ip_address(raw))
+    return listening
 
 
 def is_loopback(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
@@ -123,19 +123,17 @@ def is_loopback(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
 
 def assert_private_instance(driver: int, state: Path, home: Path) -> None:
     """Every socket of the local instance listens on loopback; its token is a 0600 file in warpcode's state
-    directory (0700), handed to Ray's processes, and Ray wrote none of its own under HOME."""
-    pids = descendants(driver)
-    addresses = listening_addresses(pids)
-    assert len(addresses) >= 3, addresses  # the GCS, the raylet and the workers at least
+    directory (0700), handed to every Ray server, and Ray wrote none of its own under HOME."""
+    servers = listening_sockets(descendants(driver))
+    addresses = [address for listened in servers.values() for address in listened]
+    assert len(servers) >= 4, servers  # the driver, the GCS, the raylet and the workers at least
     assert all(is_loopback(address) for address in addresses), addresses
     tokens = list((state / "ray").iterdir())
     assert len(tokens) == 1 and tokens[0].read_text().strip()
     assert stat.S_IMODE(tokens[0].stat().st_mode) == 0o600 and stat.S_IMODE((state / "ray").stat().st_mode) == 0o700
-    environments = [Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") for pid in pids - {driver}]
-    assert environments and all(
-        b"RAY_AUTH_MODE=token" in variables and f"RAY_AUTH_TOKEN_PATH={tokens[0]}".encode() in variables
-        for variables in environments
-    )
+    for pid in servers.keys() - {driver}:  # (the driver's environ is what it started with, before the settings)
+        variables = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert b"RAY_AUTH_MODE=token" in variables and f"RAY_AUTH_TOKEN_PATH={tokens[0]}".encode() in variables
     assert not (home / ".ray").exists()
 
 
