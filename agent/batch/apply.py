@@ -2,11 +2,12 @@
 its own after the batch (design.md section 10). The branch has one commit, on top of the job's base commit, that
 holds exactly the patch. It is made with git plumbing and a temporary index file, so the user's working tree,
 index, HEAD and other branches are never touched; an existing branch is never moved. RESULTS.jsonl is only read.
+A row that cannot become a branch is reported and the next row goes on; ids and git's words reach the terminal
+and the commit message with their control characters escaped.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -18,12 +19,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from warpcode.agent.batch.ids import name_for, shown
 from warpcode.agent.batch.results import parse_rows
 from warpcode.agent.batch.workspaces import is_git_repository
 
 SELECTIONS = ("succeeded", "failed", "timeout", "any")  # a status, or `any`: every row with a patch
 OUTCOMES = ("applied", "already_applied", "skipped", "conflict", "does_not_apply")
 FALLBACK_IDENTITY = ("warpcode batch", "batch@warpcode.invalid")  # only when git has no identity configured
+_COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # SHA-1 or SHA-256
 _CONTEXT_VARIABLES = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY")
 
 
@@ -78,7 +81,7 @@ def apply_results(
     for number, row in enumerate(rows, start=1):
         outcome = apply_row(row, prefix, only, path.parent)
         outcomes.append(outcome)
-        print(f"[{number}/{len(rows)}] {outcome.id}: {outcome.describe()}", file=log, flush=True)
+        print(shown(f"[{number}/{len(rows)}] {outcome.id}: {outcome.describe()}"), file=log, flush=True)
         if as_json:
             print(json.dumps(outcome.to_json(), ensure_ascii=False), file=out, flush=True)
     print(f"apply: {summary(outcomes)}", file=log, flush=True)
@@ -112,7 +115,10 @@ def apply_row(row: dict[str, Any], prefix: str, only: str, folder: Path) -> Outc
         return Outcome(job_id, repo_text, "skipped", reason=f"repository missing: {repo} is not a directory")
     if not is_git_repository(repo):
         return Outcome(job_id, repo_text, "skipped", reason=f"{repo} is not (any longer) a git repository")
-    branch = prefix + branch_safe(job_id)
+    if "\0" in job_id:
+        return Outcome(job_id, repo_text, "skipped", reason="the id holds a NUL byte, which git cannot keep in a "
+                       "commit message: give the job another id")  # fmt: skip
+    branch = prefix + name_for(job_id)
     if not is_valid_branch(repo, branch):
         return Outcome(job_id, repo_text, "skipped", branch, reason=f"{branch!r} is not a valid branch name")
     try:
@@ -124,9 +130,12 @@ def apply_row(row: dict[str, Any], prefix: str, only: str, folder: Path) -> Outc
         if git(repo, "rev-parse", f"{existing}^{{tree}}") == tree:
             return Outcome(job_id, repo_text, "already_applied", branch, existing)
         return Outcome(job_id, repo_text, "conflict", branch, existing, f"{branch} exists with other content")
-    commit = commit_tree(repo, tree, row["base_commit"], commit_message(row))
     try:
-        git(repo, "update-ref", "-m", f"warpcode batch apply: {job_id}", f"refs/heads/{branch}", commit, "")
+        commit = commit_tree(repo, tree, row["base_commit"], commit_message(row))
+    except GitFailed as exc:
+        return Outcome(job_id, repo_text, "skipped", branch, reason=f"git could not make the commit: {exc}")
+    try:
+        git(repo, "update-ref", "-m", f"warpcode batch apply: {shown(job_id)}", f"refs/heads/{branch}", commit, "")
     except GitFailed as exc:  # made meanwhile, or a branch in the way (`warpcode` when the prefix is `warpcode/`)
         return Outcome(job_id, repo_text, "conflict", branch, reason=f"could not create {branch}: {exc}")
     return Outcome(job_id, repo_text, "applied", branch, commit)
@@ -139,21 +148,13 @@ def why_not_wanted(row: dict[str, Any], only: str) -> str | None:
         return f"status {status}, not selected (--only {only})"
     if not isinstance(row.get("patch"), str) or not row["patch"].strip():
         return "no patch"
-    if not isinstance(row.get("base_commit"), str):
+    if row.get("base_commit") is None:
         return "plain directory: no git repository to branch"
+    if not (isinstance(row["base_commit"], str) and _COMMIT_ID.fullmatch(row["base_commit"])):
+        return f"base_commit {shown(repr(row['base_commit']))[:80]} is not a commit id"
     if not isinstance(row.get("repo"), str):
         return "the row names no repository"
     return None
-
-
-def branch_safe(job_id: str) -> str:
-    """The job id as (the end of) a branch name, the same every time: characters git refuses (and `/`) become `-`,
-    `..` becomes `.`, a leading `.` or `-` goes; when anything changed, a hash of the id keeps ids apart."""
-    name = re.sub(r"\.{2,}", ".", re.sub(r"[^A-Za-z0-9._-]+", "-", job_id))[:80].lstrip(".-")
-    if name == job_id and not name.endswith((".", ".lock")):
-        return name
-    digest = hashlib.sha256(job_id.encode()).hexdigest()[:10]
-    return f"{name}-{digest}" if name else digest
 
 
 def check_prefix(prefix: str) -> None:
@@ -184,11 +185,14 @@ def branch_commit(repo: Path, branch: str) -> str | None:
 
 
 def commit_message(row: dict[str, Any]) -> str:
+    """`warpcode batch: ID`, then the instruction and the job's status; escaped as a terminal shows them (`git log`
+    prints a message's bytes as they are), the instruction's own lines kept."""
     body = []
     if isinstance(row.get("instruction"), str) and row["instruction"].strip():
-        body.append(f"Instruction: {row['instruction'].strip()}")
-    body.append(f"Job status: {row.get('status')}")
-    return f"warpcode batch: {row['id']}\n\n" + "\n".join(body) + "\n"
+        lines = row["instruction"].strip().splitlines()
+        body.append("Instruction: " + "\n".join(shown(line) for line in lines))
+    body.append(f"Job status: {shown(str(row.get('status')))}")
+    return f"warpcode batch: {shown(row['id'])}\n\n" + "\n".join(body) + "\n"
 
 
 def commit_tree(repo: Path, tree: str, parent: str, message: str) -> str:

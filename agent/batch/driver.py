@@ -96,21 +96,17 @@ async def run_batch(
     log = log or sys.stderr
     jobs = read_jobs(jobs_path)
     results = ResultsFile(out)
+    options.results = out
     options.workdirs, options.trajectories = side_folders(out)
     pending = [job for job in jobs if not results.done(job.id, config.retry_errors, config.redo)]
     results.forget({job.id for job in pending})
-    repos = {job.repo for job in jobs if isinstance(job, Job)}
-    stale = await asyncio.to_thread(workspaces.clean_stale, repos, options.workdirs)
+    stale = await asyncio.to_thread(workspaces.clean_stale, options.workdirs)
     runnable = [job for job in pending if isinstance(job, Job)]
-    cluster = None
-    if config.ray is not None and runnable:
-        from warpcode.agent.batch.ray_pool import RayPool  # Ray only when asked for: it is an optional extra
-
-        cluster = RayPool(config, options, log)
     where = f"{config.workers} at once" + (f" on Ray ({config.ray})" if config.ray else " in this process")
-    stale_note = f" (removed {stale} stale worktrees of an earlier run)" if stale else ""
+    stale_note = f" (removed {stale} stale copies of an earlier run)" if stale else ""
     interrupted = False
     with contextlib.ExitStack() as scope:
+        cluster = _ray_pool(config, options, log, scope) if config.ray is not None and runnable else None
         stdout = scope.enter_context(_stdout_for_events_only()) if cluster else sys.stdout
         events = stdout if config.json_events else None
         progress = scope.enter_context(BatchProgress(len(pending), len(jobs) - len(pending), log, events))
@@ -156,6 +152,20 @@ async def run_batch(
     if missing:
         print(f"batch: {len(missing)} jobs have no row (--fail-fast stopped the batch)", file=log)
     return BatchOutcome(1 if missing else 0, progress.counts)
+
+
+def _ray_pool(config: BatchConfig, options: Options, log: TextIO, scope: contextlib.ExitStack):
+    """The batch's RayPool (Ray only when asked for: it is an optional extra). For `--ray local`, the settings that
+    keep the instance private come first: Ray reads them as it loads, and they stay until `scope` ends, after the
+    instance has stopped."""
+    local = None
+    if config.ray == "local":
+        from warpcode.agent.batch.local_ray import private_settings
+
+        local = scope.enter_context(private_settings())
+    from warpcode.agent.batch.ray_pool import RayPool
+
+    return RayPool(config, options, log, local)
 
 
 async def _run_here(pending: list[Job], options: Options, workers: int, recorder: Recorder) -> None:

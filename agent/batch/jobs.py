@@ -47,10 +47,17 @@ class BadRow:
 
 
 def read_jobs(path: Path) -> list[Job | BadRow]:
-    """Every non-blank line of JOBS.jsonl, in order, as a Job or a BadRow naming the problem."""
+    """Every non-blank line of JOBS.jsonl, in order, as a Job or a BadRow naming the problem. Lines end at a line
+    break byte (not at the other breaks Unicode knows, which a JSON string may hold), and each is decoded alone: a
+    line that is not UTF-8 is its own bad row."""
     rows: list[Job | BadRow] = []
     seen: set[str] = set()
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, data in enumerate(path.read_bytes().splitlines(), start=1):
+        try:
+            line = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            rows.append(BadRow(f"line:{number}", None, f"line {number}: not UTF-8 text (byte {exc.start + 1})"))
+            continue
         if line.strip():
             row = parse_row(line, number, path.parent, seen)
             rows.append(row)
@@ -66,6 +73,8 @@ def parse_row(line: str, number: int, folder: Path, seen: set[str]) -> Job | Bad
         return BadRow(f"line:{number}", None, f"{where}: not valid JSON ({exc})")
     if not isinstance(value, dict):
         return BadRow(f"line:{number}", None, f"{where}: a job is a JSON object, got {type(value).__name__}")
+    if not _is_text(value):
+        return BadRow(f"line:{number}", None, f"{where}: a \\ud800-\\udfff escape without its pair is no character")
     job_id = value.get("id")
     usable_id = isinstance(job_id, str) and job_id != "" and job_id not in seen
     row_id = job_id if usable_id else f"line:{number}"
@@ -97,3 +106,13 @@ def parse_row(line: str, number: int, folder: Path, seen: set[str]) -> Job | Bad
     fields = {name: value.get(name) for name in _FIELDS if name not in ("id", "repo")}
     timeout = fields.pop("timeout_s")
     return Job(job_id, repo_path, timeout_s=float(timeout) if timeout is not None else None, **fields)
+
+
+def _is_text(value: object) -> bool:
+    """Whether every string in the row is text UTF-8 can hold: JSON lets `\\ud800` stand alone (half a surrogate
+    pair), and such a string in the row's result would stop the batch when the row is written."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -1,6 +1,7 @@
 """What a batch shows while it runs. On stderr: a live `rich` view when stderr is a terminal (done / running /
 failed, ETA, the slowest running jobs), one line per finished job otherwise, and a closing summary table either
-way. With --json, one event object a line on stdout (batch, started, retry, finished, summary) and nothing else."""
+way. With --json, one event object a line on stdout (batch, started, retry, finished, summary) and nothing else.
+Ids and errors reach the terminal with their control characters escaped, and never as `rich` markup."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from warpcode.agent.batch.ids import shown
 from warpcode.agent.batch.results import STATUSES
 
 SLOWEST_SHOWN = 5
@@ -63,7 +65,7 @@ class BatchProgress:
 
     def retrying(self, job_id: str, attempt: int, error: str) -> None:
         self.running.pop(job_id, None)
-        self.note(f"{job_id}: {error}; trying again (attempt {attempt})")
+        self.note(shown(f"{job_id}: {error}; trying again (attempt {attempt})"))
         self._event("retry", id=job_id, attempt=attempt, error=error)
 
     def finished(self, row: dict[str, Any]) -> None:
@@ -72,8 +74,8 @@ class BatchProgress:
         self.counts[status] += 1
         self.durations[status].append(row["duration_s"])
         done = sum(self.counts.values())
-        problem = f" ({row['error']})" if status == "error" else ""
-        line = Text(f"[{done}/{self.total}] {row['id']}: ")
+        problem = f" ({shown(row['error'])})" if status == "error" else ""
+        line = Text(f"[{done}/{self.total}] {shown(row['id'])}: ")
         line.append(status, style=_STYLES.get(status))
         line.append(f" in {row['duration_s']:.1f}s{problem}")
         self.console.print(line)
@@ -117,7 +119,7 @@ class BatchProgress:
         now = time.monotonic()
         for job_id, running in slowest:
             retry = f" (attempt {running.attempt})" if running.attempt > 1 else ""
-            rows.add_row(f"  {job_id}{retry}", running.worker, _clock(now - running.since))
+            rows.add_row(Text(f"  {shown(job_id)}{retry}"), Text(shown(running.worker)), _clock(now - running.since))
         return Group(line, rows)
 
     def _event(self, kind: str, **fields: Any) -> None:

@@ -5,13 +5,15 @@ model replica actors (one GPU each) serve every worker's sessions, each job's se
 prefix cache): a job without a model of its own talks to it, a scripted one generates its `generate_tokens` there.
 
 Every node must see the repositories and --out's folder at the same paths (a shared filesystem), as on one
-machine. Ray's own logs stay out of stdout (`log_to_driver=False`)."""
+machine. Ray's own logs stay out of stdout (`log_to_driver=False`). `--ray local` starts an instance that listens on
+loopback only and takes requests only with a token of its own (local_ray.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import dataclasses
+import ipaddress
 import logging
 import os
 import secrets
@@ -29,9 +31,9 @@ except ImportError:  # pragma: no cover - exercised only where the extra is miss
 from warpcode.agent.batch import workspaces
 from warpcode.agent.batch.driver import BatchConfig, Recorder
 from warpcode.agent.batch.jobs import Job
+from warpcode.agent.batch.local_ray import INSTALL_RAY, LocalSettings
 from warpcode.agent.batch.runner import Options, error_row, run_job
 
-INSTALL_RAY = "--ray needs Ray, an optional extra: pip install 'warpcode[distributed]'"
 START_TIMEOUT_S = 120  # for the workers to start; replicas get REPLICA_TIMEOUT_S to load their model
 REPLICA_TIMEOUT_S = 1800
 CANCEL_GRACE_S = 30  # for cancelled jobs to kill their processes and remove their copies
@@ -42,14 +44,24 @@ NO_CHAT_MODEL = (
 )
 
 
-def connect(address: str, workers: int, worker_cpus: float) -> bool:
-    """Joins (or starts, for `local`) the Ray instance; True when this process started it."""
+def connect(address: str, workers: int, worker_cpus: float, local: LocalSettings | None = None) -> bool:
+    """Joins (or starts, for `local`, with the settings of local_ray.private_settings) the Ray instance; True when
+    this process started it."""
     quiet = {"log_to_driver": False, "logging_level": logging.WARNING, "include_dashboard": False}
     if address == "local":
+        if local is None or not local.before_ray_loaded:
+            raise ValueError(
+                "--ray local configures Ray before it loads, but Ray was loaded already in this process: run "
+                "`warpcode batch` in a process of its own"
+            )
         # a fresh instance with room for every worker, whatever the core count (the workers mostly wait on the
         # model and on subprocesses); a small object store, as only rows travel through it
         cpus = max(os.cpu_count() or 1, int(workers * worker_cpus + 0.999))
         ray.init(address="local", num_cpus=cpus, object_store_memory=256 * 2**20, **quiet)
+        node = ray.util.get_node_ip_address()
+        if not ipaddress.ip_address(node).is_loopback:
+            ray.shutdown()
+            raise ValueError(f"--ray local: Ray chose {node} as this node's address, not loopback; not started")
         return True
     try:
         ray.init(address=address, **quiet)
@@ -92,10 +104,10 @@ class _Running:
 
 
 class RayPool:
-    def __init__(self, config: BatchConfig, options: Options, log: TextIO) -> None:
+    def __init__(self, config: BatchConfig, options: Options, log: TextIO, local: LocalSettings | None = None) -> None:
         if ray is None:
             raise ValueError(INSTALL_RAY)
-        self.config, self.options, self.log = config, options, log
+        self.config, self.options, self.log, self.local = config, options, log, local
         self.idle: list[_Worker] = []
         self.workers: list[_Worker] = []  # every live one, idle or not
         self.started_here = False
@@ -113,7 +125,7 @@ class RayPool:
 
     def start(self, jobs: int) -> None:
         """Connects, loads the replicas (if any), then starts min(--workers, jobs) workers."""
-        self.started_here = connect(self.config.ray, self.config.workers, self.config.worker_cpus)
+        self.started_here = connect(self.config.ray, self.config.workers, self.config.worker_cpus, self.local)
         if self.replica_model is not None:
             from warpcode.agent.batch.replicas import ReplicaSet
 
@@ -173,7 +185,7 @@ class RayPool:
                         row = ray.get(ref)
                     except RayActorError:
                         await asyncio.to_thread(self._replace, entry.worker)
-                        orphans = (entry.job.repo, self.options.workdirs, entry.job.id)
+                        orphans = (self.options.workdirs, entry.job.id)
                         await asyncio.to_thread(workspaces.remove_orphans, *orphans)
                         if entry.attempt < self.options.max_attempts:
                             recorder.retrying(entry.job.id, entry.attempt + 1, f"worker {entry.worker.name} died")

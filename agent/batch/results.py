@@ -20,14 +20,15 @@ def parse_rows(data: bytes) -> tuple[dict[str, dict[str, Any]], bool]:
     else: a torn last line, a line that is no row, a repeated id). Reading alone changes nothing."""
     rows: dict[str, dict[str, Any]] = {}
     whole = data[: data.rfind(b"\n") + 1]  # a torn last line (no newline yet) was never a finished row
-    for line in whole.decode("utf-8", errors="replace").splitlines():
+    lines = whole.split(b"\n")[:-1]  # rows end at "\n" alone: a row's strings may hold U+2028 and the like
+    for line in lines:
         try:
-            row = json.loads(line)
+            row = json.loads(line.decode("utf-8", errors="replace"))
         except json.JSONDecodeError:
             continue
         if isinstance(row, dict) and isinstance(row.get("id"), str):
             rows.setdefault(row["id"], row)
-    return rows, whole != data or len(rows) != len(whole.splitlines())
+    return rows, whole != data or len(rows) != len(lines)
 
 
 class ResultsFile:

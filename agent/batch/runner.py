@@ -12,6 +12,7 @@ from typing import Any
 from warpcode.agent.backends import BackendError
 from warpcode.agent.backends.scripted import ScriptedBackend
 from warpcode.agent.batch import workspaces
+from warpcode.agent.batch.ids import name_for
 from warpcode.agent.batch.jobs import BadRow, Job
 from warpcode.agent.batch.test_command import run_tests
 
@@ -27,6 +28,7 @@ class Options:
     model: str | None = None
     mode: str = "auto"
     timeout_s: float | None = None
+    results: Path = Path(".")  # RESULTS.jsonl; it and its two folders are left out of a plain directory's copy
     workdirs: Path = Path(".")
     trajectories: Path = Path(".")
     keep_workdirs: bool = False
@@ -87,9 +89,10 @@ async def _attempt(job: Job, options: Options, worker: str, started: float) -> d
     settings = load_settings(job.model or options.model)
     if not settings.model:
         raise ValueError("no model: give --model (or a job's 'model', or WARPCODE_MODEL)")
-    workspace = await workspaces.create(job.repo, job.base, options.workdirs, job.id)
+    batch_output = (options.results, options.workdirs, options.trajectories)
+    workspace = await workspaces.create(job.repo, job.base, options.workdirs, job.id, leave_out=batch_output)
     options.trajectories.mkdir(parents=True, exist_ok=True)
-    trajectory_path = options.trajectories / f"{workspaces.safe_name(job.id)}.jsonl"
+    trajectory_path = options.trajectories / f"{name_for(job.id)}.jsonl"
     trajectory = open(trajectory_path, "w", encoding="utf-8")  # noqa: SIM115 (closed below, after the turn)
     model_requests = 0
 

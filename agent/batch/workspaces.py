@@ -1,58 +1,36 @@
 """Each job's throwaway copy of its repository, never the user's checkout.
 
-A git repository gets a detached `git worktree` of the job's base under the batch's workdirs folder (created and
-removed one at a time, across the processes of a Ray batch too: parallel `worktree add` collides on git's lock
-files); a plain directory is copied, with a
-git directory of its own kept beside the copy (not in it) so that its patch is a `git diff` too. Only the
-repository's worktree registry (`.git/worktrees/`) is touched: its working tree, index, branches and HEAD never.
-A re-run removes what a killed run left under the same workdirs folder (`clean_stale`).
+A git repository gets a clone of its own under the batch's workdirs folder, checked out detached at the job's base:
+its objects are borrowed from the source (`git clone --shared`: the source's object folder is an alternate that
+git only reads, so nothing is copied), while its config, hooks, refs (the source's branches and tags, as they
+were) and index are the clone's own, and it has no remote. Git run in the clone, by the model's commands or the
+test_command, changes the clone alone; the source is only read. (The alternate does name the source's object
+folder: a command that set out to write there, as the same user, could; the sandbox is what stops that.) A plain
+directory is copied, less the batch's own output when that lies inside it, with a git directory of its own kept
+beside the copy (not in it) so that its patch is a `git diff` too. A re-run removes what a killed run left under
+the same workdirs folder (`clean_stale`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
-import hashlib
 import os
 import re
 import shutil
 import subprocess
 import uuid
-import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-_GIT_LOCKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # per event loop
+from warpcode.agent.batch.ids import name_for
+
 _IDENTITY = ["-c", "user.name=warpcode batch", "-c", "user.email=batch@warpcode.invalid", "-c", "commit.gpgsign=false"]
 
 
 class WorkspaceError(RuntimeError):
     """The job's copy could not be made (a bad base revision, a git failure): the job's `error`."""
-
-
-def _git_lock() -> asyncio.Lock:
-    """One worktree add/remove at a time in this process (a lock of the running event loop)."""
-    return _GIT_LOCKS.setdefault(asyncio.get_running_loop(), asyncio.Lock())
-
-
-@contextlib.contextmanager
-def _across_processes(workdirs: Path):
-    """One worktree add/remove at a time among every process of the batch (the Ray workers share the workdirs
-    folder): an exclusive lock on a file in it, held by the calling thread."""
-    workdirs.mkdir(parents=True, exist_ok=True)
-    with open(workdirs / ".git-lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-
-
-async def _git_serialised(workdirs: Path, *args: str, cwd: Path, check: bool = True) -> str:
-    def locked() -> str:
-        with _across_processes(workdirs):
-            return git(*args, cwd=cwd, check=check)
-
-    async with _git_lock():
-        return await asyncio.to_thread(locked)
 
 
 def git(*args: str, cwd: Path | None = None, git_dir: Path | None = None, check: bool = True) -> str:
@@ -69,14 +47,6 @@ def is_git_repository(path: Path) -> bool:
     return done.returncode == 0 and Path(done.stdout.strip()).resolve() == path.resolve()
 
 
-def safe_name(job_id: str) -> str:
-    """A file name for a job id: its safe characters, plus a hash when any were replaced (no two ids collide)."""
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", job_id)[:80]
-    if name != job_id or name.startswith("."):
-        name = f"{name}-{hashlib.sha256(job_id.encode()).hexdigest()[:10]}"
-    return name
-
-
 @dataclass
 class JobWorkspace:
     repo: Path
@@ -84,7 +54,6 @@ class JobWorkspace:
     root: Path  # where the agent works
     base_commit: str | None  # None for a plain directory
     git_dir: Path | None = None  # the plain directory's git directory, beside the copy
-    is_worktree: bool = False
 
     @property
     def state_dir(self) -> Path:
@@ -102,22 +71,26 @@ class JobWorkspace:
         return patch, [name for name in names.split("\0") if name]
 
 
-async def create(repo: Path, base: str | None, workdirs: Path, job_id: str) -> JobWorkspace:
+async def create(
+    repo: Path, base: str | None, workdirs: Path, job_id: str, leave_out: Iterable[Path] = ()
+) -> JobWorkspace:
+    """The job's copy: a clone of a git repository at `base` (default HEAD), or a copy of a plain directory less
+    the paths of `leave_out` inside it (the batch's results file and its folders)."""
     workdirs.mkdir(parents=True, exist_ok=True)
-    folder = workdirs / f"{safe_name(job_id)}-{uuid.uuid4().hex[:8]}"
+    folder = workdirs / f"{name_for(job_id)}-{uuid.uuid4().hex[:8]}"
     folder.mkdir(mode=0o700)
     root = folder / "ws"
     try:
         if is_git_repository(repo):
             commit = await asyncio.to_thread(_resolve, repo, base or "HEAD")
-            await _git_serialised(workdirs, "worktree", "add", "--detach", str(root), commit, cwd=repo)
-            return JobWorkspace(repo, folder, root, commit, is_worktree=True)
+            await asyncio.to_thread(_clone, repo, root, commit)
+            return JobWorkspace(repo, folder, root, commit)
         if base:
             raise WorkspaceError(f"base {base!r} given, but {repo} is not a git repository")
-        await asyncio.to_thread(_copy_plain, repo, root, folder / "base.git")
+        await asyncio.to_thread(_copy_plain, repo, root, folder / "base.git", leave_out)
         return JobWorkspace(repo, folder, root, None, git_dir=folder / "base.git")
     except BaseException:
-        await remove(JobWorkspace(repo, folder, root, None, is_worktree=True))
+        await remove(JobWorkspace(repo, folder, root, None))
         raise
 
 
@@ -128,17 +101,34 @@ def _resolve(repo: Path, revision: str) -> str:
         raise WorkspaceError(f"base {revision!r} is not a commit of {repo}") from None
 
 
-def _copy_plain(source: Path, root: Path, git_dir: Path) -> None:
-    shutil.copytree(source, root, symlinks=True)
+def _clone(repo: Path, root: Path, commit: str) -> None:
+    """A clone of `repo` at `root`, detached at `commit`, that shares nothing writable with it. Cloned bare into
+    `root/.git` so that the source's branches stay branches (not `origin/...`); then made a checkout, its remote
+    dropped (a `git push` in it has nowhere to go), and the commit checked out (from the borrowed objects, even one
+    no branch holds)."""
+    git_dir = root / ".git"
+    git("clone", "--quiet", "--bare", "--shared", "--origin", "origin", "--", str(repo), str(git_dir), cwd=root.parent)
+    git("config", "core.bare", "false", cwd=git_dir)
+    git("config", "--remove-section", "remote.origin", cwd=git_dir)
+    git("checkout", "--quiet", "--detach", commit, cwd=root)
+
+
+def _copy_plain(source: Path, root: Path, git_dir: Path, leave_out: Iterable[Path]) -> None:
+    skipped = {os.path.realpath(path) for path in leave_out}
+
+    def ignore(folder: str, names: list[str]) -> list[str]:
+        real = os.path.realpath(folder)
+        return [name for name in names if os.path.join(real, name) in skipped]
+
+    shutil.copytree(source, root, symlinks=True, ignore=ignore)
     git("init", "-q", cwd=root, git_dir=git_dir)
     git("add", "-A", cwd=root, git_dir=git_dir)
     git("commit", "-q", "--allow-empty", "--no-verify", "-m", "base", cwd=root, git_dir=git_dir)
 
 
 async def remove(workspace: JobWorkspace) -> None:
-    """Unregister the worktree (if it is one) and delete the job's folder; a cancelled job still waits for it, so
-    it leaves nothing behind when it ends."""
-    removal = asyncio.ensure_future(_remove(workspace))
+    """Delete the job's folder; a cancelled job still waits for it, so it leaves nothing behind when it ends."""
+    removal = asyncio.ensure_future(asyncio.to_thread(shutil.rmtree, workspace.folder, True))
     try:
         await asyncio.shield(removal)
     except asyncio.CancelledError:
@@ -146,55 +136,29 @@ async def remove(workspace: JobWorkspace) -> None:
         raise
 
 
-async def _remove(workspace: JobWorkspace) -> None:
-    workdirs = workspace.folder.parent
-    if workspace.is_worktree:
-        unregister = ("worktree", "remove", "--force", "--force", str(workspace.root))
-        await _git_serialised(workdirs, *unregister, cwd=workspace.repo, check=False)
-    await asyncio.to_thread(shutil.rmtree, workspace.folder, True)
-    if workspace.is_worktree:
-        await _git_serialised(workdirs, "worktree", "prune", cwd=workspace.repo, check=False)
-
-
-def remove_orphans(repo: Path, workdirs: Path, job_id: str) -> None:
+def remove_orphans(workdirs: Path, job_id: str) -> None:
     """Remove the copies a job left when its process died under it (a killed Ray worker): its folders under
-    `workdirs`, and their worktrees registered in `repo`."""
-    own = re.compile(re.escape(safe_name(job_id)) + r"-[0-9a-f]{8}")
-    folders = [child for child in workdirs.iterdir() if own.fullmatch(child.name)] if workdirs.is_dir() else []
-    git_repo = is_git_repository(repo)
-    for folder in folders:
-        with _across_processes(workdirs):
-            if git_repo:
-                git("worktree", "remove", "--force", "--force", str(folder / "ws"), cwd=repo, check=False)
-            shutil.rmtree(folder, ignore_errors=True)
-            if git_repo:
-                git("worktree", "prune", cwd=repo, check=False)
+    `workdirs`."""
+    own = re.compile(re.escape(name_for(job_id)) + r"-[0-9a-f]{8}")
+    for child in workdirs.iterdir() if workdirs.is_dir() else []:
+        if own.fullmatch(child.name):
+            shutil.rmtree(child, ignore_errors=True)
 
 
-def clean_stale(repos: set[Path], workdirs: Path) -> int:
-    """Remove what an earlier (killed) run with the same workdirs folder left: its worktrees registered in
-    `repos`, then the folder's contents. The number of stale worktrees removed."""
-    removed = 0
-    prefix = os.fspath(workdirs.resolve()) + os.sep
-    for repo in repos:
-        if not is_git_repository(repo):
-            continue
-        listing = git("worktree", "list", "--porcelain", cwd=repo, check=False)
-        for line in listing.splitlines():
-            path = line.removeprefix("worktree ")
-            if line.startswith("worktree ") and os.fspath(Path(path).resolve()).startswith(prefix):
-                git("worktree", "remove", "--force", "--force", path, cwd=repo, check=False)
-                removed += 1
-        git("worktree", "prune", cwd=repo, check=False)
-    if workdirs.is_dir():
-        for child in workdirs.iterdir():
-            if child.is_dir():
-                shutil.rmtree(child, ignore_errors=True)
-    return removed
+def clean_stale(workdirs: Path) -> int:
+    """Remove whatever an earlier (killed) run with the same workdirs folder left there (its copies; an older
+    warpcode's lock file too); the number of copies."""
+    stale = list(workdirs.iterdir()) if workdirs.is_dir() else []
+    copies = [child for child in stale if child.is_dir() and not child.is_symlink()]
+    for child in stale:
+        if child in copies:
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
+    return len(copies)
 
 
 def tidy(workdirs: Path) -> None:
-    """At the end of a batch: the lock file goes, and the workdirs folder too when no kept copy is in it."""
-    (workdirs / ".git-lock").unlink(missing_ok=True)
+    """At the end of a batch: the workdirs folder goes when no kept copy is in it."""
     with contextlib.suppress(OSError):
         workdirs.rmdir()

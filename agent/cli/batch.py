@@ -27,8 +27,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     batch.add_argument(
         "--ray",
         metavar="local|auto|ADDRESS",
-        help="run the jobs on Ray actors: local (a fresh local instance), auto (the running cluster) or an address "
-        "(needs pip install 'warpcode[distributed]')",
+        help="run the jobs on Ray actors: local (a fresh local instance, on loopback only and with a token of its "
+        "own), auto (the running cluster) or an address (needs pip install 'warpcode[distributed]', Ray 2.52 or "
+        "later)",
     )
     batch.add_argument(
         "--replicas",

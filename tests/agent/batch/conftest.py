@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -57,13 +58,23 @@ def repo_state(repo: Path) -> tuple[str, str, str, str]:
     )
 
 
+def git_dir_files(repo: Path) -> dict[str, str]:
+    """Every file under the repository's .git (hooks, config, refs, objects, index, ...) with its bytes' hash."""
+    git_dir = repo / ".git"
+    return {
+        path.relative_to(git_dir).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(git_dir.rglob("*"))
+        if path.is_file()
+    }
+
+
 def write_jobs(path: Path, rows: list[dict | str]) -> Path:
     path.write_text("".join((row if isinstance(row, str) else json.dumps(row)) + "\n" for row in rows))
     return path
 
 
 def read_rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    return [json.loads(line) for line in path.read_text().split("\n") if line]
 
 
 @pytest.fixture(autouse=True)

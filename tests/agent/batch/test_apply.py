@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
 import subprocess
@@ -23,7 +24,8 @@ from tests.agent.batch.conftest import (
     write_jobs,
 )
 from tests.agent.conftest import write_script
-from warpcode.agent.batch.apply import branch_safe, commit_message
+from warpcode.agent.batch.apply import commit_message
+from warpcode.agent.batch.ids import name_for
 from warpcode.agent.cli.main import main
 
 LOGO = bytes(range(256))  # a binary file of the base commit
@@ -172,8 +174,8 @@ def test_a_rerun_is_already_applied_and_a_branch_with_other_content_is_a_conflic
 
 def test_only_picks_the_rows_of_a_status_or_any_row_with_a_patch(tmp_path: Path, capsys):
     batch = run_batch(tmp_path, capsys)
-    half = f"warpcode/{branch_safe('half done')}"
-    assert half.startswith("warpcode/half-done-")
+    half = f"warpcode/{name_for('half done')}"
+    assert half.startswith("warpcode/half-done+")
 
     assert apply(batch.out, "--only", "failed") == 0
     assert warpcode_branches(batch.repo) == [half]
@@ -183,7 +185,7 @@ def test_only_picks_the_rows_of_a_status_or_any_row_with_a_patch(tmp_path: Path,
 
     assert apply(batch.out, "--only", "any", "--branch-prefix", "batch-2/") == 0
     assert git("for-each-ref", "--format=%(refname:short)", "refs/heads/batch-2/", cwd=batch.repo).split() == [
-        "batch-2/fix", f"batch-2/{branch_safe('half done')}"]  # fmt: skip
+        "batch-2/fix", f"batch-2/{name_for('half done')}"]  # fmt: skip
     assert git("diff", "--name-only", batch.base, "batch-2/fix", cwd=batch.repo).split() == [
         "NOTES.md", "calc.py", "data/new.bin", "logo.bin"]  # fmt: skip
 
@@ -269,15 +271,15 @@ def test_without_a_configured_identity_the_commit_is_warpcode_batchs(tmp_path: P
 
 
 @pytest.mark.parametrize("job_id", ["fix", "half done", "a/b", "a..b", "x.lock", "x.", ".hidden", "-x", "@{-1}",
-                                    "naïve", "a" * 200, "/", "HEAD"])  # fmt: skip
-def test_branch_safe_ids_make_valid_distinct_branch_names(tmp_path: Path, job_id: str):
-    name = branch_safe(job_id)
-    assert name == branch_safe(job_id)
+                                    "naïve", "a" * 200, "/", "HEAD", "", "+", "a+b", "\x00"])  # fmt: skip
+def test_job_names_make_valid_distinct_branch_names(tmp_path: Path, job_id: str):
+    name = name_for(job_id)
+    assert name == name_for(job_id)
     checked = subprocess.run(["git", "check-ref-format", "--branch", f"warpcode/{name}"], capture_output=True,
                              text=True, cwd=tmp_path)  # fmt: skip
     assert checked.returncode == 0 and checked.stdout.strip() == f"warpcode/{name}"
-    assert (name == job_id) == (job_id in ("fix", "HEAD"))
-    assert branch_safe("a b") != branch_safe("a-b") != branch_safe("a/b")
+    assert (name == job_id) == (job_id == "fix")
+    assert name_for("a b") != name_for("a-b") != name_for("a/b")
 
 
 def test_commit_message_names_the_instruction_when_the_row_has_one():
@@ -299,3 +301,65 @@ def test_help_names_apply_and_batch_jobs_still_parse(capsys):
     with pytest.raises(SystemExit) as exited:
         main(["batch", "jobs.jsonl"])  # still the batch's own parser: --out is required
     assert exited.value.code == 2 and "--out" in capsys.readouterr().err
+
+
+def test_ids_that_sanitise_alike_keep_their_own_trajectories_and_branches(tmp_path: Path, capsys):
+    make_project(tmp_path / "repo", git_repo=True)
+    old_hash = {text: hashlib.sha256(text.encode()).hexdigest()[:10] for text in ("x/y", "a/b")}  # the old names'
+    ids = ["x/y", f"x_y-{old_hash['x/y']}", "a/b", f"a-b-{old_hash['a/b']}", "Fix", "fix"]
+    rows = []
+    for number, job_id in enumerate(ids):
+        note = write_script(tmp_path / f"note-{number}.json", [
+            {"tool_calls": [{"name": "write_file", "arguments": {"path": "NOTE.md", "content": f"{number}\n"}}]},
+            {"text": "noted"},
+        ])  # fmt: skip
+        rows.append({"id": job_id, "repo": "repo", "instruction": "note", "model": f"scripted:{note}"})
+    out = tmp_path / "RESULTS.jsonl"
+    assert main(["batch", str(write_jobs(tmp_path / "jobs.jsonl", rows)), "--out", str(out)]) == 0
+    results = {row["id"]: row for row in read_rows(out)}
+
+    trajectories = [results[job_id]["trajectory"] for job_id in ids]
+    assert len({path.lower() for path in trajectories}) == len(ids)  # apart even where case is folded
+    for number, path in enumerate(trajectories):
+        assert f'"rawInput": {{"path": "NOTE.md", "content": "{number}\\n"}}' in Path(path).read_text()
+
+    assert apply(out, "--json") == 0
+    outcomes = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [outcome["outcome"] for outcome in outcomes] == ["applied"] * len(ids)
+    assert len({outcome["branch"].lower() for outcome in outcomes}) == len(ids)
+    for outcome in outcomes:
+        number = ids.index(outcome["id"])
+        assert git("show", f"{outcome['branch']}:NOTE.md", cwd=tmp_path / "repo") == f"{number}\n"
+
+
+def test_a_nul_byte_in_one_id_fails_that_row_alone(tmp_path: Path, capsys):
+    repo = make_project(tmp_path / "repo", git_repo=True)
+    base = git("rev-parse", "HEAD", cwd=repo).strip()
+    (repo / "calc.py").write_text(FIXED)
+    patch = git("diff", cwd=repo)
+    git("checkout", "--", "calc.py", cwd=repo)
+    row = {"repo": str(repo), "status": "succeeded", "base_commit": base, "patch": patch}
+    results = write_jobs(tmp_path / "crafted.jsonl", [
+        {**row, "id": "nul\x00id"},
+        {**row, "id": "bell\x07\x1b[31mred", "instruction": "fix\x1b[2J it\nthen stop"},
+        {**row, "id": "base\x00", "base_commit": base + "\x00"},
+        {**row, "id": "fine"},
+    ])  # fmt: skip
+
+    assert apply(results, "--json") == 1
+
+    captured = capsys.readouterr()
+    outcomes = {outcome["id"]: outcome for outcome in map(json.loads, captured.out.splitlines())}
+    assert outcomes["nul\x00id"]["outcome"] == "skipped" and "NUL" in outcomes["nul\x00id"]["reason"]
+    assert outcomes["base\x00"]["outcome"] == "skipped" and "is not a commit id" in outcomes["base\x00"]["reason"]
+    assert outcomes["bell\x07\x1b[31mred"]["outcome"] == outcomes["fine"]["outcome"] == "applied"
+    message = git("log", "-1", "--format=%B", outcomes["bell\x07\x1b[31mred"]["branch"], cwd=repo)
+    assert (
+        message
+        == "warpcode batch: bell\\x07\\x1b[31mred\n\nInstruction: fix\\x1b[2J it\nthen stop\nJob status: succeeded\n\n"
+    )
+    err = captured.err
+    assert "\x00" not in err and "\x1b" not in err and "[1/4] nul\\x00id: skipped: " in err
+    assert (
+        err.splitlines()[-1] == "apply: 2 applied, 0 already applied, 2 skipped, 0 conflict, 0 does not apply (4 rows)"
+    )

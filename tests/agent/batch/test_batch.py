@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import signal
 import socket
@@ -19,6 +20,7 @@ from tests.agent.batch.conftest import (
     PYTEST,
     fix_turns,
     git,
+    git_dir_files,
     make_project,
     read_rows,
     repo_state,
@@ -84,7 +86,7 @@ def test_git_repo_and_plain_directory_jobs_leave_the_sources_unchanged(tmp_path:
         subprocess.run(["git", "apply", "-"], input=row["patch"], text=True, cwd=fresh, check=True)
         assert (fresh / "calc.py").read_text() == FIXED and (fresh / "NOTES.md").read_text() == "fixed add\n"
 
-    # The sources are as they were; no worktree stays registered, no copy stays on disk.
+    # The sources are as they were; no copy stays on disk.
     assert repo_state(repo) == before
     assert git("worktree", "list", cwd=repo).count("\n") == 1
     assert (repo / "calc.py").read_text() == (plain / "calc.py").read_text() == BUGGY
@@ -105,15 +107,30 @@ def test_bad_rows_become_error_rows_and_the_rest_runs(tmp_path: Path):
         {"id": "good", "repo": "repo", "instruction": "again"},
         {"id": "missing-repo", "repo": "nowhere", "instruction": "fix"},
         {"id": "bad-base", "repo": "repo", "instruction": "fix", "base": "no-such-branch"},
+        '{"id": "half\\ud800", "repo": "repo", "instruction": "fix"}',
+        '{"id": "half-repo", "repo": "re\\udfffpo", "instruction": "fix"}',
     ])  # fmt: skip
+    with jobs.open("ab") as file:
+        file.write(b'{"id": "latin-1", "repo": "repo", "instruction": "caf\xe9"}\n')
+        file.write('{"id": "line\u2028separator", "repo": "repo", "instruction": "fix"}\n'.encode())
     out = tmp_path / "RESULTS.jsonl"
 
     assert batch(jobs, out, "--model", model, "--workers", "2") == 0
 
     rows = by_id(out)
-    assert rows["good"]["status"] == "succeeded"
+    assert rows["good"]["status"] == rows["line\u2028separator"]["status"] == "succeeded"
     errors = {key: row["error"] for key, row in rows.items() if row["status"] == "error"}
-    assert set(errors) == {"line:2", "no-instruction", "wrong-type", "line:5", "missing-repo", "bad-base"}
+    assert set(errors) == {"line:2", "no-instruction", "wrong-type", "line:5", "missing-repo", "bad-base", "line:8",
+                           "line:9", "line:10"}  # fmt: skip
+    assert (
+        errors["line:8"]
+        == errors["line:9"].replace("9", "8")
+        == ("line 8: a \\ud800-\\udfff escape without its pair is no character")
+    )
+    assert errors["line:10"] == "line 10: not UTF-8 text (byte 54)"
+    recorded = out.read_bytes()
+    assert batch(jobs, out, "--model", model) == 0
+    assert out.read_bytes() == recorded  # every row read back: nothing dropped, nothing run again
     assert "not valid JSON" in errors["line:2"]
     assert "missing required field 'instruction'" in errors["no-instruction"]
     assert "'timeout_s' has the wrong type" in errors["wrong-type"]
@@ -196,13 +213,14 @@ def test_a_driver_killed_mid_batch_resumes_with_every_id_once(tmp_path: Path):
     driver.wait()
     recorded = len(read_rows(out))
     assert 2 <= recorded < len(ids)
-    # The killed run (almost always) left its running jobs' worktrees registered: the re-run removes them.
+    # The killed run (almost always) left its running jobs' copies: the re-run removes them.
 
     assert batch(jobs, out, "--model", f"scripted:{slow}", "--workers", "3") == 0
 
     rows = by_id(out)
     assert sorted(rows) == ids and all(row["status"] == "succeeded" for row in rows.values())
-    assert repo_state(repo) == before  # the stale worktrees were removed, nothing else changed
+    assert repo_state(repo) == before
+    assert not (tmp_path / "RESULTS.jsonl.workdirs").exists()  # the stale copies were removed
 
 
 def test_sigterm_cancels_running_jobs_cleanly(tmp_path: Path):
@@ -215,7 +233,8 @@ def test_sigterm_cancels_running_jobs_cleanly(tmp_path: Path):
                "--model", f"scripted:{sleeps}", "--workers", "2"]  # fmt: skip
     driver = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and git("worktree", "list", cwd=repo).count("\n") < 3:
+    copies = tmp_path / "RESULTS.jsonl.workdirs"
+    while time.monotonic() < deadline and len(list(copies.glob("*/ws/calc.py"))) < 2:
         time.sleep(0.05)
     time.sleep(0.5)  # the turns are in their commands
     driver.send_signal(signal.SIGTERM)
@@ -296,3 +315,82 @@ def test_with_the_sandbox_configured_a_jobs_test_command_runs_in_it_too(tmp_path
     assert batch(jobs, out, "--model", model) == 0
     assert by_id(out)["plant"]["tests"]["passed"] == 1  # it ran
     assert not (outside / "escaped.txt").exists()
+
+
+def test_a_job_cannot_write_the_source_repository(tmp_path: Path, capsys):
+    """A job's commands plant a hook, change the config and make refs through every path git gives them; the
+    source's .git stays byte for byte as it was (apply only adds its branch), and no hook runs on a later checkout."""
+    repo = make_project(tmp_path / "repo", git_repo=True)
+    ran = tmp_path / "hook-ran"
+    hook = f"#!/bin/sh\ntouch {shlex.quote(str(ran))}\n"
+    plant = "; ".join([
+        'common="$(git rev-parse --path-format=absolute --git-common-dir)"',
+        'mkdir -p "$common/hooks" .git/hooks',
+        f'for dir in "$common/hooks" .git/hooks; do printf {shlex.quote(hook)} > "$dir/post-checkout"; '
+        'chmod +x "$dir/post-checkout"; done',
+        'git config core.hooksPath "$common/hooks"',
+        "git config user.name planted",
+        "git branch -f planted",
+        "git tag -f planted",
+        "git push -q origin HEAD:refs/heads/pushed",
+        "git push -q --all",
+        "true",
+    ])  # fmt: skip
+    model = f"scripted:{write_script(tmp_path / 'fix.json', fix_turns([run_command(plant)]))}"
+    jobs = write_jobs(
+        tmp_path / "jobs.jsonl", [{"id": "plants", "repo": "repo", "instruction": "fix", "test_command": plant}]
+    )
+    out = tmp_path / "RESULTS.jsonl"
+    before = git_dir_files(repo)
+
+    assert batch(jobs, out, "--model", model) == 0
+    assert by_id(out)["plants"]["status"] == "succeeded"
+    assert git_dir_files(repo) == before
+    assert main(["batch", "apply", str(out)]) == 0
+
+    after = git_dir_files(repo)
+    assert {name: digest for name, digest in after.items() if name in before} == before  # nothing changed or gone
+    added = set(after) - set(before)
+    assert {"refs/heads/warpcode/plants", "logs/refs/heads/warpcode/plants"} <= added
+    assert all(name.startswith(("objects/", "refs/heads/warpcode/", "logs/refs/heads/warpcode/")) for name in added)
+    git("checkout", "-q", "-b", "later", cwd=repo)  # the user's next checkout
+    assert not ran.exists()
+    assert "planted" not in git("config", "--local", "--list", cwd=repo)
+    capsys.readouterr()
+
+
+def test_a_plain_directory_holding_its_own_out_folder_is_copied_without_it(tmp_path: Path):
+    plain = make_project(tmp_path / "plain", git_repo=False)
+    model = f"scripted:{write_script(tmp_path / 'fix.json', fix_turns())}"
+    jobs = write_jobs(
+        tmp_path / "jobs.jsonl", [{"id": f"j{n}", "repo": "plain", "instruction": "fix"} for n in range(2)]
+    )
+    out = plain / "results" / "RESULTS.jsonl"
+
+    for again in ([], ["--redo"]):  # the second time the results file and its trajectories are there too
+        assert batch(jobs, out, "--model", model, *again) == 0
+        for row in by_id(out).values():
+            assert row["status"] == "succeeded", row["error"][:200]
+            assert row["files_changed"] == ["NOTES.md", "calc.py"]
+
+
+def test_ids_reach_the_terminal_with_their_control_characters_escaped(tmp_path: Path, capsys):
+    make_project(tmp_path / "repo", git_repo=True)
+    model = f"scripted:{write_script(tmp_path / 'fix.json', fix_turns())}"
+    ids = ["title\x1b]0;owned\x07\x1b[2J", "two\nlines", "[bold]markup[/]"]
+    jobs = write_jobs(tmp_path / "jobs.jsonl", [
+        *({"id": job_id, "repo": "repo", "instruction": "fix"} for job_id in ids),
+        {"id": "gone\x1b[5m", "repo": "nowhere\x1b[5m", "instruction": "fix"},
+    ])  # fmt: skip
+    out = tmp_path / "RESULTS.jsonl"
+
+    assert batch(jobs, out, "--model", model) == 0
+    assert main(["batch", "apply", str(out)]) == 0
+
+    err = capsys.readouterr().err
+    assert not {"\x1b", "\x07"} & set(err)
+    assert "title\\x1b]0;owned\\x07\\x1b[2J: succeeded in" in err and "two\\nlines: succeeded in" in err
+    assert "[bold]markup[/]: succeeded in" in err
+    assert "gone\\x1b[5m: error in" in err and "'nowhere\\x1b[5m' is not a directory" in err
+    assert "two\\nlines: applied as warpcode/two-lines+" in err
+    assert sorted(by_id(out)) == sorted([*ids, "gone\x1b[5m"])  # the rows keep the ids as they are

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from rich.console import Console
 
+from warpcode.agent.batch.ids import name_for, shown
 from warpcode.agent.batch.progress import BatchProgress
 from warpcode.agent.batch.results import ResultsFile
 from warpcode.agent.batch.test_command import pytest_counts, unittest_counts
-from warpcode.agent.batch.workspaces import safe_name
 
 
 def test_pytest_counts():
@@ -45,9 +45,18 @@ def test_results_file_drops_a_torn_line_and_keeps_one_row_per_id(tmp_path: Path)
     assert [json.loads(line)["id"] for line in path.read_text().splitlines()] == ["a", "b"]
 
 
-def test_safe_names_never_collide():
-    assert safe_name("plain-id_1.x") == "plain-id_1.x"
-    assert safe_name("a/b") != safe_name("a_b") and "/" not in safe_name("a/b")
+def test_names_are_the_plain_ids_themselves_and_never_shared():
+    assert name_for("plain-id_1.x") == "plain-id_1.x" and name_for("fix") == "fix"
+    hashed = [name_for(job_id) for job_id in ("a/b", "a_b+", "Fix", ".hidden", "x.lock", "a..b", "-x", "", "/")]
+    assert all("+" in name and "/" not in name and not name.startswith((".", "-")) for name in hashed)
+    assert name_for("a/b").startswith("a-b+") and name_for("Fix").startswith("Fix+")
+    assert name_for(name_for("a/b")) != name_for("a/b")  # a hashed name given as an id is hashed again
+    assert len(name_for("a" * 500)) < 100 and name_for("a" * 500) != name_for("a" * 501)
+
+
+def test_shown_escapes_what_a_terminal_would_act_on():
+    assert shown("plain id, naïve") == "plain id, naïve"
+    assert shown("a\x1b[31mb\nc\x07\u202ed\x00") == "a\\x1b[31mb\\nc\\x07\\u202ed\\x00"
 
 
 def test_the_live_view_shows_counts_eta_and_the_slowest_running_jobs():

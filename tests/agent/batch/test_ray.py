@@ -1,11 +1,15 @@
-"""`warpcode batch --ray local`: a real local Ray instance started by the command (2 CPUs here), long-lived job
-worker actors, a worker killed mid-job by the test, and `local:` model replicas serving the workers' sessions."""
+"""`warpcode batch --ray local`: a real local Ray instance started by the command (2 CPUs here), reachable only from
+loopback and with a token of its own, long-lived job worker actors, a worker killed mid-job by the test, and `local:`
+model replicas serving the workers' sessions."""
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -31,6 +35,16 @@ def warpcode_batch(*arguments: str, timeout: float = 240) -> subprocess.Complete
 
 def comparable(rows: list[dict]) -> dict[str, dict]:
     return {row["id"]: {k: v for k, v in row.items() if k not in TIMING_FIELDS} for row in rows}
+
+
+def stop(driver: subprocess.Popen) -> None:
+    """A driver still running (its test failed) is interrupted, so that it stops its Ray instance on the way."""
+    if driver.poll() is None:
+        driver.terminate()
+        try:
+            driver.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            driver.kill()
 
 
 def test_ray_local_gives_the_same_rows_as_the_in_process_batch(tmp_path: Path):
@@ -66,7 +80,64 @@ def test_ray_local_gives_the_same_rows_as_the_in_process_batch(tmp_path: Path):
     assert not (tmp_path / "rays" / "RESULTS.jsonl.workdirs").exists()
 
 
-def test_a_worker_killed_mid_job_is_replaced_and_the_job_retried(tmp_path: Path):
+def descendants(root: int) -> set[int]:
+    """`root` and every process below it (Ray's GCS, raylet, agents and workers below the driver)."""
+    children: dict[int, list[int]] = {}
+    for status in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = status.read_text()
+        except OSError:  # gone meanwhile
+            continue
+        children.setdefault(int(text[text.rindex(")") + 2 :].split()[1]), []).append(int(status.parent.name))
+    found, todo = set(), [root]
+    while todo:
+        found.add(todo[-1])
+        todo.extend(children.get(todo.pop(), []))
+    return found
+
+
+def listening_sockets(pids: set[int]) -> dict[int, list[ipaddress.IPv4Address | ipaddress.IPv6Address]]:
+    """Which of these processes listen on TCP, and on which local addresses (from /proc/net/tcp and tcp6)."""
+    owners = {}
+    for pid in pids:
+        for fd in Path(f"/proc/{pid}/fd").glob("*"):
+            with contextlib.suppress(OSError):  # gone meanwhile
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    owners[target[len("socket:[") : -1]] = pid
+    listening: dict[int, list] = {}
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in owners:  # LISTEN
+                words = bytes.fromhex(fields[1].split(":")[0])  # each 32-bit word in host (little-endian) order
+                raw = b"".join(words[i : i + 4][::-1] for i in range(0, len(words), 4))
+                listening.setdefault(owners[fields[9]], []).append(ipaddress.ip_address(raw))
+    return listening
+
+
+def is_loopback(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    mapped = getattr(address, "ipv4_mapped", None)
+    return address.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+def assert_private_instance(driver: int, state: Path, home: Path) -> None:
+    """Every socket of the local instance listens on loopback; its token is a 0600 file in warpcode's state
+    directory (0700), handed to every Ray server, and Ray wrote none of its own under HOME."""
+    servers = listening_sockets(descendants(driver))
+    addresses = [address for listened in servers.values() for address in listened]
+    assert len(servers) >= 4, servers  # the driver, the GCS, the raylet and the workers at least
+    assert all(is_loopback(address) for address in addresses), addresses
+    tokens = list((state / "ray").iterdir())
+    assert len(tokens) == 1 and tokens[0].read_text().strip()
+    assert stat.S_IMODE(tokens[0].stat().st_mode) == 0o600 and stat.S_IMODE((state / "ray").stat().st_mode) == 0o700
+    for pid in servers.keys() - {driver}:  # (the driver's environ is what it started with, before the settings)
+        variables = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert b"RAY_AUTH_MODE=token" in variables and f"RAY_AUTH_TOKEN_PATH={tokens[0]}".encode() in variables
+    assert not (home / ".ray").exists()
+
+
+def test_a_private_local_instance_replaces_a_worker_killed_mid_job(tmp_path: Path):
     repo = make_project(tmp_path / "repo", git_repo=True)
     before = repo_state(repo)
     slow = f"scripted:{write_script(tmp_path / 'slow.json', fix_turns([run_command('sleep 3')]))}"
@@ -78,19 +149,22 @@ def test_a_worker_killed_mid_job_is_replaced_and_the_job_retried(tmp_path: Path)
     quick = f"scripted:{write_script(tmp_path / 'fix.json', fix_turns())}"
     command = [sys.executable, "-m", "warpcode.agent", "batch", str(jobs), "--out", str(out), "--model", quick,
                "--ray", "local", "--workers", "2", "--json"]  # fmt: skip
-    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    state, home = tmp_path / "state", tmp_path / "home"
+    environment = {**os.environ, "WARPCODE_STATE_DIR": str(state), "HOME": str(home)}
+    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
     events, killed = [], None
     try:
         for line in driver.stdout:
             event = json.loads(line)  # stdout holds the event lines and nothing else
             events.append(event)
             if event["event"] == "started" and event["id"] == "victim" and killed is None:
+                assert_private_instance(driver.pid, state, home)
                 time.sleep(1.0)  # inside its turn's `sleep 3`
                 killed = event["pid"]
                 os.kill(killed, signal.SIGKILL)
         assert driver.wait(timeout=240) == 0, driver.stderr.read()
     finally:
-        driver.kill()
+        stop(driver)
     rows = {row["id"]: row for row in read_rows(out)}
     assert sorted(rows) == ["other-0", "other-1", "other-2", "victim"]  # every job once
     assert all(row["status"] == "succeeded" for row in rows.values()), rows
@@ -100,6 +174,7 @@ def test_a_worker_killed_mid_job_is_replaced_and_the_job_retried(tmp_path: Path)
     assert [e["attempt"] for e in events if e["event"] == "retry"] == [2]
     assert events[-1]["event"] == "summary" and events[-1]["succeeded"] == 4
     assert repo_state(repo) == before  # the dead worker's worktree was not left registered
+    assert list((state / "ray").iterdir()) == []  # the token went with the instance
 
 
 def test_replicas_serve_every_session_of_the_batch(tmp_path: Path, agent_checkpoint: Path):  # noqa: F811
@@ -160,6 +235,27 @@ def test_ray_auto_without_a_cluster_and_ray_not_installed_are_one_line_errors(tm
         .splitlines()[-1]
         .startswith("warpcode batch: error: --ray needs Ray, an optional extra: pip install 'warpcode[distributed]'")
     )
+
+
+def test_ray_local_refuses_a_ray_without_token_authentication(tmp_path: Path):
+    jobs = write_jobs(tmp_path / "jobs.jsonl", [{"id": "a", "repo": ".", "instruction": "x"}])
+    older = tmp_path / "older" / "ray-2.51.0.dist-info"  # found before the installed Ray's own metadata
+    older.mkdir(parents=True)
+    (older / "METADATA").write_text("Metadata-Version: 2.1\nName: ray\nVersion: 2.51.0\n")
+    environment = {**os.environ, "PYTHONPATH": str(older.parent), "WARPCODE_STATE_DIR": str(tmp_path / "state")}
+    command = [sys.executable, "-m", "warpcode.agent", "batch", str(jobs), "--out", str(tmp_path / "RESULTS.jsonl"),
+               "--model", "scripted:x", "--ray", "local"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=environment)
+    assert done.returncode == 1
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            "warpcode batch: error: --ray local needs Ray 2.52 or later (token authentication), and Ray 2.51.0 is "
+            "installed: pip install -U 'warpcode[distributed]'"
+        )
+    )
+    assert not (tmp_path / "state" / "ray").exists()
 
 
 def test_replica_resources_fail_fast_when_the_cluster_lacks_gpus():
