@@ -131,18 +131,21 @@ def assert_private_instance(driver: int, state: Path, home: Path) -> None:
     tokens = list((state / "ray").iterdir())
     assert len(tokens) == 1 and tokens[0].read_text().strip()
     assert stat.S_IMODE(tokens[0].stat().st_mode) == 0o600 and stat.S_IMODE((state / "ray").stat().st_mode) == 0o700
+    # Ray's servers proper (C++: the GCS and the raylet) keep their environment as started; its Python workers write
+    # their process titles over theirs (setproctitle reuses that memory), so only the servers are read
     checked = 0
     for pid in servers.keys() - {driver}:  # (the driver's environ is what it started with, before the settings)
         try:
+            program = Path(os.readlink(f"/proc/{pid}/exe")).name
             environ = Path(f"/proc/{pid}/environ").read_bytes()
         except OSError:  # gone meanwhile
             continue
-        if not environ.strip(b"\0"):  # exiting (a zombie's reads empty), or a worker that set its process title
-            continue  # over it (setproctitle reuses the environment's memory)
+        if program not in ("gcs_server", "raylet"):
+            continue
         variables = environ.split(b"\0")
         assert b"RAY_AUTH_MODE=token" in variables and f"RAY_AUTH_TOKEN_PATH={tokens[0]}".encode() in variables
         checked += 1
-    assert checked >= 2, servers  # the GCS and the raylet at least
+    assert checked >= 2, servers  # the GCS and the raylet
     assert not (home / ".ray").exists()
 
 
