@@ -18,7 +18,13 @@ from fastapi.responses import JSONResponse, Response
 
 from warpcode.agent.model_server.chat import ToolCallStream, chat_finish_reason, chat_prompt_ids, parses_tool_calls
 from warpcode.agent.model_server.errors import ApiError, install_error_handlers
-from warpcode.agent.model_server.generation import ClientGone, Generation, collect, completion_prompt_ids
+from warpcode.agent.model_server.generation import (
+    ClientGone,
+    Generation,
+    collect,
+    completion_prompt_ids,
+    engine_stopped,
+)
 from warpcode.agent.model_server.guard import RequestGuard, RequestLimits
 from warpcode.agent.model_server.schemas import ChatCompletionRequest, CompletionRequest
 from warpcode.agent.model_server.streaming import EventStream, Reply, chat_chunks, completion_chunks
@@ -48,9 +54,8 @@ def create_app(
 
     @app.get("/health", response_model=None)
     async def health() -> dict[str, str] | JSONResponse:
-        if (failure := engine.failure) is not None:
-            message = f"the engine stopped serving after an error ({failure}): restart serve-model"
-            return JSONResponse({"status": "error", "message": message}, status_code=503)
+        if (stopped := engine_stopped(engine)) is not None:
+            return JSONResponse({"status": "error", "message": stopped.message}, status_code=stopped.status)
         return {"status": "ok"}
 
     @api.get("/models")

@@ -28,13 +28,20 @@ def completion_prompt_ids(engine: Any, prompt: str | list[int]) -> list[int]:
     return engine.tokenizer.encode(prompt)
 
 
+def engine_stopped(engine: Any) -> ApiError | None:
+    """The 503 every request gets once the engine has stopped serving after an error; None while it serves."""
+    if (failure := engine.failure) is None:
+        return None
+    message = f"the engine stopped serving after an error ({failure}): restart serve-model"
+    return ApiError(503, message, code="engine_failed")
+
+
 class Generation:
     """One request in the engine: its handle, and whether the engine has finished it."""
 
     def __init__(self, engine: Any, prompt_ids: list[int], request: Sampling, max_tokens: int | None, param: str):
-        if (failure := engine.failure) is not None:
-            message = f"the engine stopped serving after an error ({failure}): restart serve-model"
-            raise ApiError(503, message, code="engine_failed")
+        if (stopped := engine_stopped(engine)) is not None:
+            raise stopped
         context, length = engine.context_length, len(prompt_ids)
         if not prompt_ids:
             raise bad_request(f"{param}: the prompt is empty", param)

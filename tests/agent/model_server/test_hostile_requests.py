@@ -11,7 +11,9 @@ import threading
 import time
 
 import httpx
+import hypothesis
 import pytest
+from hypothesis import strategies
 
 from tests.agent.model_server.conftest import serving
 from warpcode.agent.model_server import RequestLimits
@@ -132,8 +134,6 @@ def test_the_longest_stop_strings_allowed_do_not_stall_another_client(chat_url):
 def test_stop_string_matching_agrees_with_searching_the_whole_text():
     """StopStringFilter against a brute-force reference: the text up to the first complete stop string, cut at its
     start, whatever the chunks the text arrives in."""
-    hypothesis = pytest.importorskip("hypothesis")
-    strategies = hypothesis.strategies
 
     def reference(text: str, stops: list[str]) -> str:
         for end in range(1, len(text) + 1):
