@@ -1,99 +1,146 @@
 """Incremental parsers for tool calls written as text by local models, fed the stream as it is generated.
 
-- Hermes / Qwen3: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`
-- Qwen3-Coder: `<tool_call><function=NAME><parameter=P>value</parameter>...</function></tool_call>`, the
-  `<tool_call>` wrapper optional. Parameter values are raw text, converted by the tool's JSON schema type.
+- Hermes / Qwen3: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`. The JSON object delimits itself, so a
+  call ends where its object is complete and followed by `</tool_call>` (a string value holding `</tool_call>` does
+  not end it); each call is released as soon as that closing tag arrives.
+- Qwen3-Coder: `<tool_call><function=NAME><parameter=P>value</parameter>...</function></tool_call>`, read with the
+  tools' schemas (qwen3_coder_calls.py). Nothing in that format escapes a value, so where a call ends is only sure
+  once the generation is: its calls are released when it ends (the agent runs a reply's calls after it anyway).
 
-Text outside tool calls streams through as it arrives, except a tail that could be the start of a marker, held
-back until the next piece decides. A block that cannot be parsed becomes a ToolCall with `error` set (the loop
-answers the model with it); nothing here raises on model output.
+Text outside tool calls streams through as it arrives, except a tail that could still become a call (a marker cut
+by the piece boundary, a `<tool_call>` whose next tag has not arrived), held back until the next piece decides.
+A `<tool_call>` that does not go on as a call (`<tool_call>example</tool_call>`, prose about the format) is text on
+both consumers, as vLLM treats it: it is not a call the model made. A block that starts as a call but cannot be
+read becomes a ToolCall with `error` set (the loop answers the model with it; serve-model returns its text); a call
+left open at the end of the generation is read when it is complete apart from its closing tags. Nothing here raises
+on model output.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Callable
 from typing import Any
 
+from warpcode.agent.backends import qwen3_coder_calls as coder
 from warpcode.agent.backends.base import TextDelta
 from warpcode.agent.messages import ToolCall
 
 Parsed = TextDelta | ToolCall
-Markers = tuple[tuple[str, str], ...]  # (start, end) of each block form
-BlockParser = Callable[[str, str], ToolCall]  # (block text including its markers, call id) -> call
-
-HERMES_MARKERS: Markers = (("<tool_call>", "</tool_call>"),)
-CODER_MARKERS: Markers = (("<tool_call>", "</tool_call>"), ("<function=", "</function>"))
-_FUNCTION = re.compile(r"<function=([^>\s]+)>(.*?)</function>", re.DOTALL)
-_PARAMETER = re.compile(r"<parameter=([^>\s]+)>(.*?)(?:</parameter>|(?=<parameter=)|\Z)", re.DOTALL)
+OPEN, CLOSE = "<tool_call>", "</tool_call>"
 
 
 class ToolCallStreamParser:
-    def __init__(self, markers: Markers, parse_block: BlockParser) -> None:
-        self.markers, self.parse_block = markers, parse_block
+    """Generated text pieces -> text and tool calls, in order. `source(call.id)`: the text a call was read from."""
+
+    def __init__(self) -> None:
         self._buffer = ""
-        self._end: str | None = None  # the end marker awaited while inside a block
+        self._sources: dict[str, str] = {}
         self._calls = 0
 
     def feed(self, text: str) -> list[Parsed]:
-        self._buffer += text
-        out: list[Parsed] = []
-        while True:
-            if self._end is None:
-                found = [(i, start, end) for start, end in self.markers if (i := self._buffer.find(start)) >= 0]
-                if not found:
-                    keep = self._partial_marker_length()
-                    self._emit_text(out, self._buffer[: len(self._buffer) - keep])
-                    self._buffer = self._buffer[len(self._buffer) - keep :]
-                    return out
-                index, _, self._end = min(found)
-                self._emit_text(out, self._buffer[:index])
-                self._buffer = self._buffer[index:]
-            close = self._buffer.find(self._end, 1)
-            if close < 0:
-                return out
-            block, self._buffer = self._buffer[: close + len(self._end)], self._buffer[close + len(self._end) :]
-            self._end = None
-            out.append(self.parse_block(block, self._next_id()))
+        raise NotImplementedError
 
     def finish(self) -> list[Parsed]:
-        """The rest, at the end of generation: held-back text, or an error for a tool call left open."""
-        rest, self._buffer = self._buffer, ""
-        if self._end is None:
-            return [TextDelta(rest)] if rest else []
-        end, self._end = self._end, None
-        return [ToolCall(self._next_id(), "", error=f"the tool call was cut off before its closing {end}: {rest!r}")]
+        raise NotImplementedError
 
-    def _partial_marker_length(self) -> int:
-        """Length of the longest buffer tail that is a proper prefix of a start marker."""
-        best = 0
-        for start, _ in self.markers:
-            for n in range(min(len(start) - 1, len(self._buffer)), best, -1):
-                if self._buffer.endswith(start[:n]):
-                    best = n
-                    break
-        return best
-
-    def _emit_text(self, out: list[Parsed], text: str) -> None:
-        if text:
-            out.append(TextDelta(text))
+    def source(self, call_id: str) -> str:
+        return self._sources[call_id]
 
     def _next_id(self) -> str:
         self._calls += 1
         return f"call_{self._calls}"
 
+    def _call(self, call: ToolCall, source: str) -> ToolCall:
+        self._sources[call.id] = source
+        return call
 
-def hermes_parser() -> ToolCallStreamParser:
-    return ToolCallStreamParser(HERMES_MARKERS, _parse_hermes)
+
+class HermesParser(ToolCallStreamParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self._json = _JsonObjectScan()  # the call being read, from its "{"
+        self._start: int | None = None  # the buffer offset of the call's <tool_call>, while inside one
+        self._after_call = False  # whitespace right after a call is not answer text
+
+    def feed(self, text: str) -> list[Parsed]:
+        self._buffer += text
+        out: list[Parsed] = []
+        while True:
+            if self._start is None:
+                if self._after_call:
+                    stripped = self._buffer.lstrip()
+                    self._after_call = not stripped
+                    self._buffer = stripped
+                start, brace = _hermes_start(self._buffer, final=False)
+                if start:
+                    out.append(TextDelta(self._buffer[:start]))
+                    self._buffer = self._buffer[start:]
+                if brace is None:
+                    return out
+                self._start = 0
+                self._json = _JsonObjectScan(brace - start)
+            end = self._json.scan(self._buffer)
+            if end is None:
+                return out
+            at = _skip_space(self._buffer, end)
+            if CLOSE.startswith(self._buffer[at : at + len(CLOSE)]) and at + len(CLOSE) > len(self._buffer):
+                return out  # the closing tag (or what follows the object) has not arrived
+            if self._buffer.startswith(CLOSE, at):
+                out.append(self._release(at + len(CLOSE), json_end=end))
+                continue
+            close = self._buffer.find(CLOSE, end)
+            if close < 0:
+                return out  # text after the object: the block ends at its </tool_call>
+            out.append(self._release(close + len(CLOSE), "has text after its JSON object"))
+
+    def finish(self) -> list[Parsed]:
+        if self._start is None:
+            rest, self._buffer = ("" if self._after_call and not self._buffer.strip() else self._buffer), ""
+            return [TextDelta(rest)] if rest else []
+        end = self._json.scan(self._buffer)
+        if end is not None and not self._buffer[end:].strip():  # complete but for </tool_call>: the model stopped
+            return [self._release(len(self._buffer), json_end=end)]
+        return [self._release(len(self._buffer), "was cut off before its JSON object and </tool_call> were complete")]
+
+    def _release(self, block_end: int, problem: str = "", json_end: int = 0) -> ToolCall:
+        """The block buffer[:block_end] as a call: its JSON object ends at `json_end`, or `problem` says why it is
+        not one."""
+        block, self._buffer = self._buffer[:block_end], self._buffer[block_end:]
+        self._start, self._after_call = None, True
+        call_id = self._next_id()
+        if problem:
+            return self._call(ToolCall(call_id, "", error=f"the tool call {problem}: {block!r}"), block)
+        return self._call(_hermes_call(block[self._json.start : json_end], call_id), block)
 
 
-def qwen3_coder_parser(tools: list[dict[str, Any]]) -> ToolCallStreamParser:
-    types = {
-        t["function"]["name"]: {p: s.get("type") for p, s in t["function"]["parameters"]["properties"].items()}
-        for t in tools
-    }
-    return ToolCallStreamParser(CODER_MARKERS, lambda block, call_id: _parse_coder(block, call_id, types))
+class Qwen3CoderParser(ToolCallStreamParser):
+    def __init__(self, tools: list[dict[str, Any]]) -> None:
+        super().__init__()
+        self._schemas = {
+            t["function"]["name"]: dict(t["function"].get("parameters", {}).get("properties") or {}) for t in tools
+        }
+        self._holding = False  # a call has started: everything from it on waits for the end of the generation
+
+    def feed(self, text: str) -> list[Parsed]:
+        self._buffer += text
+        if self._holding:
+            return []
+        start, self._holding = coder.call_start(self._buffer, 0, final=False)
+        released, self._buffer = self._buffer[:start], self._buffer[start:]
+        return [TextDelta(released)] if released else []
+
+    def finish(self) -> list[Parsed]:
+        text, self._buffer = self._buffer, ""
+        reads = coder.read_calls(text, self._schemas, self._next_id)
+        return [self._call(r.item, r.source) if isinstance(r.item, ToolCall) else r.item for r in reads]
+
+
+def hermes_parser() -> HermesParser:
+    return HermesParser()
+
+
+def qwen3_coder_parser(tools: list[dict[str, Any]]) -> Qwen3CoderParser:
+    return Qwen3CoderParser(tools)
 
 
 def parser_for_template(template: str, tools: list[dict[str, Any]]) -> ToolCallStreamParser:
@@ -101,12 +148,28 @@ def parser_for_template(template: str, tools: list[dict[str, Any]]) -> ToolCallS
     return qwen3_coder_parser(tools) if "<function=" in template else hermes_parser()
 
 
-def _parse_hermes(block: str, call_id: str) -> ToolCall:
-    body = block.removeprefix("<tool_call>").removesuffix("</tool_call>").strip()
+def _hermes_start(text: str, final: bool) -> tuple[int, int | None]:
+    """(how much of `text` is surely text, the index of the "{" of a call starting there or None)."""
+    i = 0
+    while True:
+        opener = text.find(OPEN, i)
+        if opener < 0:
+            return len(text) - (0 if final else _partial_open(text, i)), None
+        brace = _skip_space(text, opener + len(OPEN))
+        if brace < len(text) and text[brace] == "{":
+            return opener, brace
+        if brace == len(text) and not final:
+            return opener, None  # the call's "{" has not arrived
+        i = opener + len(OPEN)  # "<tool_call>" in prose, or a block that is no JSON call: text
+
+
+def _hermes_call(body: str, call_id: str) -> ToolCall:
     try:
         payload = json.loads(body)
     except json.JSONDecodeError as exc:
         return ToolCall(call_id, "", error=f"the tool call is not valid JSON ({exc.msg} at char {exc.pos}): {body!r}")
+    except RecursionError:
+        return ToolCall(call_id, "", error=f"the tool call is nested too deeply to read: {body[:200]!r}...")
     if not isinstance(payload, dict) or not isinstance(payload.get("name"), str):
         return ToolCall(call_id, "", error=f'a tool call must be {{"name": ..., "arguments": {{...}}}}, got {body!r}')
     arguments = payload.get("arguments", {})
@@ -117,23 +180,47 @@ def _parse_hermes(block: str, call_id: str) -> ToolCall:
     return ToolCall(call_id, payload["name"], arguments)
 
 
-def _parse_coder(block: str, call_id: str, types: dict[str, dict[str, Any]]) -> ToolCall:
-    function = _FUNCTION.search(block)
-    if function is None:
-        return ToolCall(call_id, "", error=f"expected <function=NAME>...</function> in the tool call, got {block!r}")
-    name, body = function.groups()
-    arguments = {}
-    for parameter, raw in _PARAMETER.findall(body):
-        value = raw.removeprefix("\n").removesuffix("\n")
-        arguments[parameter] = _typed(value, types.get(name, {}).get(parameter))
-    return ToolCall(call_id, name, arguments)
+class _JsonObjectScan:
+    """Finds where a JSON object ends (its closing brace at depth 0, outside strings), incrementally: each scan
+    goes on from where the last one stopped, so a long call costs one pass over its text."""
+
+    def __init__(self, start: int = 0) -> None:
+        self.start, self._pos, self._depth = start, start, 0
+        self._in_string = self._escaped = False
+        self._end: int | None = None
+
+    def scan(self, text: str) -> int | None:
+        """The index just after the object in `text`, or None while it is still open."""
+        while self._end is None and self._pos < len(text):
+            char = text[self._pos]
+            self._pos += 1
+            if self._in_string:
+                if self._escaped:
+                    self._escaped = False
+                elif char == "\\":
+                    self._escaped = True
+                elif char == '"':
+                    self._in_string = False
+            elif char == '"':
+                self._in_string = True
+            elif char in "{[":
+                self._depth += 1
+            elif char in "}]":
+                self._depth -= 1
+                if self._depth == 0:
+                    self._end = self._pos
+        return self._end
 
 
-def _typed(value: str, json_type: str | None) -> Any:
-    """A parameter's text as its schema type; left as text when it does not parse (validation then says why)."""
-    if json_type in (None, "string"):
-        return value
-    try:
-        return json.loads(value)
-    except json.JSONDecodeError:
-        return value
+def _partial_open(text: str, pos: int) -> int:
+    """Length of the longest tail of text[pos:] that is a proper prefix of <tool_call>."""
+    for n in range(min(len(OPEN) - 1, len(text) - pos), 0, -1):
+        if OPEN.startswith(text[-n:]):
+            return n
+    return 0
+
+
+def _skip_space(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    return pos

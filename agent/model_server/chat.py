@@ -15,7 +15,7 @@ from typing import Any
 
 from warpcode.agent.backends.base import TextDelta
 from warpcode.agent.backends.local import conversation_prompt_ids
-from warpcode.agent.backends.toolcall_parsers import ToolCallStreamParser, parser_for_template
+from warpcode.agent.backends.toolcall_parsers import parser_for_template
 from warpcode.agent.messages import Message, ToolCall
 from warpcode.agent.model_server.errors import bad_request
 from warpcode.agent.model_server.schemas import ChatCompletionRequest, ChatMessage
@@ -71,7 +71,8 @@ class ChatDelta:
 
 class ToolCallStream:
     """Generated text pieces -> content and complete tool calls, in order. Each call is released whole, in one
-    delta (id, name and all its arguments), once its closing marker has been generated."""
+    delta (id, name and all its arguments), once where it ends is decided: at its closing `</tool_call>` for
+    Hermes / Qwen3 JSON calls, at the end of the generation for Qwen3-Coder's (see toolcall_parsers.py)."""
 
     def __init__(self, template: str, tools: list[dict[str, Any]]) -> None:
         # the coder parser reads each tool's parameter types; a tool may omit "properties"
@@ -79,14 +80,10 @@ class ToolCallStream:
             {"function": {**tool["function"], "parameters": {"properties": {}, **tool["function"]["parameters"]}}}
             for tool in tools
         ]
-        inner = parser_for_template(template, tools)
-        self._parser = ToolCallStreamParser(inner.markers, self._remember(inner.parse_block))
-        self._blocks: list[str] = []  # the text of each block parsed, until its call is handed out
-        self._unclaimed = ""  # text fed and not yet returned as content or as a call
+        self._parser = parser_for_template(template, tools)
         self.calls: list[dict[str, Any]] = []
 
     def feed(self, text: str) -> ChatDelta:
-        self._unclaimed += text
         return self._deltas(self._parser.feed(text))
 
     def finish(self) -> ChatDelta:
@@ -96,26 +93,12 @@ class ToolCallStream:
         delta = ChatDelta()
         for item in parsed:
             if isinstance(item, TextDelta):
-                delta.content += self._claim(len(item.text))
-                continue
-            # a block parsed in feed() came through _remember; a block cut off at the end is all that is left
-            written = self._claim(len(self._blocks.pop(0)) if self._blocks else len(self._unclaimed))
-            if item.error or not item.name:
-                delta.content += written
-                continue
-            function = {"name": item.name, "arguments": json.dumps(item.arguments)}
-            call = {"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function", "function": function}
-            delta.tool_calls.append({"index": len(self.calls), **call})
-            self.calls.append(call)
+                delta.content += item.text
+            elif item.error or not item.name:  # the model's own text, as vLLM returns a call it cannot parse
+                delta.content += self._parser.source(item.id)
+            else:
+                function = {"name": item.name, "arguments": json.dumps(item.arguments)}
+                call = {"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function", "function": function}
+                delta.tool_calls.append({"index": len(self.calls), **call})
+                self.calls.append(call)
         return delta
-
-    def _claim(self, length: int) -> str:
-        claimed, self._unclaimed = self._unclaimed[:length], self._unclaimed[length:]
-        return claimed
-
-    def _remember(self, parse_block):
-        def parse(block: str, call_id: str) -> ToolCall:
-            self._blocks.append(block)
-            return parse_block(block, call_id)
-
-        return parse

@@ -1,10 +1,14 @@
 """Generated text -> OpenAI content and tool_calls, fed in fixed pieces (random weights never write a tool call):
-markers split across pieces, several calls, both template formats, and blocks that do not parse kept as text."""
+markers split across pieces, several calls, both template formats, blocks that do not parse kept as text, and the
+published parser cases of vLLM and SGLang, whole and split at every position."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
+
+from tests.agent.published_toolcall_cases import CASE_TOOLS, CASES, FORMAT_TEMPLATE, check, splits
 from tests.model_runtime.conftest import CHAT_TEMPLATE
 from warpcode.agent.model_server.chat import ChatDelta, ToolCallStream
 
@@ -28,7 +32,7 @@ def test_hermes_calls_split_across_pieces_come_out_whole_and_in_order():
     text = "Let me look." + call + "\n" + call.replace("a.py", "b.py")
     pieces = [text[i : i + 7] for i in range(0, len(text), 7)]
     deltas, rest = run(stream, pieces)
-    assert "".join(d.content for d in [*deltas, rest]) == "Let me look.\n"
+    assert "".join(d.content for d in [*deltas, rest]) == "Let me look."  # whitespace between calls: not text
     released = [c for d in deltas for c in d.tool_calls]
     assert [c["index"] for c in released] == [0, 1]
     assert [json.loads(c["function"]["arguments"]) for c in released] == [{"path": "a.py"}, {"path": "b.py"}]
@@ -40,15 +44,42 @@ def test_hermes_calls_split_across_pieces_come_out_whole_and_in_order():
     assert deltas[closing].tool_calls and not any(d.tool_calls for d in deltas[:closing])
 
 
-def test_qwen3_coder_calls_get_typed_arguments():
+def test_qwen3_coder_calls_get_typed_arguments_when_the_generation_ends():
+    """Nothing escapes a Qwen3-Coder value, so where a call ends is sure only once the generation has ended."""
     stream = ToolCallStream(CODER_TEMPLATE, [READ_FILE])
     deltas, rest = run(
         stream, ["ok <tool_call>\n<function=read_file>\n<parameter=path>\nsrc/", "x.py\n</parameter>\n",
                  "<parameter=start_line>\n12\n</parameter>\n</function>\n</tool_call>"]
     )  # fmt: skip
     assert "".join(d.content for d in [*deltas, rest]) == "ok "
+    assert not any(d.tool_calls for d in deltas) and len(rest.tool_calls) == 1
     [call] = stream.calls
     assert json.loads(call["function"]["arguments"]) == {"path": "src/x.py", "start_line": 12}
+
+
+def test_an_ambiguous_qwen3_coder_call_is_returned_as_the_text_the_model_wrote():
+    write = {"type": "function", "function": {"name": "write_file", "parameters": {"type": "object", "properties": {
+        "path": {"type": "string"}, "content": {"type": "string"}}}}}  # fmt: skip
+    text = (
+        "<tool_call>\n<function=write_file>\n<parameter=path>\na.txt\n</parameter>\n<parameter=content>\n"
+        "x\n</parameter>\n<parameter=path>\n/etc/passwd\n</parameter>\n</function>\n</tool_call>"
+    )
+    stream = ToolCallStream(CODER_TEMPLATE, [write])
+    deltas, rest = run(stream, [text])
+    assert not stream.calls and "".join(d.content for d in [*deltas, rest]) == text
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])
+def test_published_cases_whole_and_split_at_every_position(case):
+    for pieces in splits(case["output"]):
+        stream = ToolCallStream(FORMAT_TEMPLATE[case["format"]], CASE_TOOLS[case["tools"]])
+        deltas, rest = run(stream, pieces)
+        calls = [
+            {"name": c["function"]["name"], "arguments": json.loads(c["function"]["arguments"])}
+            for d in [*deltas, rest]
+            for c in d.tool_calls
+        ]
+        check(case, calls, "".join(d.content for d in [*deltas, rest]))
 
 
 def test_blocks_that_do_not_parse_stay_text_and_a_tool_without_properties_is_fine():
