@@ -34,8 +34,14 @@ def save_forced_checkpoint(path: Path, template: str, answer: list[str], context
     vocab = 320
     assert tokenizer.get_vocab_size() <= vocab and len(chain) < 64  # the tiny model's vocabulary and hidden size
     rope = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": context // 4, "rope_theta": 1e6}
-    model = build_hf_model(
-        "qwen3_moe", vocab_size=vocab, tie_word_embeddings=False, max_position_embeddings=context, rope_parameters=rope
+    model = build_hf_model(  # one layer: its weights are zero anyway, and fewer layers prefill faster on a CPU
+        "qwen3_moe",
+        vocab_size=vocab,
+        tie_word_embeddings=False,
+        max_position_embeddings=context,
+        rope_parameters=rope,
+        num_hidden_layers=1,
+        mlp_only_layers=[],
     )
     with torch.no_grad():
         for name, parameter in model.named_parameters():
