@@ -64,7 +64,9 @@ def conversation_tokens(messages: list[Message], count: TokenCounter) -> int:
 
 def message_tokens(message: Message, count: TokenCounter) -> int:
     calls = "".join(c.name + c.arguments_json() for c in message.tool_calls)
-    return count(message.content) + (count(calls) if calls else 0) + MESSAGE_OVERHEAD_TOKENS
+    # reasoning counts too: templates that read it (Qwen3's) give it back for the current request's steps
+    thought = count(message.reasoning) if message.reasoning else 0
+    return count(message.content) + thought + (count(calls) if calls else 0) + MESSAGE_OVERHEAD_TOKENS
 
 
 def fit(messages: list[Message], budget: ContextBudget, count: TokenCounter) -> bool:
@@ -132,6 +134,7 @@ def _squeeze(messages: list[Message], limit: int, count: TokenCounter) -> None:
     )
     for message in messages[1:]:
         message.content = cut_to_budget(message.content, share, count)
+        message.reasoning = None  # what the model thought matters least: templates drop it from older turns too
 
 
 def _one_line(text: str) -> str:

@@ -87,6 +87,7 @@ class _StreamedOutput:
 @dataclass
 class _Reply:
     text: str = ""
+    thought: str | None = None  # None: the model did not reason
     calls: list[ToolCall] = field(default_factory=list)
     finish: Finish | None = None
 
@@ -176,6 +177,7 @@ class Agent:
             raise
 
     async def _model_round(self) -> _Reply:
+        await self.backend.prepare()  # the openai: backend learns the model's name and context here
         budget = context.ContextBudget(
             self.backend.context_window,
             min(self.limits.answer_reserve_tokens, self.backend.context_window // 4),
@@ -189,17 +191,19 @@ class Agent:
                     reply.text += event.text
                     self.emit(events.message_chunk(event.text))
                 elif isinstance(event, ThoughtDelta):
+                    reply.thought = (reply.thought or "") + event.text
                     self.emit(events.thought_chunk(event.text))
                 elif isinstance(event, ToolCallReady):
                     reply.calls.append(self._unique_id(event.call))
                 elif isinstance(event, Finish):
                     reply.finish = event
         except asyncio.CancelledError:
-            self.messages.append(Message("assistant", reply.text))
+            self.messages.append(Message("assistant", reply.text, reasoning=reply.thought))
             raise
         if reply.finish and reply.finish.reason == "length":
             reply.calls = []  # cut off mid-call: its arguments are incomplete
-        self.messages.append(Message("assistant", reply.text, reply.calls))
+        # the reasoning stays with the answer: chat templates give it back to the model as they were trained to
+        self.messages.append(Message("assistant", reply.text, reply.calls, reasoning=reply.thought))
         used = context.conversation_tokens(self.messages, self.backend.count_tokens)
         self.emit(events.usage(used, self.backend.context_window))
         return reply

@@ -44,6 +44,7 @@ class Message:
     tool_calls: list[ToolCall] = field(default_factory=list)
     tool_call_id: str | None = None  # role "tool": the call this observation answers
     name: str | None = None  # role "tool": the tool's name (chat templates and summaries show it)
+    reasoning: str | None = None  # role "assistant": what the model thought before answering (None: it did not)
 
     def to_openai(self) -> dict[str, Any]:
         """The OpenAI chat-completions form (also what Hugging Face chat templates read, bar argument types)."""

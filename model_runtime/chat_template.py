@@ -24,17 +24,23 @@ def render_chat_template(
     tools: list[dict[str, Any]] | None = None,
     add_generation_prompt: bool = False,
     mark_literal: Callable[[str], str] | None = None,
+    documents: list[dict[str, Any]] | None = None,
     **variables: Any,
 ) -> str:
     """The prompt text for `messages` (and JSON-schema `tools`), as transformers' apply_chat_template renders it.
 
     `mark_literal` rewrites the template's own literal text (between its tags, and its string constants) before it
     renders: ControlTokens.mark, so that only the template's markup can become control tokens.
-    `variables` reach the template too: bos_token, eos_token, enable_thinking, documents, ...
+    `documents` is always defined (None without any), as transformers defines it; `variables` reach the template
+    too: the tokenizer's special tokens (bos_token, eos_token, ...), enable_thinking, ...
     """
     try:
         return _compile(template, mark_literal).render(
-            messages=messages, tools=tools, add_generation_prompt=add_generation_prompt, **variables
+            messages=messages,
+            tools=tools,
+            documents=documents,
+            add_generation_prompt=add_generation_prompt,
+            **variables,
         )
     except TemplateError as error:
         raise ChatTemplateError(f"chat template error: {error}") from error

@@ -128,6 +128,17 @@ class ModelConfig:
         """(hidden, expert intermediate, experts, top_k): the shape of one MoE layer for the kernels."""
         return self.hidden_size, self.expert_intermediate_size, self.num_experts, self.num_experts_per_tok
 
+    @property
+    def context_length(self) -> int:
+        """The most tokens one sequence may hold, as vLLM derives it: max_position_embeddings, or with RoPE scaling
+        its factor times the length it scales (YaRN's original_max_position_embeddings: Qwen3 with YaRN 4x over
+        32,768 -> 131,072, whatever max_position_embeddings says)."""
+        scaling = self.rope_scaling
+        if scaling is None:
+            return self.max_position_embeddings
+        scaled = scaling.original_max_position_embeddings if scaling.rope_type == "yarn" else None
+        return int((scaled or self.max_position_embeddings) * scaling.factor)
+
     def is_moe_layer(self, layer: int) -> bool:
         return layer not in self.mlp_only_layers and (layer + 1) % self.decoder_sparse_step == 0
 

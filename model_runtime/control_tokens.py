@@ -5,9 +5,9 @@ markup; the text of a message, a tool result, a tool's description or a call's a
 How: each special token gets a stand-in, a private added token whose text is a random string chosen when the
 tokenizer loads, in a copy of the tokenizer (sharing its vocabulary) that encodes special tokens' text as plain
 text (tokenizers' `encode_special_tokens`, transformers' `split_special_tokens`). The template's literal text (the
-text between its tags and its string constants) and its bos_token / eos_token have each special token replaced by
-its stand-in before it renders; the rendered prompt is encoded by the copy and each stand-in's id becomes its special
-token's id.
+text between its tags and its string constants) and the named special tokens it is given (bos_token, eos_token,
+...) have each special token replaced by its stand-in before it renders; the rendered prompt is encoded by the copy
+and each stand-in's id becomes its special token's id.
 
 Why this way round: only what is provably the template's own markup becomes a control token, everything else is
 text. A template that builds a control token out of message fields ('<|' + role + '|>') or cuts one out of content

@@ -83,7 +83,7 @@ class Engine:
     @property
     def context_length(self) -> int:
         """The most tokens (prompt and generated) one sequence may hold."""
-        return self.serving.max_model_len or self.config.max_position_embeddings
+        return self.serving.max_model_len or self.config.context_length
 
     @property
     def core(self) -> EngineCore:

@@ -11,6 +11,10 @@ from tokenizers import Tokenizer as FastTokenizer
 from warpcode.model_runtime.chat_template import ChatTemplateError, render_chat_template
 from warpcode.model_runtime.control_tokens import ControlTokens
 
+# The named special tokens transformers hands a chat template (those the tokenizer has; the others stay undefined,
+# so `bos_token is defined` and `bos_token | default(...)` read as they do there).
+SPECIAL_TOKEN_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+
 
 class Tokenizer:
     def __init__(
@@ -19,10 +23,13 @@ class Tokenizer:
         chat_template: str | dict[str, str] | None = None,
         bos_token: str | None = None,
         eos_token: str | None = None,
+        special_tokens: dict[str, str | None] | None = None,  # more of SPECIAL_TOKEN_NAMES: pad_token, ...
     ):
         self.tokenizer = tokenizer
         self.chat_template = chat_template  # a template, or several by name ("default", "tool_use")
         self.bos_token, self.eos_token = bos_token, eos_token
+        named = {**(special_tokens or {}), "bos_token": bos_token, "eos_token": eos_token}
+        self.special_tokens = {name: token for name, token in named.items() if token is not None}
         self.control_tokens = ControlTokens(tokenizer)
 
     @classmethod
@@ -37,11 +44,15 @@ class Tokenizer:
             template = {entry["name"]: entry["template"] for entry in template}
         if (model_dir / "chat_template.jinja").is_file():  # transformers >= 4.43 saves the template here instead
             template = (model_dir / "chat_template.jinja").read_text()
+        # transformers reads the named tokens from tokenizer_config.json, and from the older special_tokens_map.json
+        named = {**_read_json(model_dir / "special_tokens_map.json"), **tokenizer_config}
+        special = {name: _token_text(named.get(name)) for name in SPECIAL_TOKEN_NAMES}
         return cls(
             FastTokenizer.from_file(str(model_dir / "tokenizer.json")),
             chat_template=template,
-            bos_token=_token_text(tokenizer_config.get("bos_token")),
-            eos_token=_token_text(tokenizer_config.get("eos_token")),
+            bos_token=special["bos_token"],
+            eos_token=special["eos_token"],
+            special_tokens=special,
         )
 
     def encode(self, text: str, add_special_tokens: bool = True, split_special_tokens: bool = False) -> list[int]:
@@ -66,8 +77,7 @@ class Tokenizer:
     ) -> str:
         """The prompt text, to read. What the model is given is chat_prompt_ids: encoding this text would turn the
         text of special tokens in a message into control tokens."""
-        variables.setdefault("bos_token", self.bos_token or "")
-        variables.setdefault("eos_token", self.eos_token or "")
+        variables = {**self.special_tokens, **variables}
         return render_chat_template(self._template(tools), messages, tools, add_generation_prompt, **variables)
 
     def chat_prompt_ids(
@@ -81,8 +91,7 @@ class Tokenizer:
         and `variables` are text (control_tokens.py says how)."""
         control = self.control_tokens
         control.check_absent([messages, tools, variables])
-        variables.setdefault("bos_token", control.mark(self.bos_token or ""))
-        variables.setdefault("eos_token", control.mark(self.eos_token or ""))
+        variables = {**{name: control.mark(token) for name, token in self.special_tokens.items()}, **variables}
         try:
             rendered = render_chat_template(
                 self._template(tools), messages, tools, add_generation_prompt, mark_literal=control.mark, **variables

@@ -1,5 +1,6 @@
 """warpcode.agent.backends: the model backends: the interface and `backend_from_spec` (base.py), one module per
-backend (scripted, openai, local) and the tool-call parsers of the local backend; the interface is exported here."""
+backend (scripted, openai, local), and the reasoning splitter and tool-call parsers that read what local models
+write; the interface is exported here."""
 
 from warpcode.agent.backends.base import (
     NO_MODEL_MESSAGE,

@@ -55,7 +55,12 @@ ModelEvent = TextDelta | ThoughtDelta | ToolCallReady | Finish
 
 
 class ModelBackend(Protocol):
-    context_window: int  # tokens the prompt and the answer share
+    context_window: int  # tokens the prompt and the answer share (known once prepare() has run)
+
+    async def prepare(self) -> None:
+        """Learns what the first request needs to know (the openai: backend asks its server for the model's name
+        and context); the loop calls it before every model request, so it is cheap once done."""
+        ...
 
     def count_tokens(self, text: str) -> int: ...
 
@@ -72,6 +77,9 @@ class MissingModel:
 
     context_window = 32_768
 
+    async def prepare(self) -> None:
+        """Nothing to learn: the request itself explains how to configure a model."""
+
     def count_tokens(self, text: str) -> int:
         return approximate_tokens(text)
 
@@ -81,8 +89,8 @@ class MissingModel:
 
 
 def backend_from_spec(spec: str | None) -> ModelBackend:
-    """`scripted:PATH`, `openai:URL[#MODEL]`, `local:DIR[#mxfp8]` or a bare checkpoint DIR[#mxfp8]; None ->
-    MissingModel."""
+    """`scripted:PATH`, `openai:URL[#MODEL]`, `local:DIR[#OPTIONS]` or a bare checkpoint DIR[#OPTIONS] (OPTIONS:
+    `mxfp8` and/or `context=N`, local.py); None -> MissingModel."""
     if not spec:
         return MissingModel()
     kind, sep, rest = spec.partition(":")
@@ -98,8 +106,8 @@ def backend_from_spec(spec: str | None) -> ModelBackend:
     if sep and kind == "local":
         from warpcode.agent.backends.local import LocalBackend, split_local_spec
 
-        directory, weights = split_local_spec(rest)
-        return LocalBackend(directory, weights=weights)
+        directory, weights, context = split_local_spec(rest)
+        return LocalBackend(directory, weights=weights, context=context)
     if sep and kind == "random":
         raise BackendError(
             f"{spec!r} (random weights at a preset's shape) has no tokenizer, so an agent cannot talk to it: it is "
@@ -110,9 +118,9 @@ def backend_from_spec(spec: str | None) -> ModelBackend:
     if Path(spec).is_dir() or (sep and Path(directory).is_dir()):
         from warpcode.agent.backends.local import LocalBackend, split_local_spec
 
-        directory, weights = split_local_spec(spec)
-        return LocalBackend(directory, weights=weights)
+        directory, weights, context = split_local_spec(spec)
+        return LocalBackend(directory, weights=weights, context=context)
     raise BackendError(
-        f"Unknown model spec {spec!r}: use openai:URL[#MODEL], local:DIR[#mxfp8], a checkpoint directory or "
+        f"Unknown model spec {spec!r}: use openai:URL[#MODEL], local:DIR[#mxfp8,context=N], a checkpoint directory or "
         "scripted:PATH."
     )

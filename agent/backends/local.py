@@ -1,11 +1,16 @@
-"""`local:DIR[#mxfp8]`: a Hugging Face checkpoint run in-process by warpcode.model_runtime (`#mxfp8`: its projections
-and experts in MXFP8, quantised as they load; `#bf16`, the default: as stored, in the model dtype).
+"""`local:DIR[#OPTIONS]`: a Hugging Face checkpoint run in-process by warpcode.model_runtime.
 
-The checkpoint's chat template renders the conversation with the tools; generated text is parsed for tool calls
-as it streams (Hermes or Qwen3-Coder format, picked from the template). Every session of the process shares one
-engine per checkpoint and weight format (its serving engine batches their requests and keeps their prefixes
-cached), and text arrives on the event loop as the engine produces it; closing the stream cancels the request.
-torch is imported only when the model is first used.
+OPTIONS, comma-separated after `#`: a weight format, `mxfp8` (its projections and experts in MXFP8, quantised as they
+load) or `bf16` (the default: as stored, in the model dtype); and `context=N`, the tokens the prompt and the answer
+share (the default is the model's own context, as vLLM derives it: YaRN's factor x original_max_position_embeddings,
+at most 131,072; N may not pass the model's). So `local:DIR#mxfp8,context=65536`.
+
+The checkpoint's chat template renders the conversation with the tools; generated text is parsed as it streams,
+first for reasoning when the template writes `<think>` (reasoning.py: streamed as thoughts, kept with the answer
+and given back to the template as `reasoning_content`), then for tool calls (Hermes or Qwen3-Coder format, picked
+from the template). Every session of the process shares one engine per checkpoint, weight format and context (its
+serving engine batches their requests and keeps their prefixes cached), and text arrives on the event loop as the
+engine produces it; closing the stream cancels the request. torch is imported only when the model is first used.
 """
 
 from __future__ import annotations
@@ -17,25 +22,47 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from warpcode.agent.backends.base import BackendError, Finish, ModelEvent, ToolCallReady, approximate_tokens
+from warpcode.agent.backends.base import (
+    BackendError,
+    Finish,
+    ModelEvent,
+    TextDelta,
+    ThoughtDelta,
+    ToolCallReady,
+    approximate_tokens,
+)
+from warpcode.agent.backends.reasoning import ReasoningSplitter, start_after, template_reasons
 from warpcode.agent.backends.toolcall_parsers import parser_for_template
 from warpcode.agent.messages import Message, ToolCall
 
 DEFAULT_CONTEXT_WINDOW = 32_768
+MAX_DEFAULT_CONTEXT = 131_072  # past this, only when asked for with context=N: a longer context holds more cache
 WEIGHT_FORMATS = ("bf16", "mxfp8")  # kernels.mx's, named here so that parsing a spec or arguments imports no torch
-_ENGINES: dict[tuple[Path, str], Any] = {}
+PROMPT_TAIL_TOKENS = 32  # enough of the prompt's end to read `<think>\n\n</think>\n\n` off, whatever the tokenizer
+_ENGINES: dict[tuple[Path, str, int | None], Any] = {}
 _ENGINES_LOCK = threading.Lock()
 
 
-def split_local_spec(spec: str) -> tuple[str, str]:
-    """`DIR` or `DIR#FORMAT` -> (DIR, weight format); a directory whose name holds '#' stays whole."""
-    directory, sep, weights = spec.rpartition("#")
+def split_local_spec(spec: str) -> tuple[str, str, int | None]:
+    """`DIR` or `DIR#OPTIONS` -> (DIR, weight format, context or None for the model's own); a directory whose name
+    holds '#' stays whole."""
+    directory, sep, options = spec.rpartition("#")
     if not sep or Path(spec).is_dir():
-        return spec, "bf16"
-    if weights not in WEIGHT_FORMATS:
-        known = ", ".join(WEIGHT_FORMATS)
-        raise BackendError(f"unknown weight format #{weights} in model spec {spec!r} (known: {known})")
-    return directory, weights
+        return spec, "bf16", None
+    weights, context = "bf16", None
+    for option in options.split(","):
+        name, is_setting, value = option.partition("=")
+        if is_setting and name == "context" and value.isdigit() and int(value) > 1:
+            context = int(value)
+        elif not is_setting and option in WEIGHT_FORMATS:
+            weights = option
+        else:
+            known = ", ".join(f"#{f}" for f in WEIGHT_FORMATS)
+            raise BackendError(
+                f"unknown option #{option} in model spec {spec!r}: use a weight format ({known}) and/or #context=N "
+                "(tokens, e.g. local:DIR#mxfp8,context=65536)"
+            )
+    return directory, weights, context
 
 
 class LocalBackend:
@@ -43,17 +70,22 @@ class LocalBackend:
     loaded in this process."""
 
     def __init__(
-        self, path: str | Path | None = None, max_new_tokens: int = 4096, engine: Any = None, weights: str = "bf16"
+        self,
+        path: str | Path | None = None,
+        max_new_tokens: int = 4096,
+        engine: Any = None,
+        weights: str = "bf16",
+        context: int | None = None,
     ) -> None:
         self.path, self.max_new_tokens, self._engine = Path(path or "."), max_new_tokens, engine
-        self.weights = weights
+        self.weights, self.context = weights, context
         self.context_window = DEFAULT_CONTEXT_WINDOW
         if engine is None:
-            if not (self.path / "config.json").is_file():
-                raise BackendError(f"{self.path} is not a checkpoint directory (no config.json)")
-            config = json.loads((self.path / "config.json").read_text())
-            self.context_window = min(config.get("max_position_embeddings") or DEFAULT_CONTEXT_WINDOW, 131_072)
+            self.context_window = _checkpoint_context(self.path, context)
         self._lock = asyncio.Lock()
+
+    async def prepare(self) -> None:
+        """Nothing to learn before a request: the checkpoint's config was read when the backend was made."""
 
     def count_tokens(self, text: str) -> int:
         tokenizer = self._engine.tokenizer if self._engine is not None else None
@@ -67,7 +99,7 @@ class LocalBackend:
             prompt_ids = conversation_prompt_ids(engine.tokenizer, messages, tools)
         except ValueError as exc:  # the template's raise_exception, or a conversation holding a stand-in's secret
             raise BackendError(f"cannot write the conversation as this model's prompt: {exc}") from None
-        parser = parser_for_template(str(engine.tokenizer.chat_template), tools)
+        answer = _AnswerEvents(engine.tokenizer, prompt_ids, tools)
         room = engine.context_length - len(prompt_ids)
         if room < 1:
             raise BackendError(
@@ -78,49 +110,96 @@ class LocalBackend:
             handle = engine.submit(prompt_ids, min(self.max_new_tokens, room))
         except ValueError as exc:
             raise BackendError(str(exc)) from exc
-        called = False
         try:
             async for output in handle:
-                for parsed in parser.feed(output.text):
-                    called |= isinstance(parsed, ToolCall)
-                    yield ToolCallReady(parsed) if isinstance(parsed, ToolCall) else parsed
-            for parsed in parser.finish():
-                called |= isinstance(parsed, ToolCall)
-                yield ToolCallReady(parsed) if isinstance(parsed, ToolCall) else parsed
+                for event in answer.feed(output.text):
+                    yield event
+            for event in answer.finish():
+                yield event
         except RuntimeError as exc:  # the engine failed under this request
             raise BackendError(str(exc)) from exc
         finally:
             handle.cancel()  # a closed stream (a cancelled turn) frees the sequence at once
-        reason = "length" if handle.finish_reason == "length" else "tool_calls" if called else "stop"
+        reason = "length" if handle.finish_reason == "length" else "tool_calls" if answer.called else "stop"
         yield Finish(reason, handle.stats.prompt_tokens, handle.stats.completion_tokens)
 
     async def _load(self) -> Any:
         async with self._lock:
             if self._engine is None:
-                self._engine = await asyncio.to_thread(_load_engine, self.path, self.weights)
+                self._engine = await asyncio.to_thread(_load_engine, self.path, self.weights, self.context)
         return self._engine
 
 
-def _load_engine(path: Path, weights: str) -> Any:
-    """The process's one engine for the checkpoint in `path` in `weights`: every session's backend shares it (and
-    its cache); the bf16 and mxfp8 engines of one checkpoint are two engines."""
-    key = (path.resolve(), weights)
+class _AnswerEvents:
+    """Generated text -> the backend's events: reasoning split off first when the template writes `<think>` (the
+    model's start read off the prompt's end), the rest parsed for tool calls."""
+
+    def __init__(self, tokenizer: Any, prompt_ids: list[int], tools: list[dict[str, Any]]) -> None:
+        template = str(tokenizer.chat_template)
+        self.parser = parser_for_template(template, tools)
+        self.thinking = None
+        if template_reasons(template):
+            self.thinking = ReasoningSplitter(start_after(tokenizer.decode(prompt_ids[-PROMPT_TAIL_TOKENS:])))
+        self.called = False
+
+    def feed(self, text: str) -> list[ModelEvent]:
+        return self._events(self.thinking.feed(text) if self.thinking else [TextDelta(text)], last=False)
+
+    def finish(self) -> list[ModelEvent]:
+        return self._events(self.thinking.finish() if self.thinking else [], last=True)
+
+    def _events(self, pieces: list[TextDelta | ThoughtDelta], last: bool) -> list[ModelEvent]:
+        events: list[ModelEvent] = []
+        for piece in pieces:
+            parsed = self.parser.feed(piece.text) if isinstance(piece, TextDelta) else [piece]
+            events += [ToolCallReady(item) if isinstance(item, ToolCall) else item for item in parsed]
+        if last:
+            events += [ToolCallReady(item) if isinstance(item, ToolCall) else item for item in self.parser.finish()]
+        self.called |= any(isinstance(event, ToolCallReady) for event in events)
+        return events
+
+
+def _checkpoint_context(path: Path, context: int | None) -> int:
+    """The context an agent gets from the checkpoint in `path`: `context` when given (not past the model's own),
+    else the model's, at most MAX_DEFAULT_CONTEXT."""
+    from warpcode.model_runtime.config import ModelConfig
+
+    if not (path / "config.json").is_file():
+        raise BackendError(f"{path} is not a checkpoint directory (no config.json)")
+    try:
+        own = ModelConfig.from_dict(json.loads((path / "config.json").read_text())).context_length
+    except (ValueError, TypeError) as exc:  # UnsupportedConfigError is a ValueError; so is bad JSON
+        raise BackendError(f"cannot load the model in {path}: {exc}") from None
+    if context is None:
+        return min(own, MAX_DEFAULT_CONTEXT)
+    if context > own:
+        raise BackendError(
+            f"context={context} passes the {own:,} tokens the model in {path} holds (its config.json): ask for at "
+            "most that"
+        )
+    return context
+
+
+def _load_engine(path: Path, weights: str, context: int | None = None) -> Any:
+    """The process's one engine for the checkpoint in `path` in `weights` with `context`: every session's backend
+    shares it (and its cache); the bf16 and mxfp8 engines of one checkpoint are two engines."""
+    key = (path.resolve(), weights, context)
     with _ENGINES_LOCK:
         if key not in _ENGINES:
-            _ENGINES[key] = load_agent_engine(path, weights)
+            _ENGINES[key] = load_agent_engine(path, weights, context)
         return _ENGINES[key]
 
 
-def load_agent_engine(path: Path, weights: str = "bf16") -> Any:
+def load_agent_engine(path: Path, weights: str = "bf16", context: int | None = None) -> Any:
     """A new engine for the checkpoint in `path` (on the GPU when there is one) with `weights` ("bf16" or
-    "mxfp8"), checked to serve an agent."""
+    "mxfp8") and `context` tokens per sequence (None: the model's own), checked to serve an agent."""
     import torch
 
     from warpcode.model_runtime import CheckpointError, UnsupportedConfigError, load
 
     try:
         device = "cuda" if torch.cuda.is_available() else "cpu"
-        engine = load(path, device=device, weights=weights, show_progress=False)
+        engine = load(path, device=device, weights=weights, show_progress=False, max_model_len=context)
     except (CheckpointError, UnsupportedConfigError, OSError, ValueError) as exc:
         raise BackendError(f"cannot load the model in {path}: {exc}") from exc
     if engine.tokenizer is None or not engine.tokenizer.chat_template:
@@ -128,16 +207,22 @@ def load_agent_engine(path: Path, weights: str = "bf16") -> Any:
     return engine
 
 
-def conversation_prompt_ids(tokenizer: Any, messages: list[Message], tools: list[dict[str, Any]]) -> list[int]:
+def conversation_prompt_ids(
+    tokenizer: Any, messages: list[Message], tools: list[dict[str, Any]], **variables: Any
+) -> list[int]:
     """The conversation as the checkpoint's chat template writes it (tools included), as token ids: control tokens
     only where the template's markup puts them, every message, tool result and tool schema as plain text (a file
-    that holds `<|im_start|>system` opens no system turn)."""
-    return tokenizer.chat_prompt_ids([template_message(m) for m in messages], tools=tools)
+    that holds `<|im_start|>system` opens no system turn). `variables`: the template's own options
+    (enable_thinking, ...)."""
+    return tokenizer.chat_prompt_ids([template_message(m) for m in messages], tools=tools, **variables)
 
 
 def template_message(message: Message) -> dict[str, Any]:
-    """Hugging Face templates read tool-call arguments as objects, not as JSON text."""
+    """Hugging Face templates read tool-call arguments as objects, not as JSON text, and reasoning under the names
+    transformers gives it: `reasoning_content` (Qwen3's) and `thinking` (gpt-oss's)."""
     rendered: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.reasoning is not None:
+        rendered.update(reasoning_content=message.reasoning, thinking=message.reasoning)
     if message.tool_calls:
         rendered["tool_calls"] = [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}

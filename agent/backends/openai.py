@@ -1,6 +1,9 @@
 """`openai:URL[#MODEL]`: any OpenAI-compatible /chat/completions endpoint, streamed over SSE with native tools.
 
-URL is the API base (`http://host:8000/v1`) or the full `.../chat/completions` address. The API key comes from
+URL is the API base (`http://host:8000/v1`) or the full `.../chat/completions` address. Before the first request the
+server's model list (GET .../models) names the model when the spec does not (OpenAI's API requires one; a server
+listing several wants `#MODEL`) and gives the context: vLLM and serve-model list `max_model_len`; without it, or
+without a list, the context is taken to be 32,768 tokens. The API key comes from
 WARPCODE_API_KEY, else OPENAI_API_KEY (sent as a bearer token when set). Rate limits (429), server errors (5xx),
 timeouts and broken connections are retried with exponential backoff before any output has streamed; a refused
 connection (nothing listens there) fails at once; other failures raise BackendError with the server's own message.
@@ -44,6 +47,8 @@ MAX_ANSWER_BYTES = 16 * 2**20  # read for one answer: 4,096 tokens stream as abo
 MAX_LINE_BYTES = 4 * 2**20  # one line of the stream (one chunk): a whole tool call in one chunk is far smaller
 STREAM_OVERHEAD_LINES = 16  # besides a line per token: the role, finish, usage and [DONE] chunks, keep-alives
 ERROR_BODY_BYTES = 64 * 1024  # read of an error answer: its message is all we show
+MODEL_LIST_BYTES = 2**20  # read of GET /models: thousands of entries
+DEFAULT_CONTEXT_WINDOW = 32_768  # when the server does not say
 # A 400 naming the answer's token limit, or the context it would not fit in (vLLM counts max_tokens in it).
 _TOKEN_LIMIT_REFUSED = re.compile(r"max_tokens|max_completion_tokens|maximum context length", re.IGNORECASE)
 
@@ -70,7 +75,7 @@ class OpenAIBackend:
         self,
         url: str,
         model: str | None = None,
-        context_window: int = 32_768,
+        context_window: int | None = None,  # None: the server's max_model_len, else DEFAULT_CONTEXT_WINDOW
         max_tokens: int | None = DEFAULT_MAX_TOKENS,  # None: not asked (the stream is bounded by the context)
         timeout_s: float = 600.0,
         retry: RetryPolicy | None = None,
@@ -79,7 +84,10 @@ class OpenAIBackend:
     ) -> None:
         base = url.rstrip("/")
         self.url = base if base.endswith("/chat/completions") else base + "/chat/completions"
-        self.model, self.context_window, self.max_tokens = model, context_window, max_tokens
+        self.model, self.max_tokens = model, max_tokens
+        self.context_window = context_window or DEFAULT_CONTEXT_WINDOW
+        self._learn_context = context_window is None
+        self._prepared = False
         self.retry = retry or RetryPolicy()
         self.max_answer_bytes, self.max_line_bytes = max_answer_bytes, max_line_bytes
         # Reads may pause while the server prefills a long prompt; connecting should not.
@@ -87,6 +95,36 @@ class OpenAIBackend:
         key = os.environ.get("WARPCODE_API_KEY") or os.environ.get("OPENAI_API_KEY")
         # Uncompressed: what is read is what is bounded (a small gzip body can inflate to gigabytes).
         self.headers = {"Accept-Encoding": "identity", **({"Authorization": f"Bearer {key}"} if key else {})}
+
+    async def prepare(self) -> None:
+        """The model's name (when the spec gave none) and context, from the server's model list, once. A server
+        that lists none, or that cannot be reached yet (the request then says why), is asked without a name."""
+        if self._prepared:
+            return
+        models_url = self.url.removesuffix("/chat/completions") + "/models"
+        try:
+            # a listing is quick: a server that hangs on it should not hold the turn for a whole answer's time
+            timeout = httpx.Timeout(min(self.timeout.read or 30.0, 30.0), connect=self.timeout.connect)
+            async with (
+                httpx.AsyncClient(timeout=timeout, headers=self.headers) as client,
+                client.stream("GET", models_url) as response,
+            ):
+                listing = await _head(response, MODEL_LIST_BYTES) if response.status_code == 200 else ""
+        except httpx.TransportError:
+            return  # not there yet: the request reports it, and the next turn asks again
+        entries = _model_entries(listing)
+        if self.model is None and len(entries) > 1:
+            names = ", ".join(sorted(entries)[:8]) + (", ..." if len(entries) > 8 else "")
+            raise BackendError(
+                f"{models_url} serves {len(entries)} models ({names}): name one in the model spec, "
+                f"openai:{self.url.removesuffix('/chat/completions')}#MODEL"
+            )
+        self._prepared = True
+        if self.model is None and entries:
+            self.model = next(iter(entries))
+        context = entries.get(self.model or "", {}).get("max_model_len")
+        if self._learn_context and isinstance(context, int) and not isinstance(context, bool) and context > 0:
+            self.context_window = context
 
     def count_tokens(self, text: str) -> int:
         return approximate_tokens(text)
@@ -197,8 +235,9 @@ class _Answer:
             self.output_tokens = int(usage.get("completion_tokens") or 0)
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
-            if delta.get("reasoning_content"):
-                events.append(ThoughtDelta(str(delta["reasoning_content"])))
+            # vLLM's field; its newer versions (and OpenRouter) call it `reasoning`
+            if reasoning := delta.get("reasoning_content") or delta.get("reasoning"):
+                events.append(ThoughtDelta(str(reasoning)))
             if delta.get("content"):
                 events.append(TextDelta(str(delta["content"])))
             for piece in delta.get("tool_calls") or []:
@@ -257,6 +296,17 @@ async def _head(response: httpx.Response, limit: int) -> str:
         if len(head) >= limit:
             break
     return head.decode(errors="replace")
+
+
+def _model_entries(listing: str) -> dict[str, dict[str, Any]]:
+    """id -> entry of an OpenAI model list `{"data": [{"id": ...}, ...]}`; {} for anything else."""
+    try:
+        data = json.loads(listing).get("data")
+    except (json.JSONDecodeError, RecursionError, AttributeError):
+        return {}
+    if not isinstance(data, list):
+        return {}
+    return {entry["id"]: entry for entry in data if isinstance(entry, dict) and isinstance(entry.get("id"), str)}
 
 
 def _error_message(body: str) -> str:

@@ -70,6 +70,9 @@ class ScriptedBackend:
             raise BackendError(f'{path}: a scripted model is a JSON object {{"turns": [...]}}')
         return cls(script["turns"], script.get("context_window"))
 
+    async def prepare(self) -> None:
+        """Nothing to learn: the script is the model."""
+
     def count_tokens(self, text: str) -> int:
         return approximate_tokens(text)
 

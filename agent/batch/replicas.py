@@ -28,31 +28,35 @@ class ReplicaModel:
     checkpoint: Path | None = None
     preset: str | None = None
     weights: str = "bf16"  # or "mxfp8": `local:DIR#mxfp8`, `random:PRESET#mxfp8`
+    context: int | None = None  # tokens per sequence (`#context=N`); None: the model's own
     kv_cache_gb: float | None = None  # None: the engine's default (half the free GPU memory)
     warm_up: tuple[int, int] = (8, 4096)  # decode graphs captured before serving: (streams, tokens)
 
     @property
     def name(self) -> str:
-        suffix = "" if self.weights == "bf16" else f"#{self.weights}"
+        options = [] if self.weights == "bf16" else [self.weights]
+        options += [f"context={self.context}"] if self.context else []
+        suffix = f"#{','.join(options)}" if options else ""
         return (f"random:{self.preset}" if self.preset else self.checkpoint.name) + suffix
 
 
 def replica_model(model: str | None) -> ReplicaModel:
     """The replicas' model from `--model`: `local:DIR` (or a bare DIR) or `random:PRESET`, each with an optional
-    `#mxfp8`; anything else is a clear error."""
+    `#mxfp8` and/or `#context=N`; anything else is a clear error."""
     from warpcode.agent.backends.local import split_local_spec
 
     if model and model.startswith("random:") and model.removeprefix("random:"):
-        preset, weights = split_local_spec(model.removeprefix("random:"))
-        return ReplicaModel(preset=preset, weights=weights)  # the replicas check the name as they build it
-    path, weights = split_local_spec(model.removeprefix("local:")) if model else (None, "bf16")
+        preset, weights, context = split_local_spec(model.removeprefix("random:"))
+        # the replicas check the name as they build it
+        return ReplicaModel(preset=preset, weights=weights, context=context)
+    path, weights, context = split_local_spec(model.removeprefix("local:")) if model else (None, "bf16", None)
     if not path or not (model.startswith("local:") or Path(path).is_dir()):
         raise ValueError(f"--replicas serves a local:DIR or random:PRESET model; --model is {model!r} (an openai: "
                          "endpoint serves itself: give the workers its URL instead)")  # fmt: skip
     checkpoint = Path(path).expanduser().resolve()
     if not (checkpoint / "config.json").is_file():
         raise ValueError(f"--replicas: {checkpoint} is not a checkpoint directory (no config.json)")
-    return ReplicaModel(checkpoint=checkpoint, weights=weights)
+    return ReplicaModel(checkpoint=checkpoint, weights=weights, context=context)
 
 
 def replica_resources(cluster_gpus: float, count: int, gpus_per_replica: float) -> tuple[dict, str]:
@@ -77,6 +81,8 @@ class ModelReplica:
         self.engine = _load(model)
         if model.kv_cache_gb:  # read when the serving engine starts, at the warm-up or the first request
             self.engine.serving = dataclasses.replace(self.engine.serving, kv_cache_gb=model.kv_cache_gb)
+        if model.context:
+            self.engine.serving = dataclasses.replace(self.engine.serving, max_model_len=model.context)
         if self.engine.device.type == "cuda" and all(model.warm_up):
             self.engine.warm_up(*model.warm_up)
         host = "127.0.0.1" if loopback else ray.util.get_node_ip_address()

@@ -16,7 +16,8 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
 
-from warpcode.agent.model_server.chat import ToolCallStream, chat_finish_reason, chat_prompt_ids, parses_tool_calls
+from warpcode.agent.model_server.answer import answer_stream
+from warpcode.agent.model_server.chat import chat_finish_reason, chat_prompt_ids
 from warpcode.agent.model_server.errors import ApiError, install_error_handlers
 from warpcode.agent.model_server.generation import (
     ClientGone,
@@ -90,28 +91,28 @@ def create_app(
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any:
         check_model(body.model)
         prompt_ids = await asyncio.to_thread(chat_prompt_ids, engine.tokenizer, body)
-        calls = None
-        if parses_tool_calls(body):
-            calls = ToolCallStream(str(engine.tokenizer.chat_template), [t.model_dump() for t in body.tools or []])
+        answer = answer_stream(engine.tokenizer, prompt_ids, body)
         # from here on, every way out ends the engine request (EventStream, collect)
         generation = Generation(engine, prompt_ids, body, body.completion_limit(), "messages")
         if body.stream:
             reply = Reply("chat.completion.chunk", model_name)
-            chunks = chat_chunks(generation, reply, body.include_usage(), body.return_token_ids, calls)
+            chunks = chat_chunks(generation, reply, body.include_usage(), body.return_token_ids, answer)
             return EventStream(generation, chunks)
         try:
             result = await collect(generation, request)
         except ClientGone:
             return Response(status_code=CLIENT_CLOSED)
-        content: str | None = result.text
+        whole, rest = answer.feed(result.text), answer.finish()
+        content: str | None = whole.content + rest.content
         message: dict[str, Any] = {"role": "assistant"}
-        if calls:
-            content = calls.feed(result.text).content + calls.finish().content
-            if calls.calls:  # as OpenAI: content null beside the calls when the model wrote nothing else
-                message["tool_calls"] = calls.calls
-                content = content or None
+        if answer.reasons:  # as vLLM: null when the model did not reason, and then content null if it is empty
+            message["reasoning_content"] = (whole.reasoning_content + rest.reasoning_content) or None
+            content = content or None
+        if answer.calls:  # as OpenAI: content null beside the calls when the model wrote nothing else
+            message["tool_calls"] = answer.calls
+            content = content or None
         message["content"] = content
-        finish_reason = chat_finish_reason(result.finish_reason, calls)
+        finish_reason = chat_finish_reason(result.finish_reason, answer.tools)
         choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
         if body.return_token_ids:
             choice["token_ids"] = result.token_ids

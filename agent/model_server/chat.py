@@ -34,8 +34,9 @@ def chat_prompt_ids(tokenizer: Any, request: ChatCompletionRequest) -> list[int]
     tool_names = {c.id: c.function.name for m in request.messages for c in m.tool_calls or [] if c.id}
     messages = [_message(m, tool_names) for m in request.messages]
     tools = [tool.model_dump(exclude_none=True) for tool in request.tools or []]
-    try:  # control tokens only from the template's markup: the client's messages and tools are text
-        return conversation_prompt_ids(tokenizer, messages, tools)
+    options = request.chat_template_kwargs or {}
+    try:  # control tokens only from the template's markup: the client's messages, tools and options are text
+        return conversation_prompt_ids(tokenizer, messages, tools, **options)
     except ValueError as exc:  # the template's raise_exception (e.g. roles out of order), or one that fails
         raise bad_request(str(exc), "messages", "chat_template_error") from None
 
@@ -50,7 +51,7 @@ def _message(message: ChatMessage, tool_names: dict[str, str]) -> Message:
     name = message.name
     if role == "tool" and not name:
         name = tool_names.get(message.tool_call_id or "")
-    return Message(role, message.text(), calls, message.tool_call_id, name)
+    return Message(role, message.text(), calls, message.tool_call_id, name, message.thought())
 
 
 def parses_tool_calls(request: ChatCompletionRequest) -> bool:
@@ -67,6 +68,7 @@ def chat_finish_reason(engine_reason: str, calls: ToolCallStream | None) -> str:
 class ChatDelta:
     content: str = ""
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # OpenAI delta form, with "index"
+    reasoning_content: str = ""  # what the model thought (answer.py splits it off first)
 
 
 class ToolCallStream:

@@ -18,6 +18,7 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 FLOAT32_MAX = 3.4e38  # the engine holds temperatures in fp32
 MAX_STOP_STRINGS = 32
 MAX_STOP_LENGTH = 1024  # characters; a stop marker, not a document
+RENDERED_BY_THE_SERVER = frozenset({"messages", "tools", "documents", "add_generation_prompt", "mark_literal"})
 
 
 def either(description: str) -> WrapValidator:
@@ -135,11 +136,20 @@ class ChatMessage(_Body):
     name: str | None = None
     tool_calls: list[ToolCallIn] | None = None
     tool_call_id: str | None = None
+    # what an assistant thought before answering (vLLM's `reasoning_content`; transformers also reads it as
+    # `thinking` or `reasoning`)
+    reasoning_content: str | None = None
+    thinking: str | None = None
+    reasoning: str | None = None
 
     def text(self) -> str:
         if isinstance(self.content, list):
             return "".join(part.text for part in self.content)
         return self.content or ""
+
+    def thought(self) -> str | None:
+        """The reasoning under whichever name it came, in transformers' order of preference."""
+        return next((r for r in (self.reasoning_content, self.thinking, self.reasoning) if r is not None), None)
 
 
 class FunctionDef(_Body):
@@ -158,6 +168,15 @@ class ChatCompletionRequest(Sampling):
     tools: list[Tool] | None = None
     tool_choice: Literal["auto", "none"] | None = None  # "required" and named functions are not supported
     max_completion_tokens: int | None = Field(None, gt=0)  # OpenAI's newer name for max_tokens
+    # the template's own options, as vLLM takes them: {"enable_thinking": false} for Qwen3
+    chat_template_kwargs: dict[str, Any] | None = None
+
+    @field_validator("chat_template_kwargs")
+    @classmethod
+    def _not_what_the_server_renders(cls, kwargs: dict[str, Any] | None) -> dict[str, Any] | None:
+        if taken := sorted(set(kwargs or {}) & RENDERED_BY_THE_SERVER):
+            raise ValueError(f"{', '.join(taken)}: set by the server from the request, not a template option")
+        return kwargs
 
     def completion_limit(self) -> int | None:
         return self.max_completion_tokens or self.max_tokens

@@ -17,7 +17,8 @@ from typing import Any
 
 from fastapi.responses import StreamingResponse
 
-from warpcode.agent.model_server.chat import ChatDelta, ToolCallStream, chat_finish_reason
+from warpcode.agent.model_server.answer import AnswerStream
+from warpcode.agent.model_server.chat import ChatDelta, chat_finish_reason
 from warpcode.agent.model_server.errors import ApiError, internal_error
 from warpcode.agent.model_server.generation import Generation
 
@@ -85,7 +86,7 @@ async def completion_chunks(generation: Generation, reply: Reply, usage: bool, t
         yield reply.wrap([], usage=generation.usage())
 
 
-async def chat_chunks(generation: Generation, reply: Reply, usage: bool, token_ids: bool, calls: ToolCallStream | None):
+async def chat_chunks(generation: Generation, reply: Reply, usage: bool, token_ids: bool, answer: AnswerStream):
     extra = {"usage": None} if usage else {}
 
     def chunk(delta: dict[str, Any], finish_reason: str | None = None, ids: list[int] | None = None) -> dict:
@@ -97,19 +98,21 @@ async def chat_chunks(generation: Generation, reply: Reply, usage: bool, token_i
     yield chunk({"role": "assistant", "content": ""})
     finish_reason = "stop"
     async for out in generation.outputs():
-        delta = calls.feed(out.text) if calls else ChatDelta(out.text)
-        if delta.content or delta.tool_calls or (token_ids and out.token_ids):
+        delta = answer.feed(out.text)
+        if delta.reasoning_content or delta.content or delta.tool_calls or (token_ids and out.token_ids):
             yield chunk(_delta(delta), ids=out.token_ids)
         finish_reason = out.finish_reason or finish_reason
-    if calls and ((rest := calls.finish()).content or rest.tool_calls):
+    if (rest := answer.finish()).reasoning_content or rest.content or rest.tool_calls:
         yield chunk(_delta(rest))
-    yield chunk({}, chat_finish_reason(finish_reason, calls))
+    yield chunk({}, chat_finish_reason(finish_reason, answer.tools))
     if usage:
         yield reply.wrap([], usage=generation.usage())
 
 
 def _delta(delta: ChatDelta) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    if delta.reasoning_content:
+        out["reasoning_content"] = delta.reasoning_content
     if delta.content:
         out["content"] = delta.content
     if delta.tool_calls:

@@ -305,7 +305,13 @@ class _PacedBackend:
 
     def __init__(self, backend: ModelBackend, session: AcpSession) -> None:
         self.backend, self.session = backend, session
-        self.context_window = backend.context_window
+
+    @property
+    def context_window(self) -> int:  # the backend may learn it only in prepare()
+        return self.backend.context_window
+
+    async def prepare(self) -> None:
+        await self.backend.prepare()
 
     def count_tokens(self, text: str) -> int:
         return self.backend.count_tokens(text)

@@ -198,12 +198,14 @@ def message_record(message: Message) -> dict[str, Any]:
         "tool_calls": calls,
         "tool_call_id": message.tool_call_id,
         "name": message.name,
+        "reasoning": message.reasoning,
     }
 
 
 def _message(record: dict[str, Any]) -> Message:
     calls = [ToolCall(**call) for call in record.get("tool_calls", [])]
-    return Message(record["role"], record["content"], calls, record.get("tool_call_id"), record.get("name"))
+    thought = record.get("reasoning")  # absent from logs written before reasoning was kept
+    return Message(record["role"], record["content"], calls, record.get("tool_call_id"), record.get("name"), thought)
 
 
 def _open_log(path: Path, flags: int) -> Any:

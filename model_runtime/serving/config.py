@@ -19,7 +19,7 @@ class EngineConfig:
     kv_cache_fraction: float = 0.5
     num_blocks: int | None = None  # the pool's size in blocks, overriding the two above (tests)
     max_num_seqs: int = 64  # sequences holding cache blocks at once (prefilling or decoding)
-    max_model_len: int | None = None  # tokens per sequence; None: the model's max_position_embeddings
+    max_model_len: int | None = None  # tokens per sequence; None: the model's context (ModelConfig.context_length)
     max_prefill_tokens: int = 16384  # prompt tokens per forward pass while nothing decodes
     interleaved_prefill_tokens: int = 1024  # per forward pass while streams decode,
     prefill_layers_per_step: int = 4  # run between two decode steps: with the above, bounds the streams' gaps

@@ -89,7 +89,7 @@ class EngineCore:
     ) -> None:
         self._decode, self.eos_token_ids = decode, frozenset(eos_token_ids)
         model_config = model.config
-        self.context_length = config.max_model_len or model_config.max_position_embeddings
+        self.context_length = config.max_model_len or model_config.context_length
         self.runner = DecodeRunner(model, config.use_graphs)
         self.device, self.dtype = self.runner.device, self.runner.dtype
         self.config = config = replace(config, block_size=config.block_size_on(self.device))

@@ -24,7 +24,7 @@ def blocks_in_budget(model: MoeForCausalLM, config: EngineConfig) -> int:
         budget = config.kv_cache_fraction * free
     else:
         budget = 2**30
-    context = config.max_model_len or model_config.max_position_embeddings
+    context = config.max_model_len or model_config.context_length
     # More than every sequence could hold is waste; on a CPU, four full contexts are plenty.
     sequences = config.max_num_seqs if parameter.is_cuda or config.kv_cache_gb is not None else 4
     blocks = min(int(budget // per_block), sequences * -(-context // config.block_size))

@@ -179,6 +179,10 @@ def save_chat_checkpoint(path: Path, tokenizer: FastTokenizer, ends_at_once: boo
     are exact. `ends_at_once`: the model answers every prompt with EOS_TOKEN, whatever the sampling (every
     embedding carries a large constant feature that only EOS's LM-head row reads), so an agent's turn ends."""
     vocab = 320
+    if "max_position_embeddings" in overrides:  # YaRN 4x stays the whole context (ModelConfig.context_length)
+        rope = {**HF_CONFIGS["qwen3_moe"]().rope_parameters}
+        rope["original_max_position_embeddings"] = overrides["max_position_embeddings"] // 4
+        overrides.setdefault("rope_parameters", rope)
     model = build_hf_model("qwen3_moe", vocab_size=vocab, tie_word_embeddings=False, **overrides)
     with torch.no_grad():
         for token in range(vocab):

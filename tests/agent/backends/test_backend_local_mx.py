@@ -20,16 +20,16 @@ def checkpoint(tmp_path_factory) -> Path:
 
 
 def test_specs_name_the_weight_format(checkpoint: Path, tmp_path: Path) -> None:
-    assert split_local_spec(str(checkpoint)) == (str(checkpoint), "bf16")
-    assert split_local_spec(f"{checkpoint}#mxfp8") == (str(checkpoint), "mxfp8")
+    assert split_local_spec(str(checkpoint)) == (str(checkpoint), "bf16", None)
+    assert split_local_spec(f"{checkpoint}#mxfp8") == (str(checkpoint), "mxfp8", None)
     odd = tmp_path / "run#2"
     odd.mkdir()
-    assert split_local_spec(str(odd)) == (str(odd), "bf16")  # a '#' inside a directory's name stays
+    assert split_local_spec(str(odd)) == (str(odd), "bf16", None)  # a '#' inside a directory's name stays
     for spec in (f"local:{checkpoint}#mxfp8", f"{checkpoint}#mxfp8"):
         backend = backend_from_spec(spec)
         assert (backend.path, backend.weights) == (checkpoint, "mxfp8")
     assert backend_from_spec(f"local:{checkpoint}").weights == "bf16"
-    with pytest.raises(BackendError, match=r"unknown weight format #int4 .*known: bf16, mxfp8"):
+    with pytest.raises(BackendError, match=r"unknown option #int4 in .*: use a weight format \(#bf16, #mxfp8\)"):
         backend_from_spec(f"local:{checkpoint}#int4")
 
 

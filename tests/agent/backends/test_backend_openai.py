@@ -27,6 +27,8 @@ class ChatServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.replies: list[tuple[int, list[dict] | dict]] = []
         self.requests: list[tuple[str, dict[str, str], dict]] = []
+        self.models: list[dict] | None = None  # GET /v1/models lists these; None: 404, as servers without a list
+        self.gets: list[str] = []  # the paths asked for with GET
 
     @property
     def base_url(self) -> str:
@@ -35,6 +37,16 @@ class ChatServer(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     server: ChatServer
+
+    def do_GET(self) -> None:
+        self.server.gets.append(self.path)
+        found = self.path == "/v1/models" and self.server.models is not None
+        data = json.dumps({"object": "list", "data": self.server.models} if found else {"detail": "Not Found"})
+        self.send_response(200 if found else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data.encode())
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -215,3 +227,35 @@ async def test_malformed_tool_call_arguments_reach_the_model_as_an_error(
     tool_message = server.requests[1][2]["messages"][-1]
     assert tool_message["tool_call_id"] == "call_1"
     assert tool_message["content"].startswith("Error: the call to read_file was not run: arguments are not valid JSON")
+
+
+async def test_the_model_and_its_context_come_from_the_server_s_list(
+    server: ChatServer, failing_repo: Path, events
+) -> None:
+    """OpenAI's API requires `model`: without #MODEL the one the server lists is named, and its context is the
+    max_model_len vLLM lists instead of an assumed 32,768."""
+    server.models = [{"id": "Qwen/Qwen3-30B-A3B", "object": "model", "max_model_len": 131072}]
+    server.replies = [(200, [_delta(content="hi"), _finish("stop")])]
+    backend = backend_from_spec(f"openai:{server.base_url}")
+    assert (await Agent(failing_repo, backend, events, "auto").prompt("hi")).stop_reason == "end_turn"
+    assert server.gets == ["/v1/models"]  # once, before the first request
+    assert server.requests[0][2]["model"] == "Qwen/Qwen3-30B-A3B" and backend.context_window == 131_072
+    assert events.of("usage_update")[-1].size == 131_072
+
+    named = OpenAIBackend(server.base_url, "other")  # a name the list lacks: its context is not known
+    await named.prepare()
+    assert (named.model, named.context_window) == ("other", 32_768)
+
+
+async def test_a_server_listing_several_models_wants_one_named(server: ChatServer, failing_repo: Path, events) -> None:
+    server.models = [{"id": f"model-{n}", "object": "model"} for n in range(10)]
+    result = await Agent(failing_repo, OpenAIBackend(server.base_url), events).prompt("hi")
+    assert result.stop_reason == "refusal"
+    assert "serves 10 models (model-0, model-1," in result.error
+    assert result.error.endswith(f"name one in the model spec, openai:{server.base_url}#MODEL")
+    assert server.gets == ["/v1/models"] and not server.requests  # nothing was sent without a model
+
+    named = OpenAIBackend(server.base_url, "model-3")
+    server.models[3]["max_model_len"] = 8192
+    await named.prepare()
+    assert named.context_window == 8192

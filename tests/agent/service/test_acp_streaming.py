@@ -141,10 +141,20 @@ def test_message_record_is_asdict_without_the_copies() -> None:
         Message("assistant", "", [ToolCall("c1", "run_command", {"command": "ls", "nested": {"a": [1]}})]),
         Message("assistant", "", [ToolCall("c2", "read_file", {}, "bad json", "{oops")]),
         Message("tool", "out", tool_call_id="c1", name="run_command"),
+        Message("assistant", "done", reasoning="\nthe tests pass\n"),
     ]
     for message in messages:
         assert message_record(message) == dataclasses.asdict(message)
         assert list(message_record(message)) == list(dataclasses.asdict(message))
+
+
+def test_reasoning_is_kept_and_logs_written_before_it_still_load(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    store.create("s1", str(tmp_path), "ask")
+    thought = Message("assistant", "done", reasoning="\nthe tests pass\n")
+    older = {"role": "assistant", "content": "hi", "tool_calls": [], "tool_call_id": None, "name": None}
+    store.append("s1", [{"type": "turn_end", "messages": [message_record(thought), older]}])
+    assert store.load("s1").messages == [thought, Message("assistant", "hi")]
 
 
 async def test_the_pacer_hands_out_one_turn_per_loop_pass_in_order_and_skips_the_cancelled() -> None:
