@@ -112,6 +112,8 @@ def calls_for(edit: RealEdit) -> list[Call]:
         if depth and all(line.startswith(depth) or not line.strip() for line in new_lines):
             add("one line without indentation", [old_line[len(depth) :]], [line[len(depth) :] for line in new_lines])
         add("one line, more indentation", [_prefix(unit, old_line)], [_prefix(unit, line) for line in new_lines])
+        if depth.startswith(unit) and all(line.startswith(unit) or not line.strip() for line in new_lines):
+            add("one line, one level less", [old_line[len(unit) :]], [line[len(unit) :] for line in new_lines])
     return calls
 
 
