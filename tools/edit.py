@@ -129,7 +129,10 @@ def _refuse_if_elsewhere(rel: str, text: str, old: str, offset: int) -> None:
     """old_text found only inside a line (e.g. an over-indented line found within a comment) while the same
     lines, whitespace aside, stand on their own elsewhere: which one the model meant is unknown, so refuse."""
     needle = _lines_of(old)
-    if not any(line.strip() for line in needle):
+    words = next((line.split() for line in needle if line.strip()), [])
+    # Any line equal to the first one, whitespace aside, holds its longest word: when that word occurs only
+    # inside this hit, there is nowhere else to look (the usual case, checked without splitting the file).
+    if not words or text.count(max(words, key=len)) <= old.count(max(words, key=len)):
         return
     first = _line_of(text, offset) - 1
     last = _line_of(text, offset + len(old.rstrip("\n"))) - 1
