@@ -7,10 +7,9 @@ overrides an exact hit. When nothing matches, `closest_candidates` shows the mod
 from __future__ import annotations
 
 import difflib
-import re
+import heapq
+from collections import Counter
 from collections.abc import Callable
-
-_LEADING_WS = re.compile(r"[ \t]*")
 
 
 def strip_eol(line: str) -> str:
@@ -51,74 +50,77 @@ def non_overlapping(hits: list[int], size: int) -> list[int]:
     return kept
 
 
-def indentation(line: str) -> str:
-    match = _LEADING_WS.match(line)
-    return match.group(0) if match else ""
-
-
-def reindent(new_lines: list[str], old_lines: list[str], found_lines: list[str]) -> list[str]:
-    """Re-indent `new_lines` (written like `old_lines`) the way the file indents (`found_lines`).
-
-    Line pairs of old and found give a map of indentation widths; widths not in it follow the line through
-    the known pairs (a uniform shift with one pair, a shift and scale such as 2 -> 4 spaces with two).
-    """
-    pairs: dict[int, str] = {}
-    for old, found in zip(old_lines, found_lines, strict=False):
-        if old.strip() and found.strip():
-            pairs.setdefault(len(indentation(old)), indentation(found))
-    if all(len(found) == width and found == " " * width for width, found in pairs.items()):
-        return new_lines
-    known = sorted(pairs)
-    unit = "\t" if any("\t" in found for found in pairs.values()) else " "
-    shifted = []
-    for line in new_lines:
-        body = line.lstrip(" \t")
-        if not body:
-            shifted.append(line)
-            continue
-        width = len(line) - len(body)
-        if width in pairs:
-            shifted.append(pairs[width] + body)
-            continue
-        base = max((w for w in known if w <= width), default=known[0])
-        scale = 1.0
-        if len(known) > 1:
-            low, high = known[0], known[-1]
-            scale = (len(pairs[high]) - len(pairs[low])) / (high - low)
-        target = max(0, round(len(pairs[base]) + (width - base) * scale))
-        shifted.append(unit * target + body)
-    return shifted
-
-
 def closest_candidates(lines: list[str], needle: list[str], count: int = 2, max_shown: int = 12) -> str:
-    """The file regions most similar to `needle`, numbered from 1, for an error message."""
-    wanted = [line.strip() for line in needle if line.strip()]
+    """The file regions most similar to `needle`, numbered from 1, for an error message.
+
+    Linear in the file, whatever the needle's size: regions are proposed by the needle's lines found verbatim
+    (indentation aside), each voting for the start its position implies, and only the few best proposals are
+    compared line by line with the needle. Only when no line is found verbatim are single lines compared
+    character by character, for a few of the needle's lines.
+    """
+    stripped = [strip_eol(line).strip() for line in lines]
+    wanted = [(offset, text) for offset, line in enumerate(needle) if (text := line.strip())]
     if not wanted or not lines:
         return ""
-    stripped = [line.strip() for line in lines]
-    anchor = difflib.SequenceMatcher(autojunk=False)
-    anchor.set_seq2(wanted[0])
-    scored = []
-    for index, line in enumerate(stripped):
-        anchor.set_seq1(line)
-        if anchor.real_quick_ratio() >= 0.4 and anchor.quick_ratio() >= 0.4:
-            scored.append((anchor.ratio(), index))
-    scored.sort(reverse=True)
-    offset = next(i for i, line in enumerate(needle) if line.strip())
+    starts = _starts_by_shared_lines(stripped, wanted) or _starts_by_similar_lines(stripped, wanted)
     size = len(needle)
-    target = "\n".join(wanted)
-    windows = []
-    for _, index in scored[:10]:
-        begin = max(0, index - offset)
-        window = "\n".join(line for line in stripped[begin : begin + size] if line)
-        windows.append((difflib.SequenceMatcher(None, window, target, autojunk=False).ratio(), begin))
-    windows.sort(reverse=True)
+    target = [text for _, text in wanted]
+    wanted_counts = Counter(target)
+    scored = []
+    for start, hint in starts.items():
+        window = Counter(line for line in stripped[max(0, start) : max(0, start) + size] if line)
+        # Lines in common over lines in all (SequenceMatcher.quick_ratio, on lines): linear, where a full
+        # line diff of two 800-line windows full of braces is quadratic.
+        shared = 2 * sum((window & wanted_counts).values()) / (window.total() + len(target))
+        scored.append((max(shared, hint), -start, max(0, start)))
+    scored.sort(reverse=True)
     shown: list[str] = []
     used: list[int] = []
-    for ratio, begin in windows:
-        if ratio < 0.3 or any(abs(begin - other) < size for other in used) or len(used) == count:
+    for score, _, begin in scored:
+        if score < MIN_SIMILARITY or any(abs(begin - other) < size for other in used) or len(used) == count:
             continue
         used.append(begin)
         end = min(len(lines), begin + min(size, max_shown))
         shown.append("\n".join(f"{n + 1:>6}\t{strip_eol(lines[n])}" for n in range(begin, end)))
     return "\n  ...\n".join(shown)
+
+
+MIN_SIMILARITY = 0.3
+PROPOSALS = 12  # regions compared in full with the needle
+COMMON_LINE = 25  # a line found more often than this ("}", "return") says little about where the block is
+SIMILAR_PROBES = 2  # needle lines compared character by character when none is found verbatim
+
+
+def _starts_by_shared_lines(stripped: list[str], wanted: list[tuple[int, str]]) -> dict[int, float]:
+    where: dict[str, list[int]] = {}
+    texts = {text for _, text in wanted}
+    for index, line in enumerate(stripped):
+        if line in texts:
+            where.setdefault(line, []).append(index)
+    votes: Counter[int] = Counter()
+    for offset, text in wanted:
+        places = where.get(text, [])
+        if len(places) <= COMMON_LINE:
+            votes.update(index - offset for index in places)
+    return {start: 0.0 for start, _ in votes.most_common(PROPOSALS)}
+
+
+def _starts_by_similar_lines(stripped: list[str], wanted: list[tuple[int, str]]) -> dict[int, float]:
+    """Starts implied by the file lines most similar to the needle's longest lines, with that similarity
+    (the needle's lines may all differ a little from the file's: a stale copy, a typo). The cheap upper
+    bound (quick_ratio) ranks every line; the exact ratio is computed for the best few only."""
+    probes = sorted(wanted, key=lambda item: -len(item[1]))[:SIMILAR_PROBES]
+    matcher = difflib.SequenceMatcher(autojunk=False)
+    best: dict[int, float] = {}
+    for offset, text in probes:
+        matcher.set_seq2(text)
+        bounds = []
+        for index, line in enumerate(stripped):
+            matcher.set_seq1(line)
+            if matcher.real_quick_ratio() >= MIN_SIMILARITY:
+                bounds.append((matcher.quick_ratio(), index))
+        for _, index in heapq.nlargest(PROPOSALS, bounds):
+            matcher.set_seq1(stripped[index])
+            start = index - offset
+            best[start] = max(best.get(start, 0.0), matcher.ratio())
+    return dict(sorted(best.items(), key=lambda item: -item[1])[:PROPOSALS])
