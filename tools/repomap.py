@@ -46,7 +46,7 @@ def repo_map(
     ws: Workspace, focus: list[str] | None = None, max_tokens: int = DEFAULT_MAX_TOKENS, glob: str | None = None
 ) -> RepoMap:
     """`focus`: workspace paths (ranking is personalized to them) and/or identifiers (their edges weigh more).
-    `glob` (.gitignore syntax, e.g. `*.py`) limits the map to matching files."""
+    `glob` (as in search: `*.py`, `*.{c,h}`, `!test/**`) limits the map to matching files."""
     if max_tokens < 64:
         raise errors.InvalidArgument(f"max_tokens must be at least 64, got {max_tokens}.")
     cache = TagCache(ws)
