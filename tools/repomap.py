@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from warpcode.tools import errors
 from warpcode.tools.pagerank import pagerank
 from warpcode.tools.tag_cache import MAX_SOURCE_BYTES, TagCache
-from warpcode.tools.tags import Definition, FileTags
+from warpcode.tools.tags import IMPORT, Definition, FileTags
 from warpcode.tools.workspace import Workspace
 
 CHARS_PER_TOKEN = 4
@@ -134,7 +134,7 @@ def _render(selected: list[tuple[str, str, float]], tags: dict[str, FileTags]) -
         by_file.setdefault(rel, set()).add(name)
     blocks = []
     for rel, names in by_file.items():
-        definitions: list[Definition] = [d for d in tags[rel].definitions if d.name in names]
+        definitions: list[Definition] = [d for d in tags[rel].definitions if d.name in names and d.kind != IMPORT]
         lines = [f"{d.start_line:>5}│{d.signature}" for d in definitions]
         blocks.append(f"{rel}:\n" + "\n".join(lines))
     return "\n\n".join(blocks)

@@ -22,7 +22,7 @@ from warpcode.tools.languages import language_of
 from warpcode.tools.tags import FileTags, extract_tags
 from warpcode.tools.workspace import Workspace
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: CommonJS, fields and C++ headers named .h; signatures after annotations
 CACHE_NAME = "repo-map-tags.json"
 MAX_SOURCE_BYTES = 1024 * 1024  # larger files are generated code or data: skipped, with a note
 MAX_WORKERS = 8
@@ -38,7 +38,7 @@ def parse_one(job: tuple[str, str, str, str]) -> tuple[str, list[object] | None]
     if b"\0" in source[:8192]:
         return rel, None
     try:
-        return rel, extract_tags(source, language).to_json()
+        return rel, extract_tags(source, language_of(rel, source) or language).to_json()
     except GrammarUnavailable:
         return rel, None  # the map covers the languages it can parse
 
