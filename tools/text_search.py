@@ -75,8 +75,8 @@ def search(
     files under `path`.
 
     `glob` selects files in .gitignore syntax with ripgrep's `{a,b}` and `!` (`*.py`, `src/**/*.ts`, `*.{c,h}`,
-    `!test/**`: globs.py). A match lies within one line, unless the
-    pattern spells out a line break (`\\n`): such a match may span lines and is reported at its first line.
+    `!test/**`: globs.py). A match lies within one line, unless the pattern spells out a line break (`\\n`):
+    such a match may span lines and is reported at its first line.
     """
     regex = compile_pattern(pattern, ignore_case)
     selected = PathGlob(glob) if glob else None
@@ -125,7 +125,7 @@ def _hint(pattern: str) -> str:
     if re.search(r"\\[1-9]", pattern):
         return "Search has no backreferences (RE2 syntax): spell out the repeated text."
     if "\\Z" in pattern:
-        return "Write \\z for the end of the file (RE2 syntax)."
+        return "Write $ or \\z for the end of a line (RE2 syntax)."
     return "Escape special characters."
 
 
