@@ -39,4 +39,5 @@ def code_outline(ws: Workspace, path: str) -> Outline:
         raise errors.UnsupportedLanguage(rel)
     text_file = ws.read_text(path)
     source = text_file.encode(text_file.text)
+    language = language_of(rel, source) or language
     return Outline(rel, language, extract_tags(source, language).definitions)

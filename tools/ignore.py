@@ -16,19 +16,24 @@ from pathlib import Path
 from pathspec import GitIgnoreSpec
 
 # The default list matches by name only, so it is checked with set lookups instead of pattern matching:
-# a walk over a large tree asks about every file.
+# a walk over a large tree asks about every file. Only names that a tool owns are on it: version control's,
+# ours, Node's package folder (its module resolution gives the name that meaning), Python's bytecode cache and
+# the test and lint tools' own folders. `venv` is not: CPython's Lib/venv is source. A virtual environment is
+# skipped by what it is, whatever its name: a folder holding pyvenv.cfg (VENV_MARKER).
 DEFAULT_IGNORED_DIRS = frozenset(
-    {".git", ".hg", ".svn", ".warpcode", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".nox",
+    {".git", ".hg", ".svn", ".warpcode", "node_modules", "__pycache__", ".tox", ".nox",
      ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 )  # fmt: skip
 DEFAULT_IGNORED_FILES = frozenset({".DS_Store"})
 DEFAULT_IGNORED_SUFFIXES = (".pyc", ".pyo")
+# The shadow repository of checkpoints gets these as git exclude lines; git cannot test a folder for pyvenv.cfg,
+# so there environments are still known by their usual names.
 DEFAULT_IGNORES = (
-    *(f"{name}/" for name in sorted(DEFAULT_IGNORED_DIRS)),
+    *(f"{name}/" for name in sorted(DEFAULT_IGNORED_DIRS | {".venv", "venv"})),
     *sorted(DEFAULT_IGNORED_FILES),
     *(f"*{suffix}" for suffix in DEFAULT_IGNORED_SUFFIXES),
 )
-# A directory holding pyvenv.cfg is a virtualenv whatever its name.
+# Written by `python -m venv`, virtualenv, uv, poetry and pipenv at the top of every environment they make.
 VENV_MARKER = "pyvenv.cfg"
 MAX_RULES_BYTES = 1024 * 1024
 

@@ -8,6 +8,7 @@ tree-sitter-language-pack.
 from __future__ import annotations
 
 import os
+import re
 from functools import cache
 
 import tree_sitter_language_pack as pack
@@ -36,14 +37,41 @@ _PYTHON = """
 (type (identifier) @reference)
 """
 
+# Besides declarations, the CommonJS style defines by assignment: `app.get = function`, `exports.x = ...`,
+# `Foo.prototype.bar = function`, `const f = () => ...`; named function expressions define their name too.
+# `var x = require('x')` is an import: outlined, but not where a reference to x leads (repomap.py).
 _JS_COMMON = """
 (function_declaration name: (identifier) @name) @definition.function
 (generator_function_declaration name: (identifier) @name) @definition.function
+(function_expression name: (identifier) @name) @definition.function
 (method_definition name: (property_identifier) @name) @definition.method
-(lexical_declaration (variable_declarator name: (identifier) @name value: [(arrow_function) (function_expression)]))
+(variable_declarator name: (identifier) @name value: [(arrow_function) (function_expression) (generator_function)])
   @definition.function
-(variable_declaration (variable_declarator name: (identifier) @name value: [(arrow_function) (function_expression)]))
+(assignment_expression left: (identifier) @name right: [(arrow_function) (function_expression) (generator_function)])
   @definition.function
+(assignment_expression left: (member_expression property: (property_identifier) @name)
+  right: [(arrow_function) (function_expression) (generator_function)]) @definition.method
+(assignment_expression left: (member_expression object: (identifier) @_exports property: (property_identifier) @name)
+  (#eq? @_exports "exports")) @definition.variable
+(assignment_expression
+  left: (member_expression
+    object: (member_expression object: (identifier) @_module property: (property_identifier) @_exports)
+    property: (property_identifier) @name)
+  (#eq? @_module "module") (#eq? @_exports "exports")) @definition.variable
+(pair key: (property_identifier) @name value: [(arrow_function) (function_expression) (generator_function)])
+  @definition.method
+(variable_declarator value: (object (pair key: (property_identifier) @name) @definition.property))
+(variable_declarator value: (object (pair key: (string (string_fragment) @name)) @definition.property))
+(assignment_expression left: (subscript_expression object: (identifier) @name)
+  right: [(arrow_function) (function_expression) (generator_function)]) @definition.method
+(variable_declarator name: (identifier) @name value: (object)) @definition.object
+(program (_ (variable_declarator name: (identifier) @name value: [(call_expression function: (identifier) @_require)
+  (member_expression object: (call_expression function: (identifier) @_require))
+  (call_expression function: (call_expression function: (identifier) @_require))]) @definition.import)
+  (#eq? @_require "require"))
+(program (variable_declaration (variable_declarator name: (identifier) @name) @definition.variable))
+(program (lexical_declaration (variable_declarator name: (identifier) @name) @definition.variable))
+(export_statement (lexical_declaration (variable_declarator name: (identifier) @name) @definition.variable))
 (call_expression function: (identifier) @reference)
 (call_expression function: (member_expression property: (property_identifier) @reference))
 (new_expression constructor: (identifier) @reference)
@@ -101,21 +129,34 @@ _JAVA = """
 (class_declaration name: (identifier) @name) @definition.class
 (record_declaration name: (identifier) @name) @definition.class
 (interface_declaration name: (identifier) @name) @definition.interface
+(annotation_type_declaration name: (identifier) @name) @definition.annotation
 (enum_declaration name: (identifier) @name) @definition.enum
+(enum_constant name: (identifier) @name) @definition.constant
 (method_declaration name: (identifier) @name) @definition.method
+(annotation_type_element_declaration name: (identifier) @name) @definition.method
 (constructor_declaration name: (identifier) @name) @definition.constructor
+(compact_constructor_declaration name: (identifier) @name) @definition.constructor
+(field_declaration (variable_declarator name: (identifier) @name) @definition.field)
+(constant_declaration (variable_declarator name: (identifier) @name) @definition.field)
 (method_invocation name: (identifier) @reference)
 (type_identifier) @reference
 """
 
+# Fields, globals and typedefs are declarations whose declarators each name something (`int a, *b[2];`): tags.py
+# unwraps them (`@declaration.<kind>`).
 _C_COMMON = """
 (function_definition declarator: (function_declarator declarator: (identifier) @name)) @definition.function
 (function_definition declarator: (pointer_declarator declarator: (function_declarator declarator: (identifier) @name)))
   @definition.function
+(function_definition declarator: (pointer_declarator declarator: (pointer_declarator
+  declarator: (function_declarator declarator: (identifier) @name)))) @definition.function
 (struct_specifier name: (type_identifier) @name body: (field_declaration_list)) @definition.struct
 (union_specifier name: (type_identifier) @name body: (field_declaration_list)) @definition.union
 (enum_specifier name: (type_identifier) @name body: (enumerator_list)) @definition.enum
-(type_definition declarator: (type_identifier) @name) @definition.type
+(enumerator name: (identifier) @name) @definition.constant
+(field_declaration) @declaration.field
+(type_definition) @declaration.type
+(declaration) @declaration.variable
 (preproc_function_def name: (identifier) @name) @definition.macro
 (preproc_def name: (identifier) @name) @definition.macro
 (call_expression function: (identifier) @reference)
@@ -129,7 +170,13 @@ _CPP = (
 (function_definition declarator: (function_declarator declarator: (field_identifier) @name)) @definition.method
 (function_definition declarator: (function_declarator declarator: (qualified_identifier) @name)) @definition.method
 (field_declaration declarator: (function_declarator declarator: (field_identifier) @name)) @definition.method
+(function_definition declarator: (function_declarator declarator: (operator_name) @name)) @definition.method
+(function_definition declarator: (operator_cast) @name) @definition.method
+(function_definition declarator: (function_declarator declarator: (destructor_name) @name)) @definition.method
+(field_declaration declarator: (function_declarator declarator: (operator_name) @name)) @definition.method
 (class_specifier name: (type_identifier) @name body: (field_declaration_list)) @definition.class
+(class_specifier name: (template_type name: (type_identifier) @name) body: (field_declaration_list)) @definition.class
+(struct_specifier name: (template_type name: (type_identifier) @name) body: (field_declaration_list)) @definition.struct
 (namespace_definition name: (namespace_identifier) @name) @definition.namespace
 (alias_declaration name: (type_identifier) @name) @definition.type
 (call_expression function: (qualified_identifier name: (identifier) @reference))
@@ -149,8 +196,22 @@ QUERIES = {
 }
 
 
-def language_of(path: str) -> str | None:
-    return SUFFIXES.get(os.path.splitext(path)[1].lower())
+# A `.h` file is C or C++; C++ says so in lines that C cannot have: a namespace, a template, a class, a struct with
+# a base, an access label, `using`.
+_CPP_SIGNS = re.compile(
+    rb"^[ \t]*(?:template[ \t]*<|namespace\b[\w:. \t]*\{|class[ \t]+\w+(?:[ \t]+final)?[ \t]*(?:\{|:[^:]|$)"
+    rb"|struct[ \t]+\w+(?:[ \t]+final)?[ \t]*:[^:]|(?:public|private|protected)[ \t]*:"
+    rb"|using[ \t]+(?:namespace[ \t]+)?[\w:]+[ \t]*[;=])",
+    re.MULTILINE,
+)
+
+
+def language_of(path: str, source: bytes | None = None) -> str | None:
+    """The language of `path` by its suffix; a `.h` whose `source` reads as C++ is C++."""
+    language = SUFFIXES.get(os.path.splitext(path)[1].lower())
+    if language == "c" and path.lower().endswith(".h") and source is not None and _CPP_SIGNS.search(source):
+        return "cpp"
+    return language
 
 
 @cache

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from warpcode.tools import errors
 from warpcode.tools.pagerank import pagerank
 from warpcode.tools.tag_cache import MAX_SOURCE_BYTES, TagCache
-from warpcode.tools.tags import Definition, FileTags
+from warpcode.tools.tags import IMPORT, Definition, FileTags
 from warpcode.tools.workspace import Workspace
 
 CHARS_PER_TOKEN = 4
@@ -46,7 +46,7 @@ def repo_map(
     ws: Workspace, focus: list[str] | None = None, max_tokens: int = DEFAULT_MAX_TOKENS, glob: str | None = None
 ) -> RepoMap:
     """`focus`: workspace paths (ranking is personalized to them) and/or identifiers (their edges weigh more).
-    `glob` (.gitignore syntax, e.g. `*.py`) limits the map to matching files."""
+    `glob` (as in search: `*.py`, `*.{c,h}`, `!test/**`) limits the map to matching files."""
     if max_tokens < 64:
         raise errors.InvalidArgument(f"max_tokens must be at least 64, got {max_tokens}.")
     cache = TagCache(ws)
@@ -134,7 +134,7 @@ def _render(selected: list[tuple[str, str, float]], tags: dict[str, FileTags]) -
         by_file.setdefault(rel, set()).add(name)
     blocks = []
     for rel, names in by_file.items():
-        definitions: list[Definition] = [d for d in tags[rel].definitions if d.name in names]
+        definitions: list[Definition] = [d for d in tags[rel].definitions if d.name in names and d.kind != IMPORT]
         lines = [f"{d.start_line:>5}│{d.signature}" for d in definitions]
         blocks.append(f"{rel}:\n" + "\n".join(lines))
     return "\n\n".join(blocks)

@@ -15,15 +15,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pathspec import GitIgnoreSpec
-
 from warpcode.tools.atomic import atomic_write
 from warpcode.tools.errors import GrammarUnavailable, ToolError
+from warpcode.tools.globs import PathGlob
 from warpcode.tools.languages import language_of
 from warpcode.tools.tags import FileTags, extract_tags
 from warpcode.tools.workspace import Workspace
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: CommonJS, fields and C++ headers named .h; signatures after annotations
 CACHE_NAME = "repo-map-tags.json"
 MAX_SOURCE_BYTES = 1024 * 1024  # larger files are generated code or data: skipped, with a note
 MAX_WORKERS = 8
@@ -39,7 +38,7 @@ def parse_one(job: tuple[str, str, str, str]) -> tuple[str, list[object] | None]
     if b"\0" in source[:8192]:
         return rel, None
     try:
-        return rel, extract_tags(source, language).to_json()
+        return rel, extract_tags(source, language_of(rel, source) or language).to_json()
     except GrammarUnavailable:
         return rel, None  # the map covers the languages it can parse
 
@@ -69,14 +68,14 @@ class TagCache:
     def collect(self, glob: str | None = None) -> dict[str, FileTags]:
         """Tags of every non-ignored source file (matching `glob` if given), parsing only the files that changed
         since the last run. Cache entries of files outside `glob` are kept for later runs."""
-        matcher = GitIgnoreSpec.from_lines([glob]) if glob else None
+        selected = PathGlob(glob) if glob else None
         cached = self._load()
         fresh: dict[str, list[object]] = {}
         jobs: list[tuple[str, str, str, str]] = []
         keys: dict[str, list[int]] = {}
         for entry in self.ws.walk():
             language = language_of(entry.rel)
-            if language is None or (matcher is not None and not matcher.match_file(entry.rel)):
+            if language is None or (selected is not None and not selected.admits(entry.rel)):
                 continue
             if entry.size > MAX_SOURCE_BYTES:
                 self.skipped_large.append(entry.rel)
@@ -92,8 +91,8 @@ class TagCache:
         for rel, tags in self._parse(jobs):
             if tags is not None:
                 fresh[rel] = [keys[rel], language_of(rel), tags]
-        if jobs or (matcher is None and len(fresh) != len(cached)):
-            self._save({**cached, **fresh} if matcher is not None else fresh)
+        if jobs or (selected is None and len(fresh) != len(cached)):
+            self._save({**cached, **fresh} if selected is not None else fresh)
         return {rel: FileTags.from_json(entry[2]) for rel, entry in fresh.items()}  # type: ignore[arg-type]
 
     def _parse(self, jobs: list[tuple[str, str, str, str]]) -> list[tuple[str, list[object] | None]]:

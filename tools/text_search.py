@@ -3,7 +3,7 @@
 Patterns run on RE2 (google-re2), whose matching time is linear in the input: a model's or a hostile client's
 pattern such as `(a*)*b` cannot hold a worker (and, with it, the GIL and the whole service) for minutes, as
 Python's backtracking `re` would. RE2 has no look-around and no backreferences; such patterns get a one-line
-error saying so.
+error saying so. Matching is line by line, as in grep and ripgrep (line_regex.py says how).
 """
 
 from __future__ import annotations
@@ -12,15 +12,17 @@ import re
 from dataclasses import dataclass, field
 
 import re2
-from pathspec import GitIgnoreSpec
 
 from warpcode.tools import errors
+from warpcode.tools.globs import PathGlob
+from warpcode.tools.line_regex import translate
 from warpcode.tools.textcodec import looks_binary
 from warpcode.tools.workspace import Workspace
 
 MAX_MATCHES = 200
 MAX_LINE_CHARS = 300
 MAX_FILE_BYTES = 8 * 1024 * 1024
+UTF8_BOM = b"\xef\xbb\xbf"
 # Skipped without opening them: decoding these only to find NUL bytes would dominate the run time.
 _BINARY_SUFFIX_GROUPS = (
     ".so .dylib .dll .a .o .obj .lib .exe .bin .pyc .pyo .pyd .class .jar .whl",
@@ -45,9 +47,12 @@ class SearchResult:
     truncated: bool = False
     files_searched: int = 0
     skipped_large: list[str] = field(default_factory=list)
+    glob: str | None = None
 
     def render(self) -> str:
-        if not self.matches:
+        if not self.matches and not self.files_searched and self.glob:
+            body = f"No text file here matches the glob {self.glob!r}: check it, or leave it out to search every file."
+        elif not self.matches:
             body = f"No match for /{self.pattern}/ in {self.files_searched} files."
         else:
             body = "\n".join(f"{m.path}:{m.line}: {m.text}" for m in self.matches)
@@ -66,18 +71,18 @@ def search(
     ignore_case: bool = False,
     max_matches: int = MAX_MATCHES,
 ) -> SearchResult:
-    """Lines matching the regex `pattern` (RE2 syntax, `^`/`$` at line ends) in non-ignored text files under
-    `path`.
+    """Lines matching the regex `pattern` (RE2 syntax, `^`/`$`/`\\A`/`\\z` at line ends) in non-ignored text
+    files under `path`.
 
-    `glob` filters files in .gitignore syntax (`*.py`, `src/**/*.ts`). Matching runs on whole file contents
-    (one C-level scan per file, on the bytes), so a pattern may span lines; each match is reported at its first
-    line.
+    `glob` selects files in .gitignore syntax with ripgrep's `{a,b}` and `!` (`*.py`, `src/**/*.ts`, `*.{c,h}`,
+    `!test/**`: globs.py). A match lies within one line, unless the pattern spells out a line break (`\\n`):
+    such a match may span lines and is reported at its first line.
     """
     regex = compile_pattern(pattern, ignore_case)
-    matcher = GitIgnoreSpec.from_lines([glob]) if glob else None
-    result = SearchResult(pattern)
+    selected = PathGlob(glob) if glob else None
+    result = SearchResult(pattern, glob=glob)
     for entry in ws.walk(path):
-        if matcher is not None and not matcher.match_file(entry.rel):
+        if selected is not None and not selected.admits(entry.rel):
             continue
         suffix = entry.rel[entry.rel.rfind(".") :].lower() if "." in entry.rel else ""
         if suffix in BINARY_SUFFIXES:
@@ -100,12 +105,15 @@ def search(
 
 
 def compile_pattern(pattern: str, ignore_case: bool = False) -> re2._Regexp:
-    """The RE2 program of `pattern` in multi-line mode; a one-line error naming the problem otherwise."""
+    """The RE2 program of `pattern`, kept within a line unless it names a line break; a one-line error naming
+    the problem otherwise."""
+    line_pattern = translate(pattern)
     options = re2.Options()
     options.log_errors = False  # RE2 would print every rejected pattern to the server's stderr
     options.case_sensitive = not ignore_case
+    options.never_nl = not line_pattern.spans_lines
     try:
-        return re2.compile(f"(?m){pattern}", options)
+        return re2.compile(line_pattern.program, options)
     except re2.error as exc:
         reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
         raise errors.InvalidArgument(f"Invalid regular expression {pattern!r}: {reason}. {_hint(pattern)}") from None
@@ -117,18 +125,23 @@ def _hint(pattern: str) -> str:
     if re.search(r"\\[1-9]", pattern):
         return "Search has no backreferences (RE2 syntax): spell out the repeated text."
     if "\\Z" in pattern:
-        return "Write \\z for the end of the file (RE2 syntax)."
+        return "Write $ or \\z for the end of a line (RE2 syntax)."
     return "Escape special characters."
 
 
 def _collect(regex: re2._Regexp, data: bytes, rel: str, result: SearchResult, cap: int) -> bool:
     """Append this file's matching lines; True once the cap is hit. After a match, the scan goes on from the next
     line, so a line full of matches costs one match."""
+    data = data.removeprefix(UTF8_BOM)  # not part of the first line's text (ripgrep drops it too)
+    # A final line break ends the last line; it does not start an empty one (`^$` must not match after it).
+    last_start = len(data) - 1 if data.endswith(b"\n") or not data else len(data)
     line_no = 1
     scanned_to = 0
     position = 0
     while (found := regex.search(data, position)) is not None:
         start = found.start()
+        if start > last_start:
+            return False
         line_no += data.count(b"\n", scanned_to, start)
         scanned_to = start
         begin = data.rfind(b"\n", 0, start) + 1

@@ -1,12 +1,31 @@
+"""code_outline and repo_map: one sample per language, then real files against universal-ctags (its recorded
+definitions, and ctags itself when installed): CommonJS assignments, C++ headers named .h, Java annotations,
+C definitions that tree-sitter's error recovery invents."""
+
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from warpcode.tools import UnsupportedLanguage, Workspace, code_outline, repo_map
 from warpcode.tools.tag_cache import CACHE_NAME
+
+CTAGS_DIR = Path(__file__).parent / "fixtures" / "ctags"
+CTAGS = json.loads((CTAGS_DIR / "expected.json").read_text(encoding="utf-8"))
+# What ctags tags and is no definition: locals it takes for globals inside functions assigned in a chain
+# (`res.type = res.contentType = function`), a function it names after the object of the statement before, and an
+# explicit template instantiation (`template class file_access<...>;` defines nothing new).
+CTAGS_MISREADS = {
+    ("express-request.js", "lc", 73),
+    ("express-response.js", "ct", 507),
+    ("express-response.js", "value", 670),
+    ("express-response.js", "res", 699),
+    ("fmt-ostream.h", "file_access", 47),
+}
 
 SAMPLES = {
     "m.py": (
@@ -67,7 +86,13 @@ SAMPLES = {
     "m.c": (
         "#define MAX 3\nstruct shape { int w; };\ntypedef int id_t;\n\n"
         "int area(struct shape *s) {\n    return s->w;\n}\n",
-        [("macro", "MAX", 1, 1), ("struct", "shape", 2, 2), ("type", "id_t", 3, 3), ("function", "area", 5, 7)],
+        [
+            ("macro", "MAX", 1, 1),
+            ("struct", "shape", 2, 2),
+            ("field", "w", 2, 2),
+            ("type", "id_t", 3, 3),
+            ("function", "area", 5, 7),
+        ],
     ),
     "m.cpp": (
         "namespace geo {\nclass Shape {\n public:\n  int area();\n};\n}\n\nint geo::Shape::area() {\n  return 0;\n}\n",
@@ -158,3 +183,92 @@ def test_repo_map_tags_are_cached_by_mtime_and_size(ws: Workspace, root: Path) -
     # Touching a file changes its key, so it is parsed again.
     (root / "core" / "util.py").write_text("def format_rows(rows):\n    return repr(rows)\n\n")
     assert "planted_name" not in repo_map(ws).text
+
+
+@pytest.fixture(scope="module")
+def ctags_outlines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list]:
+    root = tmp_path_factory.mktemp("ctags")
+    for name in CTAGS["tags"]:
+        shutil.copyfile(CTAGS_DIR / name, root / name)
+    ws = Workspace(root)
+    return {name: code_outline(ws, name).symbols for name in CTAGS["tags"]}
+
+
+@pytest.mark.parametrize("name", sorted(CTAGS["tags"]))
+def test_outline_has_every_definition_ctags_finds(ctags_outlines: dict[str, list], name: str) -> None:
+    """Found: a definition of that name starting on ctags' line or up to two lines before it (a return type or
+    template line), whose signature names it: `@Override` alone is no signature."""
+    missed = []
+    for tag_name, line, kind in CTAGS["tags"][name]:
+        spelled = tag_name.replace(" ", "")  # ctags writes `operator =`
+        if (name, tag_name, line) in CTAGS_MISREADS:
+            continue
+        if not any(
+            symbol.name == tag_name
+            and 0 <= line - symbol.start_line <= 2
+            and line <= symbol.end_line
+            and spelled in symbol.signature.replace(" ", "")
+            for symbol in ctags_outlines[name]
+        ):
+            missed.append(f"{kind} {tag_name} (line {line})")
+    assert not missed
+
+
+@pytest.mark.skipif(shutil.which("ctags") is None, reason="universal-ctags is not installed")
+def test_recorded_definitions_are_ctags_own() -> None:
+    for name in ("express-utils.js", "fmt-args.h", "ObjectTypeAdapter.java", "curl-cf-dns.c"):
+        done = subprocess.run(
+            ["ctags", "--output-format=json", "--fields=+n", "-f", "-", name],
+            cwd=CTAGS_DIR,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        live = {(tag["name"], tag["line"], tag["kind"]) for tag in map(json.loads, done.stdout.splitlines())}
+        assert {tuple(tag) for tag in CTAGS["tags"][name]} <= live
+
+
+def test_commonjs_assignments_are_definitions(ctags_outlines: dict[str, list]) -> None:
+    symbols = {(s.kind, s.name): s for s in ctags_outlines["express-application.js"]}
+    assert symbols["method", "listen"].signature == "app.listen = function listen() {"
+    assert ("method", "handle") in symbols and ("variable", "app") in symbols
+    view = {(s.kind, s.name) for s in ctags_outlines["express-view.js"]}
+    assert {("method", "lookup"), ("method", "render"), ("function", "tryStat")} <= view
+    utils = {(s.kind, s.name) for s in ctags_outlines["express-utils.js"]}
+    assert ("method", "normalizeType") in utils  # exports.normalizeType = function(type)
+
+
+def test_java_signatures_are_declarations_not_annotations(ctags_outlines: dict[str, list]) -> None:
+    symbols = [
+        s for name in ("JsonArray.java", "JsonPrimitive.java", "ObjectTypeAdapter.java") for s in ctags_outlines[name]
+    ]
+    assert not [s for s in symbols if s.signature.lstrip().startswith("@")]
+    read = next(s for s in ctags_outlines["ObjectTypeAdapter.java"] if s.name == "read")
+    assert read.signature == "  public Object read(JsonReader in) throws IOException {"
+
+
+def test_c_headers_holding_cpp_are_outlined_as_cpp(ws: Workspace, root: Path) -> None:
+    shutil.copyfile(CTAGS_DIR / "fmt-os.h", root / "os.h")
+    shutil.copyfile(CTAGS_DIR / "redis-sds.h", root / "sds.h")
+    cpp = code_outline(ws, "os.h")
+    assert cpp.language == "cpp"
+    assert {("class", "file"), ("class", "buffered_file"), ("namespace", "detail")} <= {
+        (s.kind, s.name) for s in cpp.symbols
+    }
+    assert code_outline(ws, "sds.h").language == "c"
+
+
+def test_no_definitions_named_by_keywords(ctags_outlines: dict[str, list]) -> None:
+    """curl's cf-dns.c: an #ifdef between `}` and `else if (...) {` made tree-sitter read functions named `if`."""
+    names = {s.name for symbols in ctags_outlines.values() for s in symbols}
+    assert not names & {"if", "else", "switch", "while", "for", "return"}
+
+
+def test_repo_map_of_a_commonjs_library_shows_its_methods(ws: Workspace, root: Path) -> None:
+    (root / "lib").mkdir()
+    for name in ("application", "request", "response", "view"):
+        shutil.copyfile(CTAGS_DIR / f"express-{name}.js", root / "lib" / f"{name}.js")
+    (root / "index.js").write_text("var app = require('./lib/application');\napp.listen(3000);\napp.render('x');\n")
+    text = repo_map(ws, max_tokens=1024).text
+    assert "app.listen = function listen() {" in text
+    assert "app.render = function render(name, options, callback) {" in text
