@@ -107,9 +107,13 @@ def test_a_plain_user_gets_the_same_confinement(outside_tmp: Path) -> None:
 
 
 @needs_bwrap
-def test_a_sandboxed_command_writes_inside_the_workspace_only(ws: Workspace, root: Path, outside: Path) -> None:
+def test_a_sandboxed_command_writes_inside_the_workspace_only(
+    ws: Workspace, root: Path, outside: Path, outside_tmp: Path
+) -> None:
+    # a folder outside /tmp stands for the home folder: the real $HOME may itself be under /tmp (CI), where the
+    # sandbox's private /tmp would hide it instead of showing it read-only
     name = f"warpcode-sandbox-test-{uuid.uuid4().hex}"
-    home_file, host_tmp = Path.home() / name, Path("/tmp") / name
+    home_file, host_tmp = outside_tmp / name, Path("/tmp") / name
     script = (
         f"echo in > inside.txt; echo out > {outside}/x.txt; echo home > {home_file}; "
         f"echo tmp > {host_tmp}; cat {host_tmp}; echo done"
