@@ -54,14 +54,17 @@ TOOLS: dict[str, dict[str, Any]] = {
         ["path"],
     ),
     "list_files": _tool(
-        "List files under a directory (default: the workspace root), skipping .gitignored ones. "
-        "pattern is a glob such as '*.py' or 'src/**/*.ts'.",
+        "List files under a directory (default: the workspace root), skipping .gitignored ones and Python "
+        "environments. pattern is a glob, read from that directory: '*.py', 'src/**/*.ts', '*.{c,h}', or "
+        "'!tests/**' to exclude.",
         {"path": _STR, "pattern": _STR},
         [],
     ),
     "search": _tool(
-        "Search file contents with a regular expression (RE2 syntax: like Python's, without look-around or "
-        "backreferences), skipping .gitignored and binary files. Results are capped; narrow with path or glob.",
+        "Search file contents line by line with a regular expression (RE2 syntax: like Python's, without "
+        "look-around or backreferences; ^ and $ match at line ends, and a match spans lines only where the pattern "
+        "has \\n), skipping .gitignored and binary files and Python environments. glob picks files: '*.py', "
+        "'src/**/*.ts', '*.{c,h}', or '!tests/**' to exclude. Results are capped; narrow with path or glob.",
         {"pattern": _STR, "path": _STR, "glob": _STR},
         ["pattern"],
     ),

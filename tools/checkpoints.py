@@ -3,7 +3,7 @@
 The shadow repository has its own GIT_DIR and index and only borrows the workspace as its work tree, so the
 user's repository (branch, index, stash, status) is never touched, and a directory that is not a git
 repository at all gets checkpoints too. Snapshots follow .gitignore like git would, plus the default ignore
-list, so dependencies and build output are not copied.
+list and the Python environments search skips, so dependencies and build output are not copied.
 
 Nothing but warpcode decides what these git calls do: the repository lives outside the workspace, in a
 private state directory checked before each open (workspace.py); its config and info/exclude are written
@@ -23,6 +23,7 @@ import git
 from warpcode.tools.atomic import atomic_write
 from warpcode.tools.errors import CheckpointError
 from warpcode.tools.ignore import DEFAULT_IGNORES, read_rules_file
+from warpcode.tools.walk import environment_dirs
 from warpcode.tools.workspace import Workspace
 
 REF = "refs/warpcode/checkpoints"
@@ -125,15 +126,21 @@ class Checkpoints:
             return None
 
     def _write_excludes(self) -> None:
-        """The shadow repo's info/exclude: default ignores, our state dir, and the user's own exclude file."""
+        """The shadow repo's info/exclude: default ignores, our state dir, the Python environments in the
+        workspace now (git knows a folder only by its name; search knows an environment by its marker file, so a
+        source folder named venv is kept and an environment of any name left out), and the user's own exclude
+        file."""
         lines = list(DEFAULT_IGNORES)
         if self.ws.state_dir.is_relative_to(self.ws.root) and self.ws.state_dir != self.ws.root:
             lines.append("/" + self.ws.rel(self.ws.state_dir) + "/")
+        environments = environment_dirs(str(self.ws.root), self.ws.ignore_rules)
+        lines += [_exclude_line(rel) for rel in environments if not any(char in rel for char in "\r\n")]
         user_exclude = read_rules_file(self.ws.root / ".git" / "info" / "exclude")
         if user_exclude:
             lines.append(user_exclude)
         (self.git_dir / "info").mkdir(mode=0o700, exist_ok=True)  # `init --template=` makes no info/
-        atomic_write(self.git_dir / "info" / "exclude", ("\n".join(lines) + "\n").encode("utf-8"), mode=0o600)
+        text = "\n".join(lines) + "\n"  # a folder name that is not UTF-8 goes back to git as the bytes it is
+        atomic_write(self.git_dir / "info" / "exclude", text.encode("utf-8", "surrogateescape"), mode=0o600)
 
     def _snapshot_tree(self) -> str:
         self._repo()
@@ -201,6 +208,13 @@ class Checkpoints:
             status, _, path = line.partition("\t")
             changed.append(f"{letters.get(status[:1], status[:1])} {path}")
         return RestoreResult(target, undo, changed)
+
+
+def _exclude_line(rel: str) -> str:
+    """The git exclude line naming the folder `rel` and nothing else: its wildcard characters (and spaces, which
+    git trims at a line's end) escaped, anchored at the root. A name holding a line break cannot be written on
+    one line, so such an environment is left to the snapshot (the caller skips it): larger, never wrong."""
+    return "/" + "".join("\\" + char if char in "\\*?[ " else char for char in rel) + "/"
 
 
 def _config_text(sections: dict[str, dict[str, str]]) -> str:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pathspec import GitIgnoreSpec
-
 from warpcode.tools import errors
+from warpcode.tools.globs import PathGlob
 from warpcode.tools.textcodec import display, split_lines
 from warpcode.tools.workspace import Workspace
 
@@ -87,15 +86,15 @@ class FileList:
 def list_files(ws: Workspace, path: str = ".", pattern: str | None = None, limit: int = LIST_LIMIT) -> FileList:
     """Non-ignored files under `path` (workspace-relative), optionally filtered by a glob.
 
-    The glob uses .gitignore syntax relative to `path`: `*.py` matches at any depth, `src/*.py` only in src,
-    `**/test_*.py` anywhere.
+    The glob is search's (globs.py), read relative to `path`: `*.py` matches at any depth, `src/*.py` only in
+    src, `*.{c,h}` either suffix, `!tests/**` everything but tests.
     """
-    matcher = GitIgnoreSpec.from_lines([pattern]) if pattern else None
+    selected = PathGlob(pattern) if pattern else None
     base = ws.resolve(path)
     base_rel = "" if base == ws.root or not base.is_dir() else ws.rel(base) + "/"
     found: list[str] = []
     for entry in ws.walk(path):
-        if matcher is not None and not matcher.match_file(entry.rel[len(base_rel) :]):
+        if selected is not None and not selected.admits(entry.rel[len(base_rel) :]):
             continue
         if len(found) == limit:
             return FileList(found, truncated=True)

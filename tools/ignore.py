@@ -18,24 +18,29 @@ from pathspec import GitIgnoreSpec
 # The default list matches by name only, so it is checked with set lookups instead of pattern matching:
 # a walk over a large tree asks about every file. Only names that a tool owns are on it: version control's,
 # ours, Node's package folder (its module resolution gives the name that meaning), Python's bytecode cache and
-# the test and lint tools' own folders. `venv` is not: CPython's Lib/venv is source. A virtual environment is
-# skipped by what it is, whatever its name: a folder holding pyvenv.cfg (VENV_MARKER).
+# the test and lint tools' own folders. `venv` is not: CPython's Lib/venv is source. A Python environment is
+# skipped by what it is, whatever its name: a folder holding one of ENVIRONMENT_MARKERS.
 DEFAULT_IGNORED_DIRS = frozenset(
     {".git", ".hg", ".svn", ".warpcode", "node_modules", "__pycache__", ".tox", ".nox",
      ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 )  # fmt: skip
 DEFAULT_IGNORED_FILES = frozenset({".DS_Store"})
 DEFAULT_IGNORED_SUFFIXES = (".pyc", ".pyo")
-# The shadow repository of checkpoints gets these as git exclude lines; git cannot test a folder for pyvenv.cfg,
-# so there environments are still known by their usual names.
+# The shadow repository of checkpoints gets these as git exclude lines (and its environments one line each).
 DEFAULT_IGNORES = (
-    *(f"{name}/" for name in sorted(DEFAULT_IGNORED_DIRS | {".venv", "venv"})),
+    *(f"{name}/" for name in sorted(DEFAULT_IGNORED_DIRS)),
     *sorted(DEFAULT_IGNORED_FILES),
     *(f"*{suffix}" for suffix in DEFAULT_IGNORED_SUFFIXES),
 )
-# Written by `python -m venv`, virtualenv, uv, poetry and pipenv at the top of every environment they make.
-VENV_MARKER = "pyvenv.cfg"
+# pyvenv.cfg is written by `python -m venv`, virtualenv, uv, poetry and pipenv at the top of every environment they
+# make; conda-meta/ by conda, mamba and pixi. (conda's own repository keeps fake environments as test data, with a
+# conda-meta/ each: those are skipped too, the price of knowing a 100,000-file environment without a name.)
+ENVIRONMENT_MARKERS = frozenset({"pyvenv.cfg", "conda-meta"})
 MAX_RULES_BYTES = 1024 * 1024
+
+
+def holds_environment(folder: Path) -> bool:
+    return any(os.path.lexists(folder / marker) for marker in ENVIRONMENT_MARKERS)
 
 
 def read_rules_file(path: Path) -> str | None:
@@ -116,7 +121,7 @@ class IgnoreRules:
         parents = [""]
         for depth in range(1, len(parts)):
             ancestor = "/".join(parts[:depth])
-            if self.decide(ancestor, True, parents) or os.path.isfile(self.root / ancestor / VENV_MARKER):
+            if self.decide(ancestor, True, parents) or holds_environment(self.root / ancestor):
                 return True
             parents.append(ancestor)
         return self.decide(rel, is_dir, parents)

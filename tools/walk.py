@@ -1,4 +1,5 @@
-"""Fast ignore-aware traversal: os.scandir, pruning ignored directories before descending into them."""
+"""Fast ignore-aware traversal: os.scandir, pruning ignored directories and Python environments before
+descending into them."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from warpcode.tools.ignore import VENV_MARKER, IgnoreRules
+from warpcode.tools.ignore import ENVIRONMENT_MARKERS, IgnoreRules
 
 
 @dataclass(frozen=True)
@@ -30,14 +31,44 @@ def walk_files(root: str, rules: IgnoreRules, start_rel: str = "") -> Iterator[W
     yield from _walk_dir(root, real_root, rules, start_rel, parents)
 
 
-def _walk_dir(root: str, real_root: str, rules: IgnoreRules, rel_dir: str, parents: list[str]) -> Iterator[WalkedFile]:
-    abs_dir = os.path.join(root, rel_dir) if rel_dir else root
+def environment_dirs(root: str, rules: IgnoreRules) -> list[str]:
+    """The Python environments that walk_files skips, as sorted workspace-relative folders: what git (which
+    cannot test a folder for a marker file) is told to exclude from checkpoints. The walk visits folders only,
+    pruned like walk_files's."""
+    found: list[str] = []
+    pending = [("", [""])]
+    while pending:
+        rel_dir, parents = pending.pop()
+        entries = _entries(root, rel_dir)
+        if rel_dir and _is_environment(entries):
+            found.append(rel_dir)
+            continue
+        for entry in entries:
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if is_dir and not rules.decide(rel, True, parents):
+                pending.append((rel, [*parents, rel]))
+    return sorted(found)
+
+
+def _entries(root: str, rel_dir: str) -> list[os.DirEntry[str]]:
     try:
-        with os.scandir(abs_dir) as scan:
-            entries = sorted(scan, key=lambda entry: entry.name)
+        with os.scandir(os.path.join(root, rel_dir) if rel_dir else root) as scan:
+            return sorted(scan, key=lambda entry: entry.name)
     except (FileNotFoundError, NotADirectoryError, PermissionError):
-        return
-    if rel_dir and any(entry.name == VENV_MARKER for entry in entries):
+        return []
+
+
+def _is_environment(entries: list[os.DirEntry[str]]) -> bool:
+    return any(entry.name in ENVIRONMENT_MARKERS for entry in entries)
+
+
+def _walk_dir(root: str, real_root: str, rules: IgnoreRules, rel_dir: str, parents: list[str]) -> Iterator[WalkedFile]:
+    entries = _entries(root, rel_dir)
+    if rel_dir and _is_environment(entries):
         return
     for entry in entries:
         rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name

@@ -2,12 +2,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
-from warpcode.agent.toolbox import TOOL_KINDS, Toolbox, tool_schemas
+from warpcode.agent.toolbox import TOOL_KINDS, TOOLS, Toolbox, tool_schemas
 from warpcode.tools import EditResult, PatchResult, TestReport
 
 FIXED_TOOLS = {
@@ -38,6 +39,25 @@ def test_schemas_cover_exactly_the_fixed_tools_and_arguments() -> None:
         function = schema["function"]
         assert schema["type"] == "function" and function["description"]
         assert set(function["parameters"]["properties"]) == FIXED_TOOLS[function["name"]]
+
+
+def test_the_globs_the_descriptions_show_select_what_they_say_in_both_tools(tmp_path: Path) -> None:
+    for rel in ["setup.py", "lib.c", "lib.h", "src/ui/view.ts", "tests/test_lib.py"]:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("needle\n")
+    selects = {
+        "*.py": {"setup.py", "tests/test_lib.py"},
+        "src/**/*.ts": {"src/ui/view.ts"},
+        "*.{c,h}": {"lib.c", "lib.h"},
+        "!tests/**": {"setup.py", "lib.c", "lib.h", "src/ui/view.ts"},
+    }
+    box = Toolbox(tmp_path)
+    for tool, argument, extra in [("list_files", "pattern", {}), ("search", "glob", {"pattern": "needle"})]:
+        assert re.findall(r"'([^'\s]+)'", TOOLS[tool]["description"]) == list(selects), tool
+        for glob, files in selects.items():
+            lines = box.call(tool, {argument: glob, **extra}).content.splitlines()
+            assert {line.split(":")[0] for line in lines} == files, (tool, glob)
+    assert "line by line" in TOOLS["search"]["description"]
 
 
 def test_every_tool_runs_through_call(box: Toolbox, tmp_path: Path) -> None:

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -189,3 +191,44 @@ def test_only_the_head_of_a_huge_git_exclude_file_is_read(root: Path) -> None:
     (root / ".git" / "info" / "exclude").write_text("# padding\n" * 200_000 + "a.txt\n")
     (root / "a.txt").write_text("x\n")
     assert _is_in_checkpoint(root, "a.txt")
+
+
+def test_environments_are_left_out_of_checkpoints_by_what_they_are_not_by_name(root: Path) -> None:
+    """As in search: a real `python -m venv` environment (named `.venv` or anything) and a conda one are not
+    snapshotted; a source folder named venv (CPython's Lib/venv) is, so an edit there can be undone."""
+    git(root, "init", "-q")
+    (root / "Lib" / "venv").mkdir(parents=True)
+    (root / "Lib" / "venv" / "__init__.py").write_text("def create(): pass\n")
+    (root / "venv").mkdir()
+    (root / "venv" / "notes.txt").write_text("a folder named venv\n")
+    (root / "env1").mkdir()
+    (root / "env1" / "kept.txt").write_text("a name the escaped exclude line of env[12] must not match\n")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / ".venv")], check=True, timeout=120)
+    (root / ".venv" / ".gitignore").unlink(missing_ok=True)  # Python 3.13's venv writes one; older ones do not
+    for name in ("tools env", "env[12]"):  # names an exclude line must escape
+        (root / name / "lib").mkdir(parents=True)
+        (root / name / "pyvenv.cfg").write_text("home = /usr/bin\n")
+        (root / name / "lib" / "site.py").write_text("x = 1\n")
+    (root / "conda" / "conda-meta").mkdir(parents=True)
+    (root / "conda" / "conda-meta" / "history").write_text("==> 2024-01-01 <==\n")
+    (root / "conda" / "lib").mkdir()
+    (root / "conda" / "lib" / "site.py").write_text("x = 1\n")
+    checkpoints = Checkpoints(Workspace(root))
+    first = checkpoints.create()
+    snapshot = set(git_in_shadow(checkpoints, "ls-tree", "-r", "--name-only", first.id).splitlines())
+    assert snapshot == {"Lib/venv/__init__.py", "venv/notes.txt", "env1/kept.txt"}
+
+    (root / "Lib" / "venv" / "__init__.py").write_text("def create(): raise\n")
+    checkpoints.restore(first.id)
+    assert (root / "Lib" / "venv" / "__init__.py").read_text() == "def create(): pass\n"
+    assert (root / ".venv" / "pyvenv.cfg").is_file() and (root / "conda" / "lib" / "site.py").is_file()
+
+
+def git_in_shadow(checkpoints: Checkpoints, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args],
+        env={**os.environ, "GIT_DIR": str(checkpoints.git_dir)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import codecs
+import json
 from pathlib import Path
 
 import pytest
@@ -108,6 +109,34 @@ def test_list_files_glob_and_limit(ws: Workspace, root: Path) -> None:
     assert list_files(ws, pattern="src/*.py").files == ["src/b.py"]
     capped = list_files(ws, limit=2)
     assert capped.truncated and len(capped.files) == 2 and "narrow" in capped.render()
+
+
+def test_list_files_takes_the_globs_of_search_as_ripgrep_reads_them(tmp_path: Path) -> None:
+    """ripgrep's recorded selections on express's file names (fixtures/ripgrep_globs.json), `{a,b}` and `!`
+    included: list_files and search take one glob syntax."""
+    recorded = json.loads((Path(__file__).parent / "fixtures" / "ripgrep_globs.json").read_text(encoding="utf-8"))
+    for rel in recorded["paths"]:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x")
+    ws = Workspace(tmp_path)
+    for glob, selected in recorded["globs"].items():
+        assert sorted(list_files(ws, pattern=glob, limit=10_000).files) == selected, glob
+
+
+def test_list_files_reads_the_glob_from_its_directory(ws: Workspace, root: Path) -> None:
+    for name in ["src/a.c", "src/a.h", "src/a.o", "src/tests/t.c", "tests/u.c"]:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("x")
+    assert list_files(ws, "src", "*.{c,h}").files == ["src/a.c", "src/a.h", "src/tests/t.c"]
+    assert list_files(ws, "src", "!tests/**").files == ["src/a.c", "src/a.h", "src/a.o"]
+
+
+@pytest.mark.parametrize(("glob", "error"), [("*.{js", "unclosed '{'"), ("!", "names no files")])
+def test_list_files_refuses_the_globs_search_refuses(ws: Workspace, glob: str, error: str) -> None:
+    with pytest.raises(InvalidArgument, match=error):
+        list_files(ws, pattern=glob)
+    with pytest.raises(InvalidArgument, match=error):
+        search(ws, "x", glob=glob)
 
 
 def test_search_is_regex_ignore_aware_and_skips_binaries(ws: Workspace, root: Path) -> None:

@@ -1,6 +1,7 @@
 """search on RE2: hostile patterns run in linear time; what RE2 cannot express is refused with a hint; lines
 match as in ripgrep (its recorded answers on real files, and ripgrep itself when installed); globs take
-ripgrep's `{a,b}` and `!`; virtual environments are skipped by their pyvenv.cfg, not by their name."""
+ripgrep's `{a,b}` and `!`; Python environments are skipped by their pyvenv.cfg or conda-meta/, not by their
+name."""
 
 from __future__ import annotations
 
@@ -170,6 +171,21 @@ def test_virtual_environments_are_skipped_by_what_they_are_not_by_name(ws: Works
         (tmp_path / rel).write_text(text + "\n")
     assert {m.path for m in search(ws, "needle").matches} == {"Lib/venv/__init__.py", "venv/scripts/activate.py"}
     assert ws.is_ignored("env/lib/python3.12/site-packages/pkg.py") and not ws.is_ignored("Lib/venv/__init__.py")
+
+
+def test_conda_environments_are_skipped_by_their_conda_meta(ws: Workspace, tmp_path: Path) -> None:
+    files = {
+        "envs/ml/conda-meta/history": "==> 2024-05-01 10:00:00 <==",  # `conda create -p envs/ml`
+        "envs/ml/lib/python3.12/site-packages/pkg.py": "needle",
+        ".pixi/envs/default/conda-meta/pixi": "{}",  # pixi's environments are conda ones
+        ".pixi/envs/default/lib/mod.py": "needle",
+        "src/conda_meta.py": "needle",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text + "\n")
+    assert {m.path for m in search(ws, "needle").matches} == {"src/conda_meta.py"}
+    assert ws.is_ignored("envs/ml/lib/python3.12/site-packages/pkg.py") and not ws.is_ignored("src/conda_meta.py")
 
 
 def test_non_utf8_bytes_do_not_stop_the_scan(ws: Workspace, tmp_path: Path) -> None:
