@@ -102,6 +102,19 @@ def test_no_doc_points_to_the_design_notes_users_do_not_have() -> None:
     assert not mentions, f"these pages refer to design.md, which is not in the repository: {mentions}"
 
 
+def test_no_source_file_points_to_the_design_notes_either() -> None:
+    """Docstrings and comments are documentation too: they point to docs/ or the README, which users have."""
+    skipped = {".venv", "node_modules", "build", ".git"}
+    sources = [
+        path
+        for pattern in ("*.py", "*.ts")
+        for path in REPO_ROOT.rglob(pattern)
+        if not skipped & set(path.relative_to(REPO_ROOT).parts) and path != Path(__file__).resolve()
+    ]
+    mentions = [str(path.relative_to(REPO_ROOT)) for path in sources if "design.md" in path.read_text()]
+    assert not mentions, f"these files refer to design.md, which is not in the repository: {mentions}"
+
+
 def readme_demo_commands() -> tuple[list[str], list[str]]:
     """The README's two demo lines: the copy of the workspace, then the `warpcode run` on the copy."""
     lines = [line.split("    #")[0] for line in (REPO_ROOT / "README.md").read_text().splitlines()]
