@@ -188,3 +188,12 @@ def test_the_model_server_reference_names_every_request_field() -> None:
     bodies = (schemas.CompletionRequest, schemas.ChatCompletionRequest, schemas.ChatMessage)
     fields = {name for body in bodies for name in body.model_fields}
     assert not fields - documented, f"request fields the page does not name: {sorted(fields - documented)}"
+
+
+def test_the_scripted_model_reference_lists_every_tool_with_its_arguments() -> None:
+    from warpcode.agent.toolbox import TOOLS
+
+    text = " ".join((DOCS / "reference" / "scripted-model.md").read_text().split())
+    listed = {name: arguments.split(", ") for name, arguments in re.findall(r"`([a-z_]+)` \(([a-z_, ]+)\)", text)}
+    tools = {name: list(spec["parameters"]["properties"]) for name, spec in TOOLS.items()}
+    assert {name: listed.get(name) for name in tools} == tools
