@@ -1,4 +1,4 @@
-"""Permission policy: which tool calls run without asking, per session mode (design.md section 3).
+"""Permission policy: which tool calls run without asking, per session mode (docs/architecture.md).
 
 A policy is an async callable `(tool_name, kind, arguments) -> "allow" | "reject"`. `mode_policy` builds the
 standard one: reads, searches and plan updates never ask; `ask` asks before edits, commands and tests,

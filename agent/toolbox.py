@@ -1,6 +1,6 @@
 """The bridge between the agent loop and warpcode.tools: tool schemas, argument checks and dispatch.
 
-Tool names and arguments are fixed by design.md section 4. `Toolbox.call` never raises: unknown tools,
+Tool names and arguments are fixed (models and scripts use them). `Toolbox.call` never raises: unknown tools,
 bad arguments and tool failures all come back as a ToolResult with ok=False and a message for the model.
 No protocol or model code lives here.
 """

@@ -1,12 +1,12 @@
 """warpcode.kernels: MoE routing and expert kernels (Triton) with a plain-PyTorch reference for each.
 
-Fixed API (shared/design.md section 7):
+Fixed API (docs/architecture.md, the kernels):
     topk_weights, topk_ids = route(router_logits, k, normalize=True)   # [T, E] -> fp32 [T, K], int64 [T, K]
     out = moe_warp_decode(x, topk_weights, topk_ids, w13, w2)          # x [T, H] -> [T, H] in x.dtype
     out = moe_expert_centric(...), moe_reference(...)                  # same arguments
     out = moe(...)                                                     # dispatcher used by the model runtime
     uses_warp_decode(x, w13, top_k)                                    # whether moe(...) can add a residual
-    mx = quantize_mxfp8(w); w_hat = dequantize_mxfp8(mx)               # MXFP8 weights (design.md section 12)
+    mx = quantize_mxfp8(w); w_hat = dequantize_mxfp8(mx)               # MXFP8 weights (docs/reference/mxfp8.md)
 """
 
 from warpcode.kernels.dispatch import moe, route, uses_warp_decode

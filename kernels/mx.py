@@ -8,7 +8,7 @@ For a weight W [..., N, K] (K = the reduction / input dimension), each block of 
 
 the round-up rule of NVIDIA's recipe, cuBLAS and triton_kernels (the spec's floor rule clips block maxima).
 
-Layout, as the kernels read it (`MXTensor` is also the exchange format, shared/design.md section 12):
+Layout, as the kernels read it (`MXTensor` is also the exchange format, docs/reference/mxfp8.md):
     data   float8_e4m3fn [..., N, K]            row-major, K contiguous: a 16-byte load is 16 weights of one row
     scales uint8         [..., N, ceil(K / 32)] row-major: the scale of data[..., n, k] is scales[..., n, k // 32]
 Dequantised, an element is data * 2**(scale - 127); the kernels build 2**(s - 127) from the bits (s << 23 as

@@ -1,4 +1,4 @@
-"""Projection weights that may be MXFP8 (design.md section 12): the `Linear` layer holding a tensor or an MXTensor,
+"""Projection weights that may be MXFP8 (docs/reference/mxfp8.md): the `Linear` layer holding a tensor or an MXTensor,
 the one `linear` dispatch every projection of the model goes through, and the model's switch to MX weights.
 
 With weights="mxfp8" the q/k/v/o projections, the routed experts (w13, w2), the shared experts and the dense MLP

@@ -5,8 +5,8 @@ Paths are checked by name (`resolve`), then opened through directory fds along t
 also remembers a fingerprint of each file as the agent last saw it (read_file, its own writes), so a write tool
 can refuse to overwrite a file changed behind the agent's back.
 
-Warpcode's own state (checkpoints, caches) is never read from a place the repository can plant it (design.md
-section 3): it lives under the state home, keyed by the workspace's real path (`workspace_state_dir`), and each
+Warpcode's own state (checkpoints, caches) is never read from a place the repository can plant it (README:
+guarantees): it lives under the state home, keyed by the workspace's real path (`workspace_state_dir`), and each
 use first checks that the folder is a private directory of our own user (`ensure_private_dir`). The legacy
 `<root>/.warpcode/` is never read; it stays a protected path that tools do not write and listings skip.
 """

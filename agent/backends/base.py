@@ -1,4 +1,4 @@
-"""The model backend interface and `backend_from_spec` (spec strings fixed by design.md section 5).
+"""The model backend interface and `backend_from_spec` (the spec strings of `--model`, a fixed interface).
 
 A backend streams one model response: text deltas, thought deltas, complete tool calls, then one Finish with
 the token usage. It never runs tools and keeps no history: the loop owns the trajectory.

@@ -1,4 +1,4 @@
-"""`scripted:PATH`: deterministic replay of model turns (design.md section 5), for tests and demos.
+"""`scripted:PATH`: deterministic replay of model turns (docs/reference/scripted-model.md), for tests and demos.
 
 PATH holds `{"turns": [{"text": "...", "tool_calls": [{"name": ..., "arguments": {...}}]}, ...]}`. Each model call
 consumes one turn; when the turns run out the model ends the turn. Extensions for tests: `arguments` given as a

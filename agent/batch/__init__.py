@@ -1,4 +1,4 @@
-"""`warpcode batch`: headless agent jobs over many repositories (design.md section 10), in this process.
+"""`warpcode batch`: headless agent jobs over many repositories (docs/reference/batch-files.md), in this process.
 
 jobs.py reads JOBS.jsonl, workspaces.py makes each job's throwaway copy, runner.py runs one job into its result
 row, results.py keeps RESULTS.jsonl durable, driver.py runs the batch (`--workers` jobs at once); apply.py

@@ -1,5 +1,5 @@
 """`warpcode batch apply RESULTS.jsonl`: each selected row's patch becomes a branch of its repository, as a step of
-its own after the batch (design.md section 10). The branch has one commit, on top of the job's base commit, that
+its own after the batch (docs/reference/batch-files.md). The branch has one commit, atop the job's base commit, that
 holds exactly the patch. It is made with git plumbing and a temporary index file, so the user's working tree,
 index, HEAD and other branches are never touched; an existing branch is never moved. RESULTS.jsonl is only read.
 A row that cannot become a branch is reported and the next row goes on; ids and git's words reach the terminal

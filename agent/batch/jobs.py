@@ -1,4 +1,4 @@
-"""JOBS.jsonl rows (design.md section 10): parsed and checked; a row that cannot run becomes a BadRow."""
+"""JOBS.jsonl rows (docs/reference/batch-files.md): parsed and checked; a row that cannot run becomes a BadRow."""
 
 from __future__ import annotations
 

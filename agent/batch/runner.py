@@ -1,5 +1,5 @@
 """One job, start to end: its throwaway copy, the agent turn (the same agent as `warpcode run`, headless), its
-test command, its patch, and its result row (design.md section 10)."""
+test command, its patch, and its result row (docs/reference/batch-files.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""`warpcode batch JOBS.jsonl --out RESULTS.jsonl`: headless agent jobs over many repositories (design.md section
-10), `--workers` at once in this process or on Ray actors (`--ray`). Each job works in a throwaway copy of its
+"""`warpcode batch JOBS.jsonl --out RESULTS.jsonl`: headless agent jobs over many repositories,
+`--workers` at once in this process or on Ray actors (`--ray`). Each job works in a throwaway copy of its
 repository; RESULTS.jsonl gets one row per job as it finishes, and a re-run with the same --out resumes where the
 last one stopped."""
 

@@ -1,4 +1,4 @@
-"""`warpcode serve-model`: an OpenAI-compatible HTTP server over the in-process engine (design.md section 11)."""
+"""`warpcode serve-model`: an OpenAI-compatible server over the in-process engine (docs/reference/model-server.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """warpcode.agent.model_server: `warpcode serve-model`, an OpenAI-compatible HTTP API over the in-process engine
-(design.md section 11). app.py holds the routes; schemas, chat rendering and tool-call parsing, the engine bridge,
+(docs/reference/model-server.md). app.py: the routes; schemas, chat rendering and tool-call parsing, the engine bridge,
 SSE streaming and errors live in one module each; guard.py checks Host, Origin, key and body before the routes;
 server.py binds the socket and runs uvicorn with connections.py's deadlines and cap.
 

@@ -1,4 +1,4 @@
-"""The FastAPI app: routes of the OpenAI-compatible API over one engine (design.md section 11).
+"""The FastAPI app: routes of the OpenAI-compatible API over one engine (docs/reference/model-server.md).
 
 `create_app(engine, model_name, api_key, limits)` serves /health (no key needed; 503 once the engine has stopped
 serving), /v1/models, /v1/completions and /v1/chat/completions; with an API key every /v1 route wants

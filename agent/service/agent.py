@@ -1,4 +1,4 @@
-"""The ACP agent (Agent Client Protocol v1, design.md section 3), transport-free.
+"""The ACP agent (Agent Client Protocol v1, docs/architecture.md), transport-free.
 
 `AcpService` is created once per server process: it owns the session store and knows which sessions are open
 (each on one connection at a time: session/load reserves the id before its first await, and a session loads only
@@ -66,7 +66,7 @@ class RestoreParams(CheckpointsParams):
 
 @dataclass
 class ServiceConfig:
-    model: str | None  # a backend spec (design.md section 5); None: prompts explain how to configure one
+    model: str | None  # a backend spec (openai:, local:, scripted:); None: prompts explain how to configure one
     state_dir: Path
     default_mode: str = "ask"
     limits: Limits = field(default_factory=Limits)

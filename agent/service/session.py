@@ -336,7 +336,7 @@ async def replay(conn: Any, session_id: str, history: list[dict[str, Any]]) -> N
 
 
 def permission_options(scope: GrantScope) -> list[schema.PermissionOption]:
-    """The four answers (design.md's fixed ids); the "always" ones name what they cover."""
+    """The four answers (fixed option ids, which clients match); the "always" ones name what they cover."""
     meta = {SCOPE_META: scope.record()}
     return [
         schema.PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),

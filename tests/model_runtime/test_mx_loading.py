@@ -17,7 +17,7 @@ from warpcode.model_runtime import CheckpointError, load, load_random
 from warpcode.model_runtime.mx_weights import named_weights
 
 VOCAB = 128  # conftest's tiny models
-# transformers' names of the weights design.md section 12 stores in MXFP8 (its experts are fused [E, 2I, H] and
+# transformers' names of the weights docs/reference/mxfp8.md stores in MXFP8 (its experts are fused [E, 2I, H] and
 # [E, H, I], quantised along their last dimension as ours are)
 HF_MX = re.compile(
     r"self_attn\.[qkvo]_proj\.weight$|mlp\.experts\.(gate_up_proj|down_proj)$|"

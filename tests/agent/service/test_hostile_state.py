@@ -1,7 +1,7 @@
 """A repository cannot plant warpcode's state, and the state warpcode keeps is the user's alone.
 
 Against the real `warpcode serve` (and `warpcode acp`) with the SDK's client: a cloned `.warpcode/` is never read
-nor written through (design.md section 3), and sessions and checkpoints are private (0700 folders, 0600 logs).
+nor written through (README: guarantees), and sessions and checkpoints are private (0700 folders, 0600 logs).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-// A real `warpcode serve` for the tests: a scripted model (design.md section 5), a temporary workspace and state
+// A real `warpcode serve` for the tests: a scripted model (docs/reference/scripted-model.md), a temporary workspace and state
 // directory, a free port. $WARPCODE_PYTHON names the Python that has warpcode (default: python3, as in CI's venv).
 
 import { mkdir, mkdtemp, realpath, rm, writeFile } from "node:fs/promises";
