@@ -102,7 +102,7 @@ def time_prefill(engine: Engine, prompt_tokens: int, repeats: int = 3) -> Prefil
 
     The serving engine caches prefixes, so timing one prompt again times a cache hit (5 ms instead of 65 ms for
     2,000 tokens on an H200): every cold run gets its own prompt, each with its own first token (the cache matches
-    whole blocks from the start, so these share nothing), and the cached tokens are read back to prove it. The
+    a prefix from the first token on, so these share nothing), and the cached tokens are read back to prove it. The
     warm figure, the last prompt again, is what an agent's repeated prefix costs; reported apart."""
     generator = torch.Generator().manual_seed(0)
     vocab = engine.config.vocab_size
