@@ -20,12 +20,14 @@ import warpcode.model_runtime.moe_block as moe_block
 from warpcode.model_runtime import load_random
 
 
-def ttft(engine, tokens: int, seed: int) -> float:
+def ttft(engine, tokens: int, seed: int) -> tuple[float, int]:
+    """Seconds from submission to the first token of a random prompt, and the tokens the prefix cache served (each
+    seed's prompt is new: 0 expected, printed so a cache hit cannot pass for a prefill)."""
     prompt = torch.randint(engine.config.vocab_size, (tokens,), generator=torch.Generator().manual_seed(seed))
-    handle = engine.submit(prompt.tolist(), 1, stop_token_ids=[])
     start = time.perf_counter()
+    handle = engine.submit(prompt.tolist(), 1, stop_token_ids=[])
     handle.result()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, handle.stats.cached_tokens
 
 
 def cached_turns(engine, history: list[int], label: str, first_id: int) -> None:
@@ -68,9 +70,11 @@ def main() -> None:
         engine.serving = replace(engine.serving, max_prefill_tokens=budget)
         ttft(engine, 64, seed := seed + 1)  # warm-up
         for length in lengths:
-            best = min(ttft(engine, length, seed := seed + 1) for _ in range(3))
+            best, cached = min(ttft(engine, length, seed := seed + 1) for _ in range(3))
             print(
-                f"budget {budget:6d} prompt {length:6d}: {best * 1e3:8.1f} ms  ({length / best:,.0f} tok/s)", flush=True
+                f"budget {budget:6d} prompt {length:6d}: {best * 1e3:8.1f} ms  ({length / best:,.0f} tok/s; "
+                f"{cached} tokens from the prefix cache)",
+                flush=True,
             )
     if args.profile:
         from torch.profiler import ProfilerActivity, profile

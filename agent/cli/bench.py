@@ -51,16 +51,21 @@ def register(commands: argparse._SubParsersAction) -> None:
     serve = kinds.add_parser("serve", help="the serving engine: concurrent streams, a multi-turn trace, long prompts")
     serve.add_argument("--preset", default="qwen3-30b-a3b", help="model shape (default: %(default)s)")
     serve.add_argument("--random-weights", action="store_true", help="build the model with random weights (required)")
-    serve.add_argument("--concurrency", default="1,8,32", help="concurrent streams per run (default: %(default)s)")
-    serve.add_argument("--prompt", type=int, default=512, help="prompt tokens per stream (default: %(default)s)")
-    serve.add_argument("--new-tokens", type=int, default=256, help="tokens per stream (default: %(default)s)")
+    serve.add_argument("--concurrency", help="concurrent streams per run (default: 1,8,32 on a GPU, 1,4 on the CPU)")
+    serve.add_argument("--prompt", type=int, help="prompt tokens per stream (default: 512 on a GPU, 128 on the CPU)")
+    serve.add_argument("--new-tokens", type=int, help="tokens per stream (default: 256 on a GPU, 32 on the CPU)")
     serve.add_argument(
-        "--trace-max", type=int, default=16384, help="the multi-turn trace grows its prompt up to this (0: skip)"
-    )
+        "--trace-max", type=int, help="the multi-turn trace grows its prompt up to this (default: 16384 on a GPU, "
+        "1536 on the CPU, at most the model's context; 0: skip)"
+    )  # fmt: skip
     serve.add_argument(
-        "--long-prompt", type=int, default=32768, help="a prompt this long arrives while 8 streams decode (0: skip)"
-    )
-    serve.add_argument("--cold-prefill", default="2048,16384", help="cold prefill lengths to time ('': skip)")
+        "--long-prompt", type=int, help="a prompt this long arrives while 8 streams decode (default: 32768 on a "
+        "GPU, 1024 on the CPU, within the model's context; 0: skip)"
+    )  # fmt: skip
+    serve.add_argument(
+        "--cold-prefill", help="cold prefill lengths to time (default: 2048,16384 on a GPU, 512 on the CPU, within "
+        "the model's context; '': skip)"
+    )  # fmt: skip
     serve.add_argument("--kv-cache-gb", type=float, help="KV cache size (default: half the free GPU memory)")
     serve.add_argument("--block-size", type=int, help="KV-cache block in tokens (default: the engine's)")
     serve.add_argument("--no-static", action="store_true", help="skip the static-batch decode reference")
@@ -166,6 +171,8 @@ def _run_decode(args: argparse.Namespace) -> int:
         raise ValueError("bench decode needs --random-weights (to time a checkpoint, use `warpcode generate`)")
     batches, contexts = _parse_ints(args.batch, "--batch"), _parse_ints(args.context, "--context")
     args.device = _decode_device(args.device, args.preset, torch.cuda.is_available())
+    if args.prefill:
+        _check_fits(args.preset, {"--prefill": args.prefill + 1})
     console = Console(stderr=True)
     with console.status("measuring copy bandwidth..."):
         copy_bandwidth = bench_decode.copy_bandwidth(args.device)
@@ -193,12 +200,21 @@ def _run_decode(args: argparse.Namespace) -> int:
     with console.status("decoding (the first step of each configuration captures its CUDA graph)..."):
         for row in bench_decode.run_decode_bench(engine, batches, contexts, copy_bandwidth, args.steps):
             report(row)
-        prefill_seconds = bench_decode.time_prefill(engine, args.prefill) if args.prefill else None
-    if prefill_seconds is not None:
+        prefill = bench_decode.time_prefill(engine, args.prefill) if args.prefill else None
+    if prefill is not None:
         if args.json:
-            print(json.dumps({"preset": args.preset, "prefill_tokens": args.prefill, "ms": prefill_seconds * 1e3}))
-        else:
-            console.print(f"prefill of {args.prefill} tokens (+ first token): {prefill_seconds * 1e3:.1f} ms")
+            print(json.dumps({
+                "preset": args.preset, "prefill_tokens": args.prefill, "ms": prefill.cold_seconds * 1e3,
+                "prefill_cached_tokens": prefill.cold_cached_tokens, "warm_ms": prefill.warm_seconds * 1e3,
+                "warm_cached_tokens": prefill.warm_cached_tokens,
+            }))  # fmt: skip
+        console.print(
+            f"prefill of {args.prefill} tokens (+ first token), cold: {prefill.cold_seconds * 1e3:.1f} ms "
+            f"(a new prompt each run, {prefill.cold_cached_tokens} tokens from the prefix cache)\n"
+            f"  warm, not a prefill figure: the same prompt again, {prefill.warm_cached_tokens} of its tokens from "
+            f"the prefix cache: {prefill.warm_seconds * 1e3:.1f} ms",
+            highlight=False,
+        )
     if args.compare_hf:
         config, device = engine.config, engine.device
         read = {(b, c): bench_decode.bytes_per_step(config, engine.model, b, c) for b in batches for c in contexts}
@@ -217,6 +233,40 @@ def _run_decode(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_fits(preset: str, sequences: dict[str, int]) -> None:
+    """Refuses at once a sequence over the model's context (the engine would refuse it after minutes of runs)."""
+    from warpcode.model_runtime.presets import get_preset
+
+    context = get_preset(preset).context_length
+    for option, tokens in sequences.items():
+        if tokens > context:
+            raise ValueError(
+                f"{option} needs sequences of {tokens:,} tokens, over {preset}'s context of {context:,}: "
+                f"make it smaller (or leave it out: the default fits)"
+            )
+
+
+def _serve_workload(args: argparse.Namespace):
+    """The options given, the rest from the default workload of this device and the model's context."""
+    from warpcode.model_runtime.bench_serve import ServeWorkload, default_workload
+    from warpcode.model_runtime.presets import get_preset
+
+    defaults = default_workload(get_preset(args.preset).context_length, args.device.split(":")[0])
+    cold = defaults.cold_prefill
+    if args.cold_prefill is not None:
+        cold = _parse_ints(args.cold_prefill, "--cold-prefill") if args.cold_prefill.strip() else []
+    workload = ServeWorkload(
+        _parse_ints(args.concurrency, "--concurrency") if args.concurrency else defaults.concurrency,
+        defaults.prompt_tokens if args.prompt is None else args.prompt,
+        defaults.new_tokens if args.new_tokens is None else args.new_tokens,
+        defaults.trace_max if args.trace_max is None else args.trace_max,
+        defaults.long_prompt if args.long_prompt is None else args.long_prompt,
+        cold,
+    )
+    _check_fits(args.preset, workload.longest_sequences())
+    return workload
+
+
 def _run_serve(args: argparse.Namespace) -> int:
     import torch
     from rich.console import Console
@@ -226,10 +276,10 @@ def _run_serve(args: argparse.Namespace) -> int:
 
     if not args.random_weights:
         raise ValueError("bench serve needs --random-weights (to time a checkpoint, serve it with serve-model)")
-    concurrency = _parse_ints(args.concurrency, "--concurrency")
-    cold = _parse_ints(args.cold_prefill, "--cold-prefill") if args.cold_prefill.strip() else []
     args.device = _decode_device(args.device, args.preset, torch.cuda.is_available())
+    workload = _serve_workload(args)
     console = Console(stderr=True)
+    console.print(f"bench serve on {args.device}: {workload.describe()}", highlight=False)
     with console.status(f"building {args.preset} with random weights on {args.device}..."):
         engine = load_random(
             args.preset, device=args.device, kv_cache_gb=args.kv_cache_gb, block_size=args.block_size,
@@ -239,7 +289,10 @@ def _run_serve(args: argparse.Namespace) -> int:
     if not args.no_static:
         copy_bandwidth = bench_decode.copy_bandwidth(args.device)
         with console.status("static-batch decode (the reference)..."):
-            for row in bench_decode.run_decode_bench(engine, concurrency, [args.prompt], copy_bandwidth):
+            steps = min(64, workload.new_tokens)  # as many as the streams decode
+            for row in bench_decode.run_decode_bench(
+                engine, workload.concurrency, [workload.prompt_tokens], copy_bandwidth, steps
+            ):
                 line = {"scenario": "static", "streams": row.batch, "context": row.context}
                 if args.json:
                     print(json.dumps({**line, "tokens_per_second": row.tokens_per_second}), flush=True)
@@ -249,16 +302,15 @@ def _run_serve(args: argparse.Namespace) -> int:
                "prefilled")  # fmt: skip
     for column in (*columns, "note"):
         table.add_column(column, justify="left" if column in ("scenario", "note") else "right")
-    rows = bench_serve.run_serve_bench(
-        engine, concurrency, args.prompt, args.new_tokens, args.trace_max, args.long_prompt, cold
-    )
+    rows = bench_serve.run_serve_bench(engine, workload)
     with console.status("serving (times in ms)..."):
         for row in rows:
             if args.json:
                 print(json.dumps({"preset": args.preset, **vars(row)}), flush=True)
             console.print(
                 f"  {row.scenario} x{row.streams} prompt {row.prompt_tokens}: {row.tokens_per_second:.1f} tok/s, "
-                f"TTFT p50 {row.ttft_ms_p50:.1f} ms ({row.prefill_tokens_p50:.0f} tokens prefilled), "
+                f"TTFT p50 {row.ttft_ms_p50:.1f} ms ({row.prefill_tokens_p50:.0f} tokens prefilled, "
+                f"{row.cached_tokens} from the prefix cache), "
                 f"ITL p99 {row.itl_ms_p99:.2f} max {row.itl_ms_max:.1f} ms",
                 highlight=False,
             )

@@ -217,6 +217,9 @@ def test_bench_serve_command_on_cpu(capsys):
     (median,) = [r for r in rows if r["scenario"] == "trace-median"]
     assert [r["prefill_tokens_p50"] for r in trace] == [450, 301, 814] and median["prefill_tokens_p50"] == 301
     assert all(r["tokens_per_second"] > 0 for r in rows if r["scenario"] in ("static", "concurrency"))
+    # Every TTFT but the trace's later turns is of a prompt the prefix cache has not seen, not one token of it.
+    cold = [r for r in rows if r["scenario"] in ("concurrency", "long-prompt", "cold-prefill")] + trace[:1] + trace[-1:]
+    assert len(cold) == 6 and all(r["cached_tokens"] == 0 for r in cold), cold
 
 
 def test_prompts_prefilled_a_layer_at_a_time_between_decode_steps(reference):
