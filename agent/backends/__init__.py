@@ -15,6 +15,7 @@ from warpcode.agent.backends.base import (
     ToolCallReady,
     approximate_tokens,
     backend_from_spec,
+    spec_relative_to,
 )
 
 __all__ = [
@@ -30,4 +31,5 @@ __all__ = [
     "ToolCallReady",
     "approximate_tokens",
     "backend_from_spec",
+    "spec_relative_to",
 ]

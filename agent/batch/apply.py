@@ -22,6 +22,7 @@ from typing import Any, TextIO
 from warpcode.agent.batch.ids import name_for, shown
 from warpcode.agent.batch.results import parse_rows
 from warpcode.agent.batch.workspaces import is_git_repository
+from warpcode.agent.cli.plural import counted
 
 SELECTIONS = ("succeeded", "failed", "timeout", "any")  # a status, or `any`: every row with a patch
 OUTCOMES = ("applied", "already_applied", "skipped", "conflict", "does_not_apply")
@@ -100,7 +101,8 @@ def read_results(path: Path) -> list[dict[str, Any]]:
 
 def summary(outcomes: list[Outcome]) -> str:
     counts = Counter(outcome.outcome for outcome in outcomes)
-    return ", ".join(f"{counts[name]} {name.replace('_', ' ')}" for name in OUTCOMES) + f" ({len(outcomes)} rows)"
+    each = ", ".join(f"{counts[name]} {name.replace('_', ' ')}" for name in OUTCOMES)
+    return f"{each} ({counted(len(outcomes), 'row')})"
 
 
 def apply_row(row: dict[str, Any], prefix: str, only: str, folder: Path) -> Outcome:

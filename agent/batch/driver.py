@@ -20,7 +20,9 @@ from warpcode.agent.batch.jobs import BadRow, Job, read_jobs
 from warpcode.agent.batch.progress import BatchProgress
 from warpcode.agent.batch.results import ResultsFile
 from warpcode.agent.batch.runner import Options, error_row, run_job
+from warpcode.agent.cli.plural import counted
 
+EXIT_FAILED = 1  # a job has no row, or (without --allow-errors) a row is `error`
 EXIT_INTERRUPTED = 130
 
 
@@ -32,6 +34,7 @@ class BatchConfig:
     redo: bool = False
     retry_errors: bool = False
     fail_fast: bool = False
+    allow_errors: bool = False  # exit 0 even when a row is `error` (every job still needs a row)
     ray: str | None = None  # local | auto | a cluster address; None: in this process
     replicas: int = 0  # `local:` model replicas as Ray actors (0: each worker process loads its own)
     worker_cpus: float = 1.0  # CPUs Ray reserves for each job worker
@@ -146,12 +149,19 @@ async def run_batch(
             raise outcome
         missing = [job.id for job in jobs if job.id not in results.rows]
         progress.summary(len(missing), interrupted, notes)
+    no_row = f"{counted(len(missing), 'job')} {'has' if len(missing) == 1 else 'have'} no row"
     if interrupted:
-        print(f"batch: interrupted; {len(missing)} jobs have no row yet: run again to finish them", file=log)
+        print(f"batch: interrupted; {no_row} yet: run again to finish them", file=log)
         return BatchOutcome(EXIT_INTERRUPTED, progress.counts)
     if missing:
-        print(f"batch: {len(missing)} jobs have no row (--fail-fast stopped the batch)", file=log)
-    return BatchOutcome(1 if missing else 0, progress.counts)
+        print(f"batch: {no_row} (--fail-fast stopped the batch)", file=log)
+    errors = [job.id for job in jobs if results.rows.get(job.id, {}).get("status") == "error"]
+    if errors and not config.allow_errors:
+        # A batch in CI fails when a job could not run, as `make` does, unless the caller says errors are expected.
+        print(f"batch: {counted(len(errors), 'job')} ended in error, so the exit code is {EXIT_FAILED} "
+              "(--allow-errors: 0 when every job has a row, errors or not; --retry-errors runs them again)",
+              file=log)  # fmt: skip
+    return BatchOutcome(EXIT_FAILED if missing or (errors and not config.allow_errors) else 0, progress.counts)
 
 
 def _ray_pool(config: BatchConfig, options: Options, log: TextIO, scope: contextlib.ExitStack):

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from warpcode.agent.backends import spec_relative_to
 from warpcode.agent.permissions import MODES
 
 HEADLESS_MODES = tuple(mode for mode in MODES if mode != "ask")  # nobody can answer a question in a batch
@@ -29,7 +30,7 @@ class Job:
     repo: Path  # absolute: a relative `repo` is taken from the JOBS file's folder
     instruction: str
     base: str | None = None
-    model: str | None = None
+    model: str | None = None  # its path (scripted:, local:, a checkpoint) absolute, from the JOBS file's folder
     mode: str | None = None
     test_command: str | None = None
     timeout_s: float | None = None
@@ -100,10 +101,12 @@ def parse_row(line: str, number: int, folder: Path, seen: set[str]) -> Job | Bad
         return bad("timeout_s must be positive")
     if value.get("max_turn_requests") is not None and value["max_turn_requests"] < 1:
         return bad("max_turn_requests must be at least 1")
-    repo_path = (folder / value["repo"]).expanduser().resolve()
+    repo_path = (folder / Path(value["repo"]).expanduser()).resolve()
     if not repo_path.is_dir():
         return bad(f"repository not found: {value['repo']!r} is not a directory")
     fields = {name: value.get(name) for name in _FIELDS if name not in ("id", "repo")}
+    if fields["model"]:  # every path of a row is taken from the JOBS file's folder, wherever the batch runs
+        fields["model"] = spec_relative_to(fields["model"], folder)
     timeout = fields.pop("timeout_s")
     return Job(job_id, repo_path, timeout_s=float(timeout) if timeout is not None else None, **fields)
 

@@ -19,6 +19,8 @@ from rich.text import Text
 
 from warpcode.agent.batch.ids import shown
 from warpcode.agent.batch.results import STATUSES
+from warpcode.agent.cli.plural import counted
+from warpcode.agent.cli.tables import print_table
 
 SLOWEST_SHOWN = 5
 _STYLES = {"succeeded": "green", "failed": "yellow", "timeout": "magenta", "error": "red"}
@@ -56,7 +58,8 @@ class BatchProgress:
         self.console.print(text, markup=False)
 
     def header(self, jobs: int, where: str, extra: str = "") -> None:
-        self.note(f"batch: {jobs} jobs, {self.skipped} already recorded, {self.total} to run, {where}{extra}")
+        counts = f"{counted(jobs, 'job')}, {self.skipped} already recorded, {self.total} to run"
+        self.note(f"batch: {counts}, {where}{extra}")
         self._event("batch", jobs=jobs, to_run=self.total, skipped=self.skipped)
 
     def started(self, job_id: str, worker: str, attempt: int = 1, **where: Any) -> None:
@@ -97,7 +100,7 @@ class BatchProgress:
         table.add_row("skipped (recorded before)", str(self.skipped), "-")
         if missing:
             table.add_row("no row yet", str(missing), "-")
-        self.console.print(table)
+        print_table(self.console, table)
         for line in notes or []:
             self.note(line)
         self._event("summary", **{s: self.counts[s] for s in STATUSES}, skipped=self.skipped, missing=missing,

@@ -36,7 +36,11 @@ async def _serve(args: argparse.Namespace) -> None:
     from warpcode.agent.service.request_limit import serve_stdio
 
     config = ServiceConfig.from_settings(
-        load_settings(args.model), args.state_dir, args.mode, args.sandbox, args.sandbox_network
+        load_settings(args.model, max_tokens=args.max_tokens),
+        args.state_dir,
+        args.mode,
+        args.sandbox,
+        args.sandbox_network,
     )
     if config.model is None:
         logging.warning("no model configured: prompts will answer with how to configure one")

@@ -18,8 +18,10 @@ def register(commands: argparse._SubParsersAction) -> None:
         "base, model, mode, test_command, timeout_s, max_turn_requests) as a headless agent turn in a throwaway "
         "copy of its repository, then its test_command, and append its result row (status, patch, tests, usage, "
         "...) to --out as it finishes. Re-running with the same --out skips the jobs already recorded. The source "
-        "repositories are never modified. Exit code 0 when every job has a row, 130 when interrupted. Progress and the "
-        "summary go to stderr; --json writes one event object a line to stdout.",
+        "repositories are never modified. Exit code 0 when every job has a row and none is `error` (a job that could "
+        "not run: bad row, missing repository, model or infrastructure failure), 1 otherwise (--allow-errors: 0 "
+        "whatever the rows' statuses), 130 when interrupted; `failed` and `timeout` rows do not change it. Progress "
+        "and the summary go to stderr; --json writes one event object a line to stdout.",
     )
     batch.add_argument("jobs", type=Path, metavar="JOBS.jsonl", help="the jobs, one JSON object a line")
     batch.add_argument("--out", type=Path, required=True, metavar="RESULTS.jsonl", help="where the rows go")
@@ -79,6 +81,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     batch.add_argument("--json", action="store_true", help="event lines on stdout (started, retry, finished, summary)")
     batch.add_argument("--redo", action="store_true", help="run every job again, even those already recorded")
     batch.add_argument("--retry-errors", action="store_true", help="run the jobs recorded as error again")
+    batch.add_argument(
+        "--allow-errors",
+        action="store_true",
+        help="exit 0 even when some rows are `error` (by default the exit code is then 1)",
+    )
     batch.add_argument("--fail-fast", action="store_true", help="stop at the first job that does not succeed")
     batch.add_argument(
         "--keep-workdirs", action="store_true", help="keep each job's copy (removed by the next run with this --out)"
@@ -88,6 +95,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run_batch_command(args: argparse.Namespace) -> int:
+    from warpcode.agent.backends import spec_relative_to
     from warpcode.agent.batch.driver import BatchConfig, run_batch
     from warpcode.agent.batch.runner import Options
 
@@ -96,6 +104,7 @@ def run_batch_command(args: argparse.Namespace) -> int:
         redo=args.redo,
         retry_errors=args.retry_errors,
         fail_fast=args.fail_fast,
+        allow_errors=args.allow_errors,
         ray=args.ray,
         replicas=args.replicas,
         worker_cpus=args.worker_cpus,
@@ -111,7 +120,7 @@ def run_batch_command(args: argparse.Namespace) -> int:
     if not args.jobs.is_file():
         raise ValueError(f"{args.jobs} is not a file: give the JOBS.jsonl to run")
     options = Options(
-        model=args.model,
+        model=spec_relative_to(args.model, Path.cwd()) if args.model else None,
         mode=args.mode,
         timeout_s=args.timeout_s,
         keep_workdirs=args.keep_workdirs,

@@ -7,10 +7,13 @@ import gc
 import json
 
 from warpcode.agent.cli.generate import add_weights_argument
+from warpcode.agent.cli.tables import print_table
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    bench = commands.add_parser("bench", help="benchmarks: one MoE layer (moe), the whole model decoding (decode)")
+    bench = commands.add_parser(
+        "bench", help="benchmarks: one MoE layer (moe), the whole model decoding (decode), the serving engine (serve)"
+    )
     kinds = bench.add_subparsers(dest="bench_kind", metavar="KIND", required=True)
     moe = kinds.add_parser("moe", help="one MoE layer per path: us, GB/s, %% of copy bandwidth, error vs fp64")
     shape = moe.add_mutually_exclusive_group()
@@ -142,7 +145,7 @@ def _run_moe(args: argparse.Namespace) -> int:
                 row.timing,
             )
     if not args.json:
-        Console().print(table)
+        print_table(Console(), table)
     return 0
 
 
@@ -229,7 +232,7 @@ def _run_decode(args: argparse.Namespace) -> int:
                 )
                 report(row)
     if not args.json:
-        Console().print(table)
+        print_table(Console(), table)
     return 0
 
 
@@ -322,5 +325,5 @@ def _run_serve(args: argparse.Namespace) -> int:
             )  # fmt: skip
     engine.shutdown()
     if not args.json:
-        Console().print(table)
+        print_table(Console(), table)
     return 0

@@ -30,7 +30,14 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     chat.add_argument("--cwd", help="the workspace directory (default: a resumed session's, else the current one)")
     add_agent_options(chat)
-    chat.add_argument("--session", metavar="ID", help="continue a stored session, replaying its history")
+    chat.add_argument(
+        "--resume",
+        "--session",
+        dest="session",
+        metavar="ID",
+        help="continue a stored session, replaying its history (`warpcode sessions` lists them; with --connect, "
+        "one stored by that server)",
+    )
     chat.add_argument("--connect", metavar="URL", help="a running `warpcode serve`, e.g. ws://127.0.0.1:8765/acp")
     chat.add_argument(
         "--token",
@@ -49,6 +56,8 @@ async def _chat(args: argparse.Namespace) -> int:
     from warpcode.agent.cli.terminal_view import TerminalView
 
     cwd = checked_cwd(args.cwd)
+    if args.connect and args.max_tokens:
+        raise ValueError("--max-tokens sets the model of this process: with --connect, give it to `warpcode serve`")
     loop = asyncio.get_running_loop()
     chat = Chat(TerminalView(), LineInput(loop))
     connection = _over_websocket(args, chat) if args.connect else _in_process(args, chat)
@@ -70,7 +79,11 @@ async def _in_process(args: argparse.Namespace, client: Any) -> AsyncIterator[No
     from warpcode.agent.service.agent import AcpService, ServiceConfig
 
     config = ServiceConfig.from_settings(
-        load_settings(args.model), args.state_dir, args.mode, args.sandbox, args.sandbox_network
+        load_settings(args.model, max_tokens=args.max_tokens),
+        args.state_dir,
+        args.mode,
+        args.sandbox,
+        args.sandbox_network,
     )
     agent = AcpService(config).new_connection_agent()
     agent_end, client_end = memory_transport_pair()

@@ -113,13 +113,15 @@ class Chat:
 
     async def run(self, cwd: str | None, resume: str | None, mode: str | None) -> None:
         """Open the session (new in `cwd`, or `resume` in its stored directory unless `cwd` is given), then loop."""
-        await self.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
-        if resume:
+        agent = (await self.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)).agent_capabilities
+        if resume and not (agent and agent.load_session):
+            raise ValueError("this agent cannot load stored sessions (no ACP session/load): leave out --resume")
+        if resume and agent.session_capabilities and agent.session_capabilities.list:
             stored = await self._stored_cwd(resume)
             if stored is None:
                 raise ValueError(
-                    f"there is no stored session {resume!r}: leave out --session to start a new one, or give an id "
-                    f"that warpcode chat printed when its session began"
+                    f"there is no stored session {resume!r}: `warpcode sessions` lists them (with --state-dir, or "
+                    "on the server's machine for --connect); leave out --resume to start a new session"
                 )
             cwd = cwd or stored
         cwd = cwd or os.getcwd()

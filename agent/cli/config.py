@@ -1,8 +1,9 @@
 """User configuration: `--model`, else WARPCODE_MODEL, else ~/.config/warpcode/config.toml.
 
 config.toml keys (all optional): model, mode, host, port, token_file, max_turn_requests, tool_output_tokens,
-sandbox ("none" or "bwrap": where run_command and run_tests run, tools/sandbox.py), sandbox_network (true or
-false, the default: whether commands in the sandbox may use the network).
+max_tokens (the most tokens the model may write in one answer; default: the backend's, 4,096), sandbox ("none"
+or "bwrap": where run_command and run_tests run, tools/sandbox.py), sandbox_network (true or false, the default:
+whether commands in the sandbox may use the network).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class Settings:
     token_file: str | None = None
     max_turn_requests: int = 50
     tool_output_tokens: int = 6_000
+    max_tokens: int | None = None  # one answer's token limit; None: the backend's own (4,096)
     sandbox: str = "none"
     sandbox_network: bool = False
 
@@ -41,11 +43,19 @@ def config_path(env: Mapping[str, str] = os.environ) -> Path:
     return Path(base) / "warpcode" / "config.toml"
 
 
-def load_settings(model: str | None = None, env: Mapping[str, str] = os.environ, path: Path | None = None) -> Settings:
+def load_settings(
+    model: str | None = None,
+    env: Mapping[str, str] = os.environ,
+    path: Path | None = None,
+    *,
+    max_tokens: int | None = None,
+) -> Settings:
+    """The settings, with the command line's `model` (else WARPCODE_MODEL) and `max_tokens` over the file's."""
     path = path or config_path(env)
     values = _read(path)
     settings = Settings(**values)
     settings.model = model or env.get("WARPCODE_MODEL") or settings.model
+    settings.max_tokens = max_tokens or settings.max_tokens
     return settings
 
 
@@ -60,11 +70,13 @@ def _read(path: Path) -> dict[str, Any]:
     unknown = sorted(set(values) - set(types))
     if unknown:
         raise ConfigError(f"{path}: unknown setting {unknown[0]!r}; known: {', '.join(types)}")
-    kinds = {"int": (int, "an integer"), "bool": (bool, "true or false")}
+    kinds = {"int": (int, "an integer"), "int | None": (int, "an integer"), "bool": (bool, "true or false")}
     for key, value in values.items():
         expected, kind = kinds.get(types[key], (str, "a string"))
         if not isinstance(value, expected) or (expected is not bool and isinstance(value, bool)):
             raise ConfigError(f"{path}: {key} must be {kind}")
+    if values.get("max_tokens", 1) < 1:
+        raise ConfigError(f"{path}: max_tokens must be at least 1")
     if values.get("mode", "ask") not in MODES:
         raise ConfigError(f"{path}: mode must be one of {', '.join(MODES)}")
     if values.get("sandbox", "none") not in SANDBOXES:
@@ -88,6 +100,13 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--mode", choices=MODES, help="permission mode (default: the config's, else ask)")
     parser.add_argument(
+        "--max-tokens",
+        type=_positive,
+        metavar="N",
+        help="the most tokens the model may write in one answer (default: the config's max_tokens, else 4096); "
+        "an answer cut there ends the turn with stop reason max_tokens",
+    )
+    parser.add_argument(
         "--sandbox",
         choices=SANDBOXES,
         help="where commands and tests run: none (as you, default) or bwrap (bubblewrap: writes only in the "
@@ -104,3 +123,9 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
         help="where sessions, each workspace's checkpoints and caches, and serve's token file are kept, private "
         "to you (default: $WARPCODE_STATE_DIR, else $XDG_STATE_HOME/warpcode, else ~/.local/state/warpcode)",
     )
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of tokens, at least 1 (got {text!r})")
+    return int(text)

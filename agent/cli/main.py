@@ -11,7 +11,7 @@ import sys
 from importlib import metadata
 
 from warpcode.agent.backends import BackendError
-from warpcode.agent.cli import acp, batch, bench, chat, generate, run, serve, serve_model
+from warpcode.agent.cli import acp, batch, bench, chat, generate, run, serve, serve_model, sessions
 from warpcode.tools.errors import ToolError
 
 # The errors raised on purpose, whose message is written for the user: shown without their class name.
@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.register(commands)
     serve.register(commands)
     serve_model.register(commands)
+    sessions.register(commands)
     _accept_debug_after_commands(parser)
     return parser
 

@@ -77,12 +77,16 @@ def headless_agent(
     from warpcode.tools.sandbox import sandbox_from_setting
     from warpcode.tools.workspace import default_state_home, ensure_private_dir, workspace_state_dir
 
-    limits = Limits(max_turn_requests or settings.max_turn_requests, settings.tool_output_tokens)
+    limits = Limits(
+        max_turn_requests or settings.max_turn_requests,
+        settings.tool_output_tokens,
+        settings.max_tokens or Limits.answer_reserve_tokens,  # the context keeps room for the longest answer
+    )
     home = ensure_private_dir((state_dir or default_state_home()).expanduser().resolve())
     network = settings.sandbox_network if sandbox_network is None else sandbox_network
     return Agent(
         Workspace(cwd, workspace_state_dir(home, cwd)),
-        backend_from_spec(settings.model),
+        backend_from_spec(settings.model, settings.max_tokens),
         emit,
         mode,
         mode_policy(mode, ask),
@@ -97,7 +101,7 @@ async def _run(args: argparse.Namespace) -> int:
     from warpcode.agent.cli.terminal_view import TerminalView
 
     cwd = checked_cwd(args.cwd)
-    settings = load_settings(args.model)
+    settings = load_settings(args.model, max_tokens=args.max_tokens)
     mode = args.mode or settings.mode
     refused: list[str] = []
     if args.json:

@@ -67,7 +67,7 @@ async def _serve(args: argparse.Namespace) -> int:
     from warpcode.agent.service.agent import AcpService, ServiceConfig
     from warpcode.agent.service.ws_server import ACP_PATH, AcpWebSocketServer, Guard, ServerLimits
 
-    settings = load_settings(args.model)
+    settings = load_settings(args.model, max_tokens=args.max_tokens)
     config = ServiceConfig.from_settings(settings, args.state_dir, args.mode, args.sandbox, args.sandbox_network)
     token_file = args.token_file or default_token_file(settings.token_file, config.state_dir)
     config.secrets = (token_file,)  # sandboxed commands must not read it, wherever it is kept

@@ -75,6 +75,7 @@ class ServiceConfig:
     secrets: tuple[Path, ...] = ()  # what else of ours the sandbox hides besides the state dir: serve's token file
     sessions_per_connection: int = MAX_OPEN_SESSIONS  # open at once on one connection; more are refused
     idle_sessions_in_memory: int = MAX_IDLE_LOADED  # per connection; older idle ones are unloaded until used
+    max_tokens: int | None = None  # one answer's token limit; None: the backend's own
 
     def __post_init__(self) -> None:
         if self.default_mode not in MODES:
@@ -97,10 +98,19 @@ class ServiceConfig:
         sandbox_network: bool | None = None,
     ) -> ServiceConfig:
         """The service's configuration: command-line values first, then the user's settings."""
-        limits = Limits(settings.max_turn_requests, settings.tool_output_tokens)
+        answer_room = settings.max_tokens or Limits.answer_reserve_tokens  # the context keeps room for the answer
+        limits = Limits(settings.max_turn_requests, settings.tool_output_tokens, answer_room)
         state = state_dir or default_state_home()
         network = settings.sandbox_network if sandbox_network is None else sandbox_network
-        return cls(settings.model, state, mode or settings.mode, limits, sandbox or settings.sandbox, network)
+        return cls(
+            settings.model,
+            state,
+            mode or settings.mode,
+            limits,
+            sandbox or settings.sandbox,
+            network,
+            max_tokens=settings.max_tokens,
+        )
 
 
 class AcpService:
@@ -121,7 +131,7 @@ class AcpService:
         # A scripted model replays its script per session; any other backend (a loaded model, an HTTP client) is
         # built once, now, so a bad spec fails at start-up rather than at the first prompt.
         self._scripted = (config.model or "").startswith("scripted:")
-        self._shared_backend = backend_from_spec(config.model)
+        self._shared_backend = backend_from_spec(config.model, config.max_tokens)
 
     def backend_for_session(self) -> ModelBackend:
         return backend_from_spec(self.config.model) if self._scripted else self._shared_backend

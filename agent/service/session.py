@@ -325,14 +325,19 @@ class _PacedBackend:
 
 async def replay(conn: Any, session_id: str, history: list[dict[str, Any]]) -> None:
     """Send a loaded session's whole history as session/update notifications, oldest first."""
-    for record in history:
-        if record["type"] == "prompt":
-            update = update_user_message_text(record["text"])
-        else:
-            update = schema.SessionNotification.model_validate(
-                {"sessionId": session_id, "update": record["update"]}
-            ).update
+    for update in history_updates(session_id, history):
         await conn.session_update(session_id=session_id, update=update)
+
+
+def history_updates(session_id: str, history: list[dict[str, Any]]) -> list[SessionUpdate]:
+    """A stored session's prompt and update records as the session updates the client was sent (the prompts as
+    the user's messages), oldest first: what a loaded session replays and `warpcode sessions show` prints."""
+    return [
+        update_user_message_text(record["text"])
+        if record["type"] == "prompt"
+        else schema.SessionNotification.model_validate({"sessionId": session_id, "update": record["update"]}).update
+        for record in history
+    ]
 
 
 def permission_options(scope: GrantScope) -> list[schema.PermissionOption]:

@@ -46,6 +46,7 @@ from warpcode.tools.workspace import ensure_private_dir
 WRITER_THREADS = 4
 LOG_MODE = 0o600
 TITLE_SEARCH_LINES = 16  # a log's first prompt (its title) comes after its first record and a few mode changes
+_PROMPT_RECORD = b'{"type": "prompt"'  # how json.dumps writes a prompt record's head (_write)
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")  # never a path: ids come from clients
 
 
@@ -125,6 +126,19 @@ class SessionStore:
             elif kind == "turn_end":
                 saved.messages = [_message(m) for m in record["messages"]]
         return saved
+
+    def delete(self, session_id: str) -> None:
+        """Remove the session's log (an unknown id: UnknownSession, nothing removed)."""
+        try:
+            self.path(session_id).unlink()
+        except FileNotFoundError:
+            raise UnknownSession(session_id) from None
+
+    def turns(self, session_id: str) -> int:
+        """How many prompts the session was given, counted from its log's lines without parsing them (a log holds
+        file contents and command output: listing many sessions stays quick)."""
+        with open(self.path(session_id), "rb") as log:
+            return sum(line.startswith(_PROMPT_RECORD) for line in log)
 
     def repair(self, session_id: str) -> None:
         """Cut a torn last line left by a crash, so the next append starts on a line of its own."""

@@ -115,7 +115,7 @@ def test_bad_rows_become_error_rows_and_the_rest_runs(tmp_path: Path):
         file.write('{"id": "line\u2028separator", "repo": "repo", "instruction": "fix"}\n'.encode())
     out = tmp_path / "RESULTS.jsonl"
 
-    assert batch(jobs, out, "--model", model, "--workers", "2") == 0
+    assert batch(jobs, out, "--model", model, "--workers", "2") == 1  # rows that could not run: `error`
 
     rows = by_id(out)
     assert rows["good"]["status"] == rows["line\u2028separator"]["status"] == "succeeded"
@@ -129,7 +129,7 @@ def test_bad_rows_become_error_rows_and_the_rest_runs(tmp_path: Path):
     )
     assert errors["line:10"] == "line 10: not UTF-8 text (byte 54)"
     recorded = out.read_bytes()
-    assert batch(jobs, out, "--model", model) == 0
+    assert batch(jobs, out, "--model", model, "--allow-errors") == 0
     assert out.read_bytes() == recorded  # every row read back: nothing dropped, nothing run again
     assert "not valid JSON" in errors["line:2"]
     assert "missing required field 'instruction'" in errors["no-instruction"]
@@ -175,12 +175,12 @@ def test_rerun_skips_recorded_ids_and_retry_errors_reruns_errors(tmp_path: Path,
         {"id": "b", "repo": "later", "instruction": "fix"},
     ])  # fmt: skip
     out = tmp_path / "RESULTS.jsonl"
-    assert batch(jobs, out, "--model", model) == 0
+    assert batch(jobs, out, "--model", model) == 1
     assert {key: row["status"] for key, row in by_id(out).items()} == {"a": "succeeded", "b": "error"}
     first_a = by_id(out)["a"]
 
     make_project(tmp_path / "later", git_repo=True)
-    assert batch(jobs, out, "--model", model) == 0  # everything recorded: nothing runs
+    assert batch(jobs, out, "--model", model) == 1  # everything recorded: nothing runs, and `b` is still error
     assert by_id(out)["b"]["status"] == "error"
 
     assert batch(jobs, out, "--model", model, "--retry-errors") == 0
@@ -286,7 +286,7 @@ def test_an_unreachable_model_is_retried_then_an_error_row(tmp_path: Path):
         {"id": "up", "repo": "repo", "instruction": "fix"},
     ])  # fmt: skip
     out = tmp_path / "RESULTS.jsonl"
-    assert batch(jobs, out, "--model", fine, "--max-attempts", "2") == 0
+    assert batch(jobs, out, "--model", fine, "--max-attempts", "2") == 1  # an error row
     rows = by_id(out)
     down = rows["down"]
     assert (down["status"], down["attempts"]) == ("error", 2)
@@ -384,7 +384,7 @@ def test_ids_reach_the_terminal_with_their_control_characters_escaped(tmp_path: 
     ])  # fmt: skip
     out = tmp_path / "RESULTS.jsonl"
 
-    assert batch(jobs, out, "--model", model) == 0
+    assert batch(jobs, out, "--model", model, "--allow-errors") == 0
     assert main(["batch", "apply", str(out)]) == 0
 
     err = capsys.readouterr().err
