@@ -151,7 +151,7 @@ def test_the_readme_demo_runs_as_written(tmp_path: Path) -> None:
 
 
 CONFIG_PAGE = DOCS / "reference" / "config.md"
-TOML_TYPES = {"str": "string", "str | None": "string", "int": "integer", "bool": "boolean"}
+TOML_TYPES = {"str": "string", "str | None": "string", "int": "integer", "int | None": "integer", "bool": "boolean"}
 
 
 def test_the_config_reference_lists_every_key_the_loader_accepts_with_its_type_and_default(tmp_path: Path) -> None:
