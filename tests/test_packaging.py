@@ -32,6 +32,7 @@ def test_every_subpackage_is_listed_for_regular_installs():
     assert on_disk == listed
 
 
+@pytest.mark.slow
 def test_namespace_imports_from_outside_the_repo(tmp_path):
     result = run_python("import warpcode.agent, warpcode.tools, warpcode.kernels, warpcode.model_runtime", tmp_path)
     assert result.returncode == 0, result.stderr

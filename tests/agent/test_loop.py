@@ -185,6 +185,7 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_cli_run_json_lines_parse_as_acp_updates(failing_repo: Path, tmp_path: Path, fix_turns, scripted_model) -> None:
     model = scripted_model(fix_turns)
     done = _cli("--cwd", str(failing_repo), "--model", model, "--mode", "auto", "--json", "Fix it", cwd=tmp_path)
@@ -202,6 +203,7 @@ def test_cli_run_json_lines_parse_as_acp_updates(failing_repo: Path, tmp_path: P
     assert (failing_repo / "calc.py").read_text().endswith("a + b\n")
 
 
+@pytest.mark.slow
 def test_cli_run_human_output_and_exit_codes(failing_repo: Path, tmp_path: Path, fix_turns, scripted_model) -> None:
     model = scripted_model(fix_turns)
     done = _cli("--cwd", str(failing_repo), "--model", model, "--yes", "Fix it", cwd=tmp_path)

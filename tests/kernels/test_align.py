@@ -53,6 +53,7 @@ def test_more_slots_than_one_program_tile_and_int32_ids():
     check_alignment(ids, 130, 8)
 
 
+@pytest.mark.slow
 def test_several_sub_tiles_a_program():
     # 5,000 slots: 32 programs of 192 slots, each ranking three 64-slot sub-tiles after the ones before it.
     generator = torch.Generator().manual_seed(1)

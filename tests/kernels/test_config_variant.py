@@ -33,6 +33,7 @@ def variant_file(tmp_path, monkeypatch):
     clear_config_caches()
 
 
+@pytest.mark.slow
 def test_a_variant_changes_only_the_named_entries_and_the_launchers_read_it(variant_file):
     out = variant_file
     change = f"configs/{MX_KEY}/4,8: down_first_tile_early=true, down_max_registers=null"
@@ -53,6 +54,7 @@ def test_a_variant_changes_only_the_named_entries_and_the_launchers_read_it(vari
     assert config.down_first_tile_early and config.down_max_registers is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("change", "message"),
     [

@@ -110,6 +110,7 @@ def assert_counters_reset(counters, separate_merge=False):
         assert tensor.dtype == torch.int32 and not tensor.any(), (key, tensor)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("merge_elements", [1, 128], ids=["1-split-steps", "4-split-steps"])
 def test_many_splits_most_of_them_empty(small_tiles, separate_merge, fresh_counters, monkeypatch, merge_elements):
     """12 splits of 16-key tiles over S = 129: rows of length 1, 129, 126 and 87 use 1, 9, 8 and 6 of them, so the
@@ -122,6 +123,7 @@ def test_many_splits_most_of_them_empty(small_tiles, separate_merge, fresh_count
     assert_counters_reset(fresh_counters, separate_merge)
 
 
+@pytest.mark.slow
 def test_repeated_calls_with_new_lengths(small_tiles, separate_merge, fresh_counters):
     """The same tensors called three times with new lengths (what a CUDA-graph replay does): each call recomputes
     the splits from the lengths it reads, and starts from the counters the previous one left at zero."""
@@ -134,6 +136,7 @@ def test_repeated_calls_with_new_lengths(small_tiles, separate_merge, fresh_coun
     assert len(fresh_counters) == (0 if separate_merge else 1)
 
 
+@pytest.mark.slow
 def test_calls_with_other_batches_grow_the_counters_and_keep_the_old_ones(small_tiles, one_launch, fresh_counters):
     """B * Hkv = 2, then 10 (past the 8 first allocated: a 16-counter tensor joins the cache, the 8-counter one stays
     alive for graphs captured with it), then 2 again, served by the larger tensor."""
@@ -279,6 +282,7 @@ def test_bad_out_and_num_splits_raise():
         decode_attention_reference(args[0][:, :3], *args[1:])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("num_splits", [module.MERGE_KERNEL_MIN_SPLITS - 1, module.MERGE_KERNEL_MIN_SPLITS])
 def test_the_split_count_decides_where_the_merge_runs(small_tiles, fresh_counters, num_splits):
     """Below MERGE_KERNEL_MIN_SPLITS the split kernel merges (arrival counters in use), from it on a merge kernel
@@ -320,6 +324,7 @@ def test_paged_cache_matches_the_static_float64(shape, block_size, dtype, block_
     assert_matches(decode_attention_triton(*paged, block_tables=table), float64_reference(*case), dtype)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block_size", [1, 5, 16, 48])  # 16, 48: each 16-key tile within one block
 @pytest.mark.parametrize(
     ("num_splits", "dtype"), [(1, torch.float32), (2, torch.bfloat16), (12, torch.float32)], ids=["1", "2", "12"]
@@ -337,6 +342,7 @@ def test_paged_cache_with_forced_splits(
         assert_counters_reset(fresh_counters, separate_merge)
 
 
+@pytest.mark.slow
 def test_paged_cache_through_the_merge_kernel(small_tiles, fresh_counters, block_table, paged_pool):
     """MERGE_KERNEL_MIN_SPLITS splits: the merge kernel, which clamps the lengths to the same capacity (530 slots in
     blocks of 5 for S = 528), recomputes the same chunks."""

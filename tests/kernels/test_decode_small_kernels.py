@@ -161,6 +161,7 @@ def test_qk_norm_rope_cache_matches_float64(num_heads, num_kv_heads, head_dim, d
     check_against_float64(args, q, TOLERANCE[dtype])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("num_heads", "num_kv_heads"), [(6, 2), (8, 4), (5, 1)])
 def test_prefill_rows_take_several_heads_a_program(num_heads, num_kv_heads):
     """Past the decode batches (65+ rows) a program takes gcd(Hq, Hkv) heads: every row and head still matches."""

@@ -47,6 +47,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 @pytest.mark.parametrize("path", PATHS.keys())
@@ -79,6 +80,7 @@ def test_int32_ids_and_zero_tokens(path):
     assert empty.shape == (0, 24)
 
 
+@pytest.mark.slow
 def test_warp_decode_is_more_accurate_than_bf16_expert_centric():
     """fp32 accumulation and an fp16 intermediate against bf16 rounding between every stage."""
     errors = {"warp_decode": 0.0, "expert_centric": 0.0}
@@ -123,6 +125,7 @@ def test_warp_decode_saturates_an_intermediate_beyond_fp16_instead_of_overflowin
     torch.testing.assert_close(out.float(), expected, rtol=2e-2, atol=1.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("case", ["one token", "experts repeat across tokens", "top-k = every expert"])
 def test_warp_decode_adds_a_residual_to_its_rounded_output(case, dtype):

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "sass_report.py"
 sys.path.insert(0, str(SCRIPT.parent))
 from sass_report import sass_loops  # noqa: E402
@@ -31,6 +33,7 @@ def test_loops_are_the_backward_branches():
     assert opcodes == {"LDG": 1, "FFMA": 2, "BRA": 1}
 
 
+@pytest.mark.slow
 def test_a_compile_case_is_reported():
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
     done = subprocess.run(

@@ -60,6 +60,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "config",
     [SMALL_MX_BLOCKS, DOWN_ON_MMA, replace(DOWN_ON_MMA, down_first_tile_early=True)],
@@ -88,6 +89,7 @@ def test_wide_and_narrow_tiles_of_both_kernels():
         assert relative_error(out, reference) < 1e-6
 
 
+@pytest.mark.slow
 def test_fresh_inputs_and_the_default_config():
     """Nothing carried over between calls: new inputs give the new reference (default config: the MX heuristic)."""
     for seed in range(2):
@@ -96,6 +98,7 @@ def test_fresh_inputs_and_the_default_config():
         assert relative_error(out, float64_reference(x, topk_weights, topk_ids, w13, w2)) < 1e-6
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", [SMALL_MX_BLOCKS, DOWN_ON_MMA], ids=["down on CUDA cores", "down on tensor cores"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 def test_mx_residual_fusion(dtype, config):
@@ -127,6 +130,7 @@ def down_float64(hidden_rows, topk_weights, topk_ids, w2_dequantised):
     return (per_slot.view(tokens, top_k, -1) * topk_weights.double()[..., None]).sum(dim=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("first_tile_early", [False, True], ids=["tiles after the wait", "first tile early"])
 @pytest.mark.parametrize("cols", [32, 128], ids=["four tiles", "one tile wider than I"])
 def test_down_on_tensor_cores_is_exact_in_fp32_for_groups_within_2_21_of_their_row(cols, first_tile_early):
@@ -139,6 +143,7 @@ def test_down_on_tensor_cores_is_exact_in_fp32_for_groups_within_2_21_of_their_r
     assert relative_error(out, reference) < 1e-6
 
 
+@pytest.mark.slow
 def test_down_on_tensor_cores_drops_groups_more_than_2_21_below_their_rows_largest_scale():
     """A row's largest scale sets its fp16 range. Groups 0, 2, 3 hold zeros under 2**13, group 1 the weights under
     2**(13 - gap): converted exactly at a gap of 21, dropped (the output is 0) at 22."""

@@ -140,6 +140,7 @@ FUSED_PARAMS = [("plain", dtype, case) for dtype in DTYPES for case in CASES] + 
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("weights", "dtype", "case"), FUSED_PARAMS, ids=["-".join(p) for p in FUSED_PARAMS])
 def test_fused_decode_matches_unfused(weights, dtype, case, hf_checkpoints):
     weights, dtype = WEIGHTS[weights], DTYPES[dtype]
@@ -165,6 +166,7 @@ def test_fused_decode_matches_unfused(weights, dtype, case, hf_checkpoints):
     assert torch.equal(fused.argmax(-1), unfused.argmax(-1))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("weights", list(WEIGHTS.values()), ids=list(WEIGHTS))
 def test_fused_decode_falls_back_for_every_architecture(arch, weights, hf_checkpoints):
     """Shared experts (qwen2_moe), full q/k norms and clipped q/k/v (olmoe): the fused kernels run where they apply
@@ -176,6 +178,7 @@ def test_fused_decode_falls_back_for_every_architecture(arch, weights, hf_checkp
     torch.testing.assert_close(fused, unfused, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("weights", list(WEIGHTS.values()), ids=list(WEIGHTS))
 def test_folded_router_decode_matches_unfused(dtype, weights, hf_checkpoints):

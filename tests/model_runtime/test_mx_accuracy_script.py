@@ -64,6 +64,7 @@ def test_scores_match_float64_reference(script):
     assert script.compare_scores(a, a) == {"top1_agreement": 1.0, "kl": 0.0}
 
 
+@pytest.mark.slow
 def test_tiny_run_writes_report(script, tmp_path):
     formats = "bf16,mxfp8"
     out = tmp_path / "report.json"

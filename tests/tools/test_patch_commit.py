@@ -105,6 +105,7 @@ def _start_slow_apply(root: Path, rels: list[str], tmp_path: Path) -> subprocess
     return subprocess.Popen([sys.executable, "-c", SLOW_APPLY, str(root), str(patch_file)])
 
 
+@pytest.mark.slow
 def test_kill_9_during_the_renames_is_finished_by_the_next_apply_patch(root: Path, tmp_path: Path) -> None:
     rels = many_files(root, FILES)
     applying = _start_slow_apply(root, rels, tmp_path)
@@ -118,6 +119,7 @@ def test_kill_9_during_the_renames_is_finished_by_the_next_apply_patch(root: Pat
     assert (root / "other.txt").read_text() == "next\n"
 
 
+@pytest.mark.slow
 def test_kill_9_while_staging_is_undone_at_the_next_start(root: Path, tmp_path: Path) -> None:
     rels = many_files(root, FILES)
     applying = _start_slow_apply(root, rels, tmp_path)

@@ -111,6 +111,7 @@ def warpcode_branches(repo: Path) -> list[str]:
     return git("for-each-ref", "--format=%(refname:short)", "refs/heads/warpcode/", cwd=repo).split()
 
 
+@pytest.mark.slow
 def test_a_succeeded_row_becomes_one_commit_on_its_base_and_the_checkout_is_untouched(tmp_path: Path, capsys):
     batch = run_batch(tmp_path, capsys)
     before, index_before = checkout_state(batch.repo), (batch.repo / ".git" / "index").read_bytes()
@@ -172,6 +173,7 @@ def test_a_rerun_is_already_applied_and_a_branch_with_other_content_is_a_conflic
     assert git("branch", "--list", "main/*", cwd=batch.repo) == ""
 
 
+@pytest.mark.slow
 def test_only_picks_the_rows_of_a_status_or_any_row_with_a_patch(tmp_path: Path, capsys):
     batch = run_batch(tmp_path, capsys)
     half = f"warpcode/{name_for('half done')}"
@@ -190,6 +192,7 @@ def test_only_picks_the_rows_of_a_status_or_any_row_with_a_patch(tmp_path: Path,
         "NOTES.md", "calc.py", "data/new.bin", "logo.bin"]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_rows_that_cannot_become_branches_are_reported_and_nothing_is_forced(tmp_path: Path, capsys):
     batch = run_batch(tmp_path, capsys)
     # A commit where calc.py differs: the patch's context no longer matches there.
@@ -256,6 +259,7 @@ def test_a_missing_or_empty_results_file_is_a_one_line_error(tmp_path: Path, cap
     )
 
 
+@pytest.mark.slow
 def test_without_a_configured_identity_the_commit_is_warpcode_batchs(tmp_path: Path, capsys, monkeypatch):
     batch = run_batch(tmp_path, capsys, identity=False)
     (tmp_path / "gitconfig").write_text("")

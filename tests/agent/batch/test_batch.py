@@ -44,6 +44,7 @@ def by_id(out: Path) -> dict[str, dict]:
     return {row["id"]: row for row in rows}
 
 
+@pytest.mark.slow
 def test_git_repo_and_plain_directory_jobs_leave_the_sources_unchanged(tmp_path: Path, capsys):
     repo = make_project(tmp_path / "repo", git_repo=True)
     plain = make_project(tmp_path / "plain", git_repo=False)
@@ -196,6 +197,7 @@ def test_rerun_skips_recorded_ids_and_retry_errors_reruns_errors(tmp_path: Path,
     assert git("worktree", "list", cwd=repo).count("\n") == 1
 
 
+@pytest.mark.slow
 def test_a_driver_killed_mid_batch_resumes_with_every_id_once(tmp_path: Path):
     repo = make_project(tmp_path / "repo", git_repo=True)
     before = repo_state(repo)
@@ -223,6 +225,7 @@ def test_a_driver_killed_mid_batch_resumes_with_every_id_once(tmp_path: Path):
     assert not (tmp_path / "RESULTS.jsonl.workdirs").exists()  # the stale copies were removed
 
 
+@pytest.mark.slow
 def test_sigterm_cancels_running_jobs_cleanly(tmp_path: Path):
     repo = make_project(tmp_path / "repo", git_repo=True)
     before = repo_state(repo)

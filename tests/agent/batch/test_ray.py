@@ -23,7 +23,8 @@ from tests.agent.model_server.conftest import agent_checkpoint, fast_tokenizer  
 from warpcode.agent.cli.main import main
 
 pytest.importorskip("ray")
-pytestmark = pytest.mark.slow
+# each test starts a private local Ray: under pytest-xdist they share one worker, one instance at a time
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 TIMING_FIELDS = ("duration_s", "worker", "trajectory")
 
@@ -47,6 +48,7 @@ def stop(driver: subprocess.Popen) -> None:
             driver.kill()
 
 
+@pytest.mark.slow
 def test_ray_local_gives_the_same_rows_as_the_in_process_batch(tmp_path: Path):
     repo = make_project(tmp_path / "repo", git_repo=True)
     make_project(tmp_path / "plain", git_repo=False)
@@ -151,6 +153,7 @@ def assert_private_instance(driver: int, state: Path, home: Path) -> None:
     assert not (home / ".ray").exists()
 
 
+@pytest.mark.slow
 def test_a_private_local_instance_replaces_a_worker_killed_mid_job(tmp_path: Path):
     repo = make_project(tmp_path / "repo", git_repo=True)
     before = repo_state(repo)
@@ -191,6 +194,7 @@ def test_a_private_local_instance_replaces_a_worker_killed_mid_job(tmp_path: Pat
     assert list((state / "ray").iterdir()) == []  # the token went with the instance
 
 
+@pytest.mark.slow
 def test_replicas_serve_every_session_of_the_batch(tmp_path: Path, agent_checkpoint: Path):  # noqa: F811
     repo = make_project(tmp_path / "repo", git_repo=True)
     before = repo_state(repo)
@@ -223,6 +227,7 @@ def test_ray_options_are_checked_before_anything_runs(tmp_path: Path, capsys):
     )
 
 
+@pytest.mark.slow
 def test_ray_auto_without_a_cluster_and_ray_not_installed_are_one_line_errors(tmp_path: Path):
     jobs = write_jobs(tmp_path / "jobs.jsonl", [{"id": "a", "repo": ".", "instruction": "x"}])
     out = str(tmp_path / "RESULTS.jsonl")

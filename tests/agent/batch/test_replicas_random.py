@@ -138,6 +138,7 @@ def test_the_batch_records_each_jobs_generation_in_its_usage(tmp_path: Path, ran
     assert set(rows["plain"]["usage"]) == {"input_tokens", "output_tokens", "model_requests"}  # as before
 
 
+@pytest.mark.slow
 def test_serve_model_takes_the_random_spec_of_the_replicas(random_engine):
     process, url = start_model_server("--model", "random:tiny", "--warm-up", "0,0")
     try:
@@ -149,6 +150,7 @@ def test_serve_model_takes_the_random_spec_of_the_replicas(random_engine):
     assert reply["choices"][0]["token_ids"] == greedy(random_engine, [1, 2, 3], 4)  # the same seed, the same weights
 
 
+@pytest.mark.xdist_group("ray")  # with the other Ray tests, one local instance at a time
 @pytest.mark.slow
 def test_bench_batch_replicas_on_a_local_ray_instance(tmp_path: Path):
     pytest.importorskip("ray")

@@ -71,6 +71,7 @@ def in_process_chat(tmp_path: Path, repo: Path, turns: list[dict], mode: str) ->
     return ChatProcess(*options, cwd=tmp_path)
 
 
+@pytest.mark.slow
 def test_allowed_edit_applies_and_undo_restores_it(tmp_path: Path, repo: Path) -> None:
     chat = in_process_chat(tmp_path, repo, [{"tool_calls": [EDIT]}, {"text": "Fixed add()."}], "ask")
     chat.send("fix add")
@@ -116,6 +117,7 @@ def test_rejected_edit_is_told_to_the_model_and_the_turn_goes_on(tmp_path: Path,
     assert chat.exit_code() == 0
 
 
+@pytest.mark.slow
 def test_connect_to_a_running_server(tmp_path: Path, repo: Path) -> None:
     script = write_script(tmp_path / "model.json", [
         {"text": "Reading calc.py.", "tool_calls": [{"name": "read_file", "arguments": {"path": "calc.py"}}]},
@@ -135,6 +137,7 @@ def test_connect_to_a_running_server(tmp_path: Path, repo: Path) -> None:
         server.wait(timeout=10)
 
 
+@pytest.mark.slow
 def test_serve_and_connect_take_the_token_from_the_environment(
     tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -155,6 +158,7 @@ def test_serve_and_connect_take_the_token_from_the_environment(
         server.wait(timeout=10)
 
 
+@pytest.mark.slow
 def test_resume_finds_the_session_s_directory_beyond_the_first_page_of_sessions(tmp_path: Path, repo: Path) -> None:
     store = SessionStore(tmp_path / "st")
     for n in range(150):  # the oldest one is on the second page of session/list
@@ -168,6 +172,7 @@ def test_resume_finds_the_session_s_directory_beyond_the_first_page_of_sessions(
     assert chat.exit_code() == 0
 
 
+@pytest.mark.slow
 def test_ctrl_c_cancels_the_turn_and_kills_its_command(tmp_path: Path, repo: Path) -> None:
     sleep = {"name": "run_command", "arguments": {"command": "echo $$ > sleep.pid; exec sleep 30"}}
     chat = in_process_chat(tmp_path, repo, [{"tool_calls": [sleep]}, {"text": "Still here."}], "auto")

@@ -1,6 +1,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from warpcode.agent.cli import main
 
 
@@ -20,6 +22,7 @@ def test_help_lists_only_working_subcommands():
     assert "bench" in result.stdout
 
 
+@pytest.mark.slow
 def test_errors_are_one_line_without_traceback():
     result = run_cli("bench", "moe", "--preset", "no-such-model", "--device", "cpu")
     assert result.returncode == 1

@@ -30,6 +30,7 @@ def one_error_line(result: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_debug_is_accepted_after_the_subcommand_too() -> None:
     result = warpcode("bench", "moe", "--preset", "no-such-model", "--device", "cpu", "--debug")
     assert "Traceback" in result.stderr and "no-such-model" in result.stderr
@@ -41,6 +42,7 @@ def test_help_names_every_benchmark() -> None:
     assert "(moe)" in listed and "(decode)" in listed
 
 
+@pytest.mark.slow
 def test_bench_decode_without_a_gpu_says_what_runs_on_the_cpu() -> None:
     if __import__("torch").cuda.is_available():
         pytest.skip("a GPU is there: the default device is it")
@@ -52,6 +54,7 @@ def test_bench_decode_without_a_gpu_says_what_runs_on_the_cpu() -> None:
     assert '"batch": 1' in tiny.stdout
 
 
+@pytest.mark.slow
 def test_torch_commands_print_no_numpy_warning() -> None:
     result = warpcode(
         "generate", "--random-weights", "--preset", "tiny", "--prompt-ids", "1,2", "--max-new-tokens", "2",
@@ -61,6 +64,7 @@ def test_torch_commands_print_no_numpy_warning() -> None:
     assert "NumPy" not in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
@@ -85,6 +89,7 @@ def test_mistakes_get_one_line_without_class_names(args: list[str], expected: st
     assert not any(word in line for word in jargon)
 
 
+@pytest.mark.slow
 def test_a_model_server_that_is_not_there_fails_at_once(tmp_path: Path) -> None:
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
@@ -102,6 +107,7 @@ def test_a_model_server_that_is_not_there_fails_at_once(tmp_path: Path) -> None:
     assert said.count("nothing answers at") == 1 and f"127.0.0.1:{port}" in said
 
 
+@pytest.mark.slow
 def test_a_port_in_use_names_the_option_that_picks_another(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -131,6 +137,7 @@ def _run_tests_script(tmp_path: Path) -> str:
     return f"scripted:{script}"
 
 
+@pytest.mark.slow
 def test_failing_tests_show_as_failed_on_the_terminal_and_in_json(tmp_path: Path) -> None:
     repo, model = _failing_repo(tmp_path / "repo"), _run_tests_script(tmp_path)
     shown = warpcode("run", "--cwd", str(repo), "--model", model, "--mode", "auto", "go")
@@ -140,6 +147,7 @@ def test_failing_tests_show_as_failed_on_the_terminal_and_in_json(tmp_path: Path
     assert len(finished) == 1 and '"status": "failed"' in finished[0]
 
 
+@pytest.mark.slow
 def test_a_missing_test_runner_says_what_to_install(tmp_path: Path) -> None:
     repo, model = _failing_repo(tmp_path / "repo"), _run_tests_script(tmp_path)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(repo / ".venv")], check=True, timeout=120)
@@ -148,6 +156,7 @@ def test_a_missing_test_runner_says_what_to_install(tmp_path: Path) -> None:
     assert f"pytest is not installed for {repo / '.venv' / 'bin' / 'python'}" in shown and "pip install pytest" in shown
 
 
+@pytest.mark.slow
 def test_a_headless_run_says_which_calls_it_refused_and_exits_with_its_own_code(tmp_path: Path) -> None:
     repo = _failing_repo(tmp_path / "repo")
     script = tmp_path / "edit.json"
@@ -167,6 +176,7 @@ def test_a_headless_run_says_which_calls_it_refused_and_exits_with_its_own_code(
     assert allowed.returncode == 0 and "refused" not in allowed.stderr
 
 
+@pytest.mark.slow
 def test_the_workspace_gets_no_warpcode_folder(tmp_path: Path) -> None:
     repo = _failing_repo(tmp_path / "repo")
     script = tmp_path / "edit.json"

@@ -65,6 +65,7 @@ def test_bad_requests_are_400s_in_openais_shape(chat_url, path, body, param, say
     assert error["type"] == "invalid_request_error" and says in error["message"], error
 
 
+@pytest.mark.slow
 def test_the_server_keeps_serving_after_bad_requests(chat_url):
     for path, body, _, _ in BAD_REQUESTS:
         assert post(chat_url, path, body).status_code == 400

@@ -9,10 +9,12 @@ import subprocess
 import sys
 
 import httpx
+import pytest
 
 from tests.agent.model_server.conftest import start_model_server, stop
 
 
+@pytest.mark.slow
 def test_it_prints_its_url_serves_random_weights_and_stops_cleanly():
     options = ["--random-weights", "--preset", "tiny", "--served-model-name", "rnd", "--max-model-len", "512"]
     process, url = start_model_server(*options, "--kv-cache-gb", "0.05")
@@ -27,6 +29,7 @@ def test_it_prints_its_url_serves_random_weights_and_stops_cleanly():
         assert stop(process) == 0
 
 
+@pytest.mark.slow
 def test_a_port_in_use_is_a_one_line_error():
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -39,6 +42,7 @@ def test_a_port_in_use_is_a_one_line_error():
     assert f"port {port} on 127.0.0.1 is already in use" in result.stderr and "--port 0" in result.stderr
 
 
+@pytest.mark.slow
 def test_the_api_key_may_come_from_the_environment():
     process, url = start_model_server("--random-weights", "--preset", "tiny", env={"WARPCODE_API_KEY": "k3y"})
     try:
@@ -48,6 +52,7 @@ def test_the_api_key_may_come_from_the_environment():
         stop(process)
 
 
+@pytest.mark.slow
 def test_the_openai_backend_completes_an_agent_turn(agent_checkpoint, tmp_path):
     process, url = start_model_server("--model", str(agent_checkpoint), "--served-model-name", "agent")
     try:

@@ -15,6 +15,7 @@ pytestmark = pytest.mark.asyncio
 PATCH = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return b + a\n"
 
 
+@pytest.mark.slow
 async def test_the_question_shows_the_exact_diff_and_nothing_is_written_before_the_answer(
     tmp_path: Path, failing_repo: Path, scripted_model
 ) -> None:

@@ -50,6 +50,7 @@ async def _client(url: str, answers: list[str]):
     return client, await connect(url, client)
 
 
+@pytest.mark.slow
 async def test_always_answers_cover_a_tool_a_command_prefix_or_one_command(tmp_path: Path, workspace: Path):
     state = tmp_path / "state"
     async with serving(tmp_path, TURNS, "--mode", "ask") as server:
@@ -110,6 +111,7 @@ async def test_the_options_name_what_always_covers(tmp_path: Path, workspace: Pa
     assert names[0][3] == "Always reject `git status …` commands"
 
 
+@pytest.mark.slow
 async def test_kind_wide_grants_of_older_logs_are_asked_again(tmp_path: Path, workspace: Path):
     state = tmp_path / "state"
     async with serving(tmp_path, TURNS, "--mode", "ask") as server:

@@ -17,6 +17,7 @@ def _command(text: str, answer: str) -> list[dict]:
     return [{"tool_calls": [{"name": "run_command", "arguments": {"command": f"echo {text}"}}]}, {"text": answer}]
 
 
+@pytest.mark.slow
 async def test_restart_and_load_replays_history_and_keeps_mode_permissions_and_conversation(
     tmp_path: Path, scripted_model
 ) -> None:

@@ -34,6 +34,7 @@ async def test_concurrent_loads_of_one_session_open_it_on_exactly_one_connection
                 await connection.close()
 
 
+@pytest.mark.slow
 async def test_a_session_loads_only_in_its_own_directory(tmp_path: Path, workspace: Path):
     other = tmp_path / "other"
     other.mkdir()
@@ -52,6 +53,7 @@ async def test_a_session_loads_only_in_its_own_directory(tmp_path: Path, workspa
         await connection.close()
 
 
+@pytest.mark.slow
 async def test_session_list_pages_newest_first_and_stays_stable_while_sessions_are_created(
     tmp_path: Path, workspace: Path
 ):

@@ -20,6 +20,7 @@ from warpcode.agent.service.request_limit import MAX_IN_FLIGHT, TOO_MANY_REQUEST
 pytestmark = pytest.mark.asyncio
 
 
+@pytest.mark.slow
 async def test_stdio_refuses_requests_over_the_limit_and_lets_answers_and_cancels_through(tmp_path: Path):
     script = write_script(tmp_path / "model.json", [
         {"tool_calls": [{"name": "run_command", "arguments": {"command": "echo ran"}}]}, {"text": "done"},

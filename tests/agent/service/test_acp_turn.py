@@ -12,6 +12,7 @@ from tests.agent.conftest import AcpTestClient, acp_process
 pytestmark = pytest.mark.asyncio
 
 
+@pytest.mark.slow
 async def test_edit_and_test_turn_asks_permission_and_streams_everything(
     tmp_path: Path, failing_repo: Path, fix_turns: list[dict], scripted_model
 ) -> None:

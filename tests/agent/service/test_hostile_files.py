@@ -73,6 +73,7 @@ class Served:
             raise
 
 
+@pytest.mark.slow
 async def test_server_killed_mid_patch_is_finished_by_the_next_session(tmp_path: Path) -> None:
     for attempt in range(3):  # nothing slows this server down: retry if the kill came after the last rename
         root = tmp_path / f"repo{attempt}"
@@ -107,6 +108,7 @@ async def _killed_once_renaming(server: Served, first: Path) -> bool:
         await asyncio.gather(prompting, return_exceptions=True)
 
 
+@pytest.mark.slow
 async def test_read_file_of_a_fifo_answers_at_once(tmp_path: Path, workspace: Path) -> None:
     os.mkfifo(workspace / "pipe.txt")
     server = await Served(tmp_path, _script(tmp_path, [("read_file", {"path": "pipe.txt"})])).open(workspace)
@@ -117,6 +119,7 @@ async def test_read_file_of_a_fifo_answers_at_once(tmp_path: Path, workspace: Pa
     assert status == "failed" and "'pipe.txt' is a FIFO (named pipe), not a regular file" in text
 
 
+@pytest.mark.slow
 async def test_a_directory_swapped_for_a_symlink_never_leads_outside(tmp_path: Path, workspace: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()

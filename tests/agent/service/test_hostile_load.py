@@ -32,6 +32,7 @@ async def _quick_turn(url: str, workspace: Path) -> float:
     return time.monotonic() - started
 
 
+@pytest.mark.slow
 async def test_a_backtracking_search_pattern_does_not_freeze_the_server(tmp_path: Path) -> None:
     bait, small = tmp_path / "bait", tmp_path / "small"
     bait.mkdir(), small.mkdir()
@@ -54,6 +55,7 @@ async def test_a_backtracking_search_pattern_does_not_freeze_the_server(tmp_path
         _stop(process)
 
 
+@pytest.mark.slow
 async def test_a_large_workspace_map_is_built_off_the_event_loop(tmp_path: Path) -> None:
     large, small = tmp_path / "large", tmp_path / "small"
     large.mkdir(), small.mkdir()

@@ -86,6 +86,7 @@ def plant_hooks_path(shadow: Path, tools: Path) -> Path:
     return marker
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "plant", [plant_fsmonitor, plant_hook, plant_hooks_path], ids=["fsmonitor", "hook", "hooksPath"]
 )
@@ -97,6 +98,7 @@ async def test_a_planted_checkpoint_repository_runs_nothing(tmp_path: Path, fail
     assert [c["message"] for c in checkpoints] == ["before: Fix add()"]
 
 
+@pytest.mark.slow
 async def test_a_planted_exclude_symlink_overwrites_nothing(tmp_path: Path, failing_repo: Path) -> None:
     outside = tmp_path / "outside.txt"
     outside.write_text("precious\n")
@@ -108,6 +110,7 @@ async def test_a_planted_exclude_symlink_overwrites_nothing(tmp_path: Path, fail
     assert len(checkpoints) == 1
 
 
+@pytest.mark.slow
 async def test_a_symlinked_warpcode_folder_gets_nothing_written(tmp_path: Path, failing_repo: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -127,11 +130,13 @@ def assert_private(state: Path) -> None:
     assert logs and {stat.S_IMODE(log.stat().st_mode) for log in logs} == {0o600}
 
 
+@pytest.mark.slow
 async def test_serve_with_a_token_keeps_its_state_private(tmp_path: Path, failing_repo: Path) -> None:
     assert len(await edit_turn(tmp_path, failing_repo)) == 1
     assert_private(tmp_path / "state")
 
 
+@pytest.mark.slow
 async def test_acp_keeps_its_state_private(tmp_path: Path, failing_repo: Path, scripted_model) -> None:
     state = tmp_path / "state"
     model = scripted_model(EDIT_TURNS)
@@ -160,6 +165,7 @@ async def test_run_keeps_its_checkpoints_in_the_private_state_dir(
     assert [stat.S_IMODE(f.stat().st_mode) for f in folders] == [0o700] * 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["serve", "--port", "0"], ["acp"]], ids=["serve", "acp"])
 async def test_a_state_dir_that_is_not_a_directory_stops_the_service_with_one_line(tmp_path: Path, command: list):
     (tmp_path / "state").write_text("mine\n")

@@ -21,6 +21,7 @@ def _integrator_snippet() -> str:
     return re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
 
 
+@pytest.mark.slow
 async def test_the_readme_snippet_lists_checkpoints_and_the_underscore_pitfall_holds(tmp_path: Path) -> None:
     workspace = tmp_path / "repo"
     workspace.mkdir()

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import acp
+import pytest
 
 from tests.agent.conftest import TOKEN, RecordingClient, connect, start_server, write_script
 from tests.conftest import process_running
@@ -62,6 +63,7 @@ async def _trivial_turn(url: str, cwd: Path) -> float:
     return time.monotonic() - started
 
 
+@pytest.mark.slow
 async def test_a_flooding_command_stalls_neither_other_sessions_nor_shutdown(tmp_path: Path) -> None:
     flood, quiet = tmp_path / "flood", tmp_path / "quiet"
     for workspace, body in ((flood, FLOOD), (quiet, "echo quiet\n")):
@@ -86,6 +88,7 @@ async def test_a_flooding_command_stalls_neither_other_sessions_nor_shutdown(tmp
     assert stop_s < 3.0, f"the server took {stop_s:.1f} s to stop after SIGTERM during the flood"
 
 
+@pytest.mark.slow
 async def test_a_server_killed_with_sigkill_leaves_no_command_running(tmp_path: Path) -> None:
     workspace = tmp_path / "repo"
     workspace.mkdir()

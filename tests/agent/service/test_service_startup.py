@@ -58,6 +58,7 @@ async def test_a_sandbox_that_is_not_installed_stops_the_server_with_one_line(tm
     assert done.stderr.count("\n") == 1 and "install bubblewrap" in done.stderr
 
 
+@pytest.mark.slow
 @needs_bwrap
 async def test_sandbox_bwrap_confines_the_sessions_commands_and_keeps_serve_out_of_their_reach(tmp_path: Path) -> None:
     """Each session's commands write only in the workspace, and cannot take the way out through warpcode itself:

@@ -95,6 +95,7 @@ async def test_idle_sessions_wait_on_disk_and_sessions_beyond_the_limit_are_refu
         await other.close()
 
 
+@pytest.mark.slow
 async def test_a_connection_holding_many_idle_sessions_holds_the_memory_of_a_few(tmp_path: Path, workspace: Path):
     config = ServiceConfig(None, tmp_path / "state")  # the limits users get
     async with ws_service(config) as (service, url):

@@ -73,6 +73,7 @@ async def _send_until_stalled(ws, frames: list[str], stall_s: float = 1.0) -> as
     return sender
 
 
+@pytest.mark.slow
 async def test_pipelined_requests_are_bounded_and_the_connection_still_works(tmp_path: Path):
     count = 40_000
     async with serving(tmp_path, [{"text": "hi"}]) as server:
@@ -104,6 +105,7 @@ async def _sample_peak(server, peak: list[int]) -> None:
         await asyncio.sleep(0.02)
 
 
+@pytest.mark.slow
 async def test_a_client_gone_with_requests_unanswered_costs_one_log_line(tmp_path: Path, workspace: Path):
     turns = [{"tool_calls": [{"name": "run_command", "arguments": {"command": "echo ran"}}]}]
     async with serving(tmp_path, turns, "--mode", "ask") as server:
@@ -132,6 +134,7 @@ async def test_a_client_gone_with_requests_unanswered_costs_one_log_line(tmp_pat
     assert "left with 10 requests unanswered" in log
 
 
+@pytest.mark.slow
 async def test_requests_over_the_limit_are_refused_while_permission_answers_and_cancels_get_through(
     tmp_path: Path, workspace: Path
 ):

@@ -69,6 +69,7 @@ def workspace(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 async def test_big_edits_reach_the_sdk_client_as_excerpts_and_the_turn_ends(tmp_path: Path, workspace: Path):
     medium, big = numbered_lines(600_000), numbered_lines(2_000_000)
     (workspace / "medium.txt").write_text(medium)
@@ -109,6 +110,7 @@ async def test_big_edits_reach_the_sdk_client_as_excerpts_and_the_turn_ends(tmp_
     assert plan.entries[0].content.startswith("Plan: yyy") and "characters not shown" in plan.entries[0].content
 
 
+@pytest.mark.slow
 async def test_a_client_gone_during_the_end_of_turn_flush_leaves_a_session_that_loads_at_once(
     tmp_path: Path, workspace: Path
 ):

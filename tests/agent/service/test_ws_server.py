@@ -149,6 +149,7 @@ async def test_closed_connection_cancels_its_running_turn(tmp_path: Path, worksp
         process.wait(timeout=10)
 
 
+@pytest.mark.slow
 def test_generated_token_file_is_private_and_reused(tmp_path: Path):
     script = write_script(tmp_path / "model.json", [{"text": "hi"}])
     token_file = tmp_path / "state" / "serve-token"
