@@ -337,7 +337,12 @@ def main() -> None:
             name = "/".join(Path(repo).parent.name.split("+", 1))
             label = label or name
             records = []
-            for number, (commit, parent) in enumerate(select(repo, args.commits)):
+            try:
+                chosen = select(repo, args.commits)
+            except RuntimeError as exc:
+                odd.append(f"{label}: history unreadable ({str(exc)[:80]})")
+                continue
+            for number, (commit, parent) in enumerate(chosen):
                 try:
                     record = run_commit(repo, commit, parent, quote_path=number % 2 == 0, scratch=scratch)
                 except (RuntimeError, KeyError, ValueError) as exc:  # objects missing from a partial mirror

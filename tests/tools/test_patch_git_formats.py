@@ -80,7 +80,7 @@ def test_names_git_quotes_are_renamed_modified_and_created(root: Path, tmp_path:
 
     before = {name: b"one\ntwo\nthree\nfour\nfive\nsix\n", f"pure/{name}": b"same\n"}
     patch = _diff_of(root, before, change, "-c", f"core.quotePath={quote_path}")
-    assert f"rename to moved/{base}" in patch or f'rename to "moved/' in patch
+    assert f"rename to moved/{base}" in patch or 'rename to "moved/' in patch
     _apply_both(root, tmp_path, patch)
 
 
