@@ -273,33 +273,31 @@ def select(repo: str, count: int) -> list[tuple[str, str]]:
     return chosen
 
 
-def save_fixtures(path: Path, repo_name: str, records: list[dict], count: int, licence: str) -> None:
-    """The smallest identical cases of each class: parent files, the diff and the commit's files."""
-    by_class: dict[str, list[dict]] = collections.defaultdict(list)
-    for record in records:
-        if record["outcome"] == "identical" and record["git_ok"] and len(record["diff"]) < 12000:
-            for name in record["classes"][1:] or ["plain"]:
-                by_class[name].append(record)
+MAX_CASE_BYTES = 60_000  # a saved case (diff, files before and after) stays small: the test data is kept in git
+
+
+def save_fixtures(path: Path, repo_name: str, records: list[dict], per_class: int, licence: str) -> None:
+    """The smallest identical cases of each class (`per_class` of each): parent files, diff, commit's files."""
+    cases = [_case(r) for r in records if r["outcome"] == "identical" and r["git_ok"]]
+    cases = sorted((c for c in cases if len(json.dumps(c)) <= MAX_CASE_BYTES), key=lambda c: len(json.dumps(c)))
     picked: dict[str, dict] = {}
-    for name in sorted(by_class, key=lambda n: len(by_class[n])):
-        for record in sorted(by_class[name], key=lambda r: len(r["diff"]))[:3]:
-            picked.setdefault(record["commit"], record)
-        if len(picked) >= count:
-            break
-    cases = [
-        {
-            "commit": r["commit"],
-            "parent": r["parent"],
-            "classes": r["classes"][1:],
-            "diff": _encoded(r["diff"]),
-            "before": _files(r["before"]),
-            "after": _files(r["after"]),
-        }
-        for r in picked.values()
-    ]
-    body = {"source": f"https://github.com/{repo_name}", "licence": licence, "cases": cases}
+    for name in sorted({n for c in cases for n in c["classes"] or ["plain"]}):
+        for case in [c for c in cases if name in (c["classes"] or ["plain"])][:per_class]:
+            picked.setdefault(case["commit"], case)
+    body = {"source": f"https://github.com/{repo_name}", "licence": licence, "cases": list(picked.values())}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(body, indent=0, ensure_ascii=False) + "\n")
+
+
+def _case(record: dict) -> dict:
+    return {
+        "commit": record["commit"],
+        "parent": record["parent"],
+        "classes": record["classes"][1:],
+        "diff": _encoded(record["diff"]),
+        "before": _files(record["before"]),
+        "after": _files(record["after"]),
+    }
 
 
 def _encoded(data: bytes) -> dict:
@@ -319,7 +317,7 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=300)
     parser.add_argument("--variants", action="store_true")
     parser.add_argument("--save", type=Path, help="directory for fixture JSON files (one per repository)")
-    parser.add_argument("--save-count", type=int, default=10)
+    parser.add_argument("--save-count", type=int, default=2, help="cases saved per class")
     parser.add_argument("--licence", action="append", default=[], help="NAME=LICENCE for saved fixtures")
     args = parser.parse_args()
     licences = dict(item.split("=", 1) for item in args.licence)
