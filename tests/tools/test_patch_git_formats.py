@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from warpcode.tools import PatchError, Workspace, apply_patch
+from warpcode.tools import PatchError, Workspace, apply_patch, patch_journal, recover_interrupted_patch
 from warpcode.tools.binary_patch import apply_delta, decode_base85_line
 
 from .conftest import GIT_ENV, git
+from .hostile import temp_files
 
 Files = dict[str, bytes]
 
@@ -181,3 +182,29 @@ def test_base85_and_delta_follow_git() -> None:
     assert apply_delta(source, delta, "f") == source[5:15] + b"abc"
     with pytest.raises(PatchError, match="past"):
         apply_delta(source, bytes([100, 100, 0x80]), "f")
+
+
+@pytest.mark.parametrize("swap", ["file to directory", "directory to file"])
+def test_a_swap_interrupted_after_its_deletions_is_finished_by_recovery(root: Path, monkeypatch, swap: str) -> None:
+    delete, create = ("docs", "docs/a.md") if swap == "file to directory" else ("docs/a.md", "docs")
+    (root / delete).parent.mkdir(parents=True, exist_ok=True)
+    (root / delete).write_text("old\n")
+    patch = (
+        f"diff --git a/{create} b/{create}\nnew file mode 100644\n--- /dev/null\n+++ b/{create}\n@@ -0,0 +1 @@\n+new\n"
+        f"diff --git a/{delete} b/{delete}\ndeleted file mode 100644\n"
+        f"--- a/{delete}\n+++ /dev/null\n@@ -1 +0,0 @@\n-old\n"
+    )
+
+    def killed(*args):
+        raise KeyboardInterrupt  # the process dies between the deletions and the renames
+
+    monkeypatch.setattr(patch_journal, "_renames_between", killed)
+    with pytest.raises(KeyboardInterrupt):
+        apply_patch(Workspace(root), patch)
+    assert not (root / delete).is_file()
+    monkeypatch.undo()
+
+    assert "Finished" in (recover_interrupted_patch(Workspace(root)) or "")
+    assert (root / create).read_text() == "new\n"
+    assert temp_files(root) == []
+    assert recover_interrupted_patch(Workspace(root)) is None
