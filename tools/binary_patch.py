@@ -8,6 +8,7 @@ the old content must be the blob the patch was made against, and the result the 
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import zlib
 from typing import TYPE_CHECKING
@@ -17,14 +18,12 @@ from warpcode.tools.errors import PatchError
 if TYPE_CHECKING:
     from warpcode.tools.patch_parse import BinaryHunk
 
-ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%&()*+-;<=>?@^_`{|}~"
-DIGIT = {char: value for value, char in enumerate(ALPHABET)}
 COPY_DEFAULT_SIZE = 0x10000  # a copy instruction with no size bytes copies 64 KiB
 
 
 def decode_base85_line(line: str, shown: str) -> bytes:
     """The bytes of one base85 line; a corrupt line (wrong length, a character outside the alphabet, a group
-    over 2**32) is refused, as git refuses it."""
+    over 2**32) is refused, as git refuses it. git's alphabet is RFC 1924's, which base64.b85decode reads."""
     size_char = line[:1]
     if "A" <= size_char <= "Z":
         size = ord(size_char) - ord("A") + 1
@@ -35,17 +34,10 @@ def decode_base85_line(line: str, shown: str) -> bytes:
     body = line[1:]
     if len(body) != (size + 3) // 4 * 5:
         raise PatchError(f"corrupt binary patch line {line[:20]!r}: its length does not match its letter.", shown)
-    out = bytearray()
-    for start in range(0, len(body), 5):
-        value = 0
-        for char in body[start : start + 5]:
-            if char not in DIGIT:
-                raise PatchError(f"corrupt binary patch line {line[:20]!r}: {char!r} is not base85.", shown)
-            value = value * 85 + DIGIT[char]
-        if value > 0xFFFFFFFF:
-            raise PatchError(f"corrupt binary patch line {line[:20]!r}: a group is out of range.", shown)
-        out += value.to_bytes(4, "big")
-    return bytes(out[:size])
+    try:
+        return base64.b85decode(body)[:size]
+    except ValueError:
+        raise PatchError(f"corrupt binary patch line {line[:20]!r}: it is not base85.", shown) from None
 
 
 def apply_binary(hunk: BinaryHunk, old: bytes, old_oid: str | None, new_oid: str | None, shown: str) -> bytes:
