@@ -131,11 +131,9 @@ def classes(repo_class: str, changes: list[dict], diff: bytes, contents: dict[st
         found.append("CRLF")
     if b"\n\\ No newline at end of file" in diff:
         found.append("no newline at end")
-    paths = {c["old"] for c in changes if c["status"] == "D"}
-    added = {c["new"] for c in changes if c["status"] == "A"}
-    if any(
-        p + "/" in a or a + "/" in p for p in paths for a in added if a.startswith(p + "/") or p.startswith(a + "/")
-    ):
+    gone = {c["old"] for c in changes if c["status"] in "DR"}
+    added = {c["new"] for c in changes if c["status"] in "AR"}
+    if any(new.startswith(old + "/") or old.startswith(new + "/") for old in gone for new in added):
         found.append("file<->directory")
     return found
 
