@@ -28,11 +28,12 @@ def apply_hunks(text: str, hunks: list[Hunk], shown: str) -> tuple[str, list[str
     notes: list[str] = []
     drift = 0  # how far the actual positions have moved from the header's line numbers
     floor = 0  # hunks apply in order and never overlap
+    anchored = False  # has a hunk been placed, so that `drift` is measured and not just the header's word?
     for number, hunk in enumerate(hunks, 1):
         old = hunk.old_lines
         expected = _expected_index(hunk, drift, len(lines))
         if old:
-            position, size, how = _locate(lines, hunk, expected, floor, shown, number)
+            position, size, how = _locate(lines, hunk, expected if anchored else None, floor, shown, number)
             if position < 0:
                 candidates = display(closest_candidates(lines, old))
                 where = f" The closest lines in the file are:\n{candidates}" if candidates else ""
@@ -61,6 +62,7 @@ def apply_hunks(text: str, hunks: list[Hunk], shown: str) -> tuple[str, list[str
             notes.append(f"hunk {number} applied at line {position + 1} (offset {position - expected:+d})")
         lines[position : position + size] = replacement
         floor = position + len(replacement)
+        anchored = anchored or bool(old)
         if hunk.old_start is not None:
             drift = floor - (_header_index(hunk) + (hunk.old_count or 0))
     return "".join(lines), notes
@@ -117,8 +119,15 @@ def _written_without_cr(found: list[str], old: list[str]) -> bool:
     return any(line.endswith("\r\n") and not quoted.endswith("\r") for line, quoted in zip(found, old, strict=False))
 
 
-def _locate(lines: list[str], hunk: Hunk, expected: int, floor: int, shown: str, number: int) -> tuple[int, int, str]:
+def _locate(
+    lines: list[str], hunk: Hunk, expected: int | None, floor: int, shown: str, number: int
+) -> tuple[int, int, str]:
     """(index, number of file lines matched, how) of the hunk's old lines; -1 if none; refused if ambiguous.
+
+    `expected` is where the line numbers put the hunk, corrected by the offset at which an earlier hunk was
+    found; None when no earlier hunk confirms them. Numbers that nothing confirms do not choose among several
+    places: this path only runs when some hunk is not verbatim at its numbers, so they are known to be off
+    somewhere, and a shifted header can point exactly at a twin of the block it meant.
 
     Tolerance grows step by step: exact, then whitespace levels, then dropping up to MAX_FUZZ context lines
     at each end (stale context), and the first step that finds anything wins; see the module's docstring for
@@ -126,8 +135,8 @@ def _locate(lines: list[str], hunk: Hunk, expected: int, floor: int, shown: str,
     """
     old = hunk.old_lines
     size = len(old)
-    numbered = hunk.old_start is not None
-    fits_end = not _at_end_only(hunk) or expected + size == len(lines)
+    numbered = hunk.old_start is not None and expected is not None
+    fits_end = numbered and (not _at_end_only(hunk) or expected + size == len(lines))
     if (
         numbered
         and fits_end
