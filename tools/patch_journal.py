@@ -4,8 +4,11 @@ One journal per state directory (`patch-journal.json`), written under an exclusi
 the kernel releases it when its holder dies) that also serialises the patches of a workspace:
 1. phase "staging": the journal lists each temp file (`.<name>.<token>-<n>.warpcode-tmp`, beside its target),
    the files to delete and the directories the patch creates; then the temps are written.
-2. phase "committing": the journal is rewritten; then the temps are renamed onto their targets and the deleted
-   files unlinked; then the journal is removed.
+2. phase "committing": the journal is rewritten; then the deleted files are unlinked (and the directories they
+   leave empty removed), then the temps renamed onto their targets; then the journal is removed.
+Deletions go first, as in git, so a file can replace a directory the patch empties, and a directory a file the
+patch deletes: such a target's temp is staged in the nearest directory that exists, and the directories the
+target needs ("late" ones, where the deleted file was) are made after the deletions.
 A patch that writes one file and nothing else needs none of this: one rename is atomic by itself, so it is
 committed like write_file (`write_one`: a temp beside the target, renamed onto it, no journal and no fsync).
 `recover_interrupted_patch` (run when a toolbox starts and at the start of every apply_patch) picks up a journal
@@ -56,6 +59,7 @@ class FileWrite:
     data: bytes
     keep_mode: int | None = None  # exact permission bits (a renamed file's); None: the target's own, if any
     new_mode: int | None = None  # bits the patch asks for (the umask applies); None: keep the target's, or 0o644
+    staged_in: str | None = None  # where the temp goes when it cannot go beside the target (see above)
 
     def exact_mode(self, existing: int | None) -> int | None:
         """Bits to set exactly on the temp given the target's `existing` bits; None: new_mode minus the umask."""
@@ -68,20 +72,24 @@ class FileWrite:
 class Journal:
     path: Path
     root: str
-    renames: list[tuple[str, str]]  # (target rel, temp name in the target's directory)
+    renames: list[tuple[str, str, str]]  # (target rel, temp name, rel of the temp's directory)
     deletes: list[str]
     new_dirs: list[str]
+    late_dirs: list[str]  # directories made after the deletions
 
     def save(self, phase: str) -> None:
         body = {"version": JOURNAL_VERSION, "phase": phase, "root": self.root, "renames": self.renames}
-        body |= {"deletes": self.deletes, "new_dirs": self.new_dirs}
+        body |= {"deletes": self.deletes, "new_dirs": self.new_dirs, "late_dirs": self.late_dirs}
         atomic_write(self.path, json.dumps(body).encode("utf-8"), durable=True)
 
     def roll_back(self, ws: Workspace) -> None:
         """Remove every temp and every directory the patch created; no target was touched yet."""
-        for parent, entries in _grouped(self.renames).items():
+        by_directory: dict[str, list[str]] = {}
+        for _, tmp, directory in self.renames:
+            by_directory.setdefault(directory, []).append(tmp)
+        for parent, temps in by_directory.items():
             with contextlib.suppress(OSError, errors.ToolError), _directory(ws, parent) as dir_fd:
-                for _, tmp in entries:
+                for tmp in temps:
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(tmp, dir_fd=dir_fd)
         for rel in sorted(self.new_dirs, key=lambda rel: rel.count("/"), reverse=True):
@@ -94,11 +102,21 @@ class Journal:
         """Finish the renames and deletions, skipping those already done; what could not be done is returned."""
         problems: list[str] = []
         sync_each = len(self.renames) + len(self.deletes) <= SYNC_EACH_LIMIT
-        for parent, entries in _grouped(self.renames).items():
-            problems += _in_directory(ws, parent, entries, _rename, sync_each)
         for parent, entries in _grouped([(rel, "") for rel in self.deletes]).items():
-            problems += _in_directory(ws, parent, entries, _unlink, sync_each)
-            _remove_empty_dirs(ws, parent)
+            if _is_directory(ws, parent):  # else a file replaced it before an interruption: deleted already
+                problems += _in_directory(ws, parent, entries, _unlink, sync_each)
+                _remove_empty_dirs(ws, parent)
+        for rel in self.late_dirs:
+            try:
+                os.close(fdwalk.open_dir(str(ws.root), rel.split("/"), rel, create=True))
+            except (OSError, errors.ToolError) as exc:
+                problems.append(f"{rel}: {exc}")
+        by_directories: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for target, tmp, directory in self.renames:
+            parent, _, name = target.rpartition("/")
+            by_directories.setdefault((directory, parent), []).append((name, tmp))
+        for (directory, parent), entries in by_directories.items():
+            problems += _renames_between(ws, directory, parent, entries, sync_each)
         if not sync_each:
             os.sync()
         self.path.unlink(missing_ok=True)
@@ -110,9 +128,9 @@ class Journal:
         path = ws.state_dir / JOURNAL_NAME
         try:
             body = json.loads(path.read_bytes())
-            journal = cls(
-                path, body["root"], [tuple(pair) for pair in body["renames"]], body["deletes"], body["new_dirs"]
-            )
+            renames = [(entry[0], entry[1], entry[2] if len(entry) > 2 else entry[0].rpartition("/")[0])
+                       for entry in body["renames"]]  # fmt: skip
+            journal = cls(path, body["root"], renames, body["deletes"], body["new_dirs"], body.get("late_dirs", []))
             phase = body["phase"]
         except (OSError, ValueError, KeyError, TypeError):
             return None
@@ -120,10 +138,16 @@ class Journal:
 
 
 def commit(
-    ws: Workspace, writes: list[FileWrite], deletes: list[str], new_dirs: list[str], before_renames: Callable[[], None]
+    ws: Workspace,
+    writes: list[FileWrite],
+    deletes: list[str],
+    new_dirs: list[str],
+    before_renames: Callable[[], None],
+    late_dirs: list[str] = (),
 ) -> None:
-    """Write every temp and run `before_renames` (writes kept elsewhere); only when all of that succeeded rename
-    the temps into place and delete `deletes`. A failure before the renames leaves every file as it was."""
+    """Write every temp and run `before_renames` (writes kept elsewhere); only when all of that succeeded delete
+    `deletes`, make `late_dirs` and rename the temps into place. A failure before that leaves every file as it
+    was."""
     try:
         ws.ensure_state_dir()
     except OSError as exc:
@@ -131,7 +155,7 @@ def commit(
         raise errors.PatchError(reason) from None
     with patch_lock(ws):
         recover_locked(ws)  # one left by a process killed since this patch's own check
-        _commit_locked(ws, writes, deletes, new_dirs, before_renames)
+        _commit_locked(ws, writes, deletes, new_dirs, list(late_dirs), before_renames)
 
 
 def write_one(ws: Workspace, write: FileWrite) -> None:
@@ -143,11 +167,19 @@ def write_one(ws: Workspace, write: FileWrite) -> None:
 
 
 def _commit_locked(
-    ws: Workspace, writes: list[FileWrite], deletes: list[str], new_dirs: list[str], before_renames: Callable[[], None]
+    ws: Workspace,
+    writes: list[FileWrite],
+    deletes: list[str],
+    new_dirs: list[str],
+    late_dirs: list[str],
+    before_renames: Callable[[], None],
 ) -> None:
     token = secrets.token_hex(4)
-    renames = [(write.rel, temp_name(write.rel.rpartition("/")[2], f"{token}-{n}")) for n, write in enumerate(writes)]
-    journal = Journal(ws.state_dir / JOURNAL_NAME, str(ws.root), renames, deletes, new_dirs)
+    renames = [
+        (write.rel, temp_name(write.rel.rpartition("/")[2], f"{token}-{n}"), _temp_directory(write))
+        for n, write in enumerate(writes)
+    ]
+    journal = Journal(ws.state_dir / JOURNAL_NAME, str(ws.root), renames, deletes, new_dirs, late_dirs)
     journal.save("staging")
     try:
         _stage(ws, renames, writes)
@@ -166,14 +198,21 @@ def _commit_locked(
         )
 
 
-def _stage(ws: Workspace, renames: list[tuple[str, str]], writes: list[FileWrite]) -> None:
+def _temp_directory(write: FileWrite) -> str:
+    return write.rel.rpartition("/")[0] if write.staged_in is None else write.staged_in
+
+
+def _stage(ws: Workspace, renames: list[tuple[str, str, str]], writes: list[FileWrite]) -> None:
     sync_each = len(writes) <= SYNC_EACH_LIMIT
-    pending = [(write.rel, (tmp, write)) for (_, tmp), write in zip(renames, writes, strict=True)]
+    pending = [(_join(directory, tmp), write) for (_, tmp, directory), write in zip(renames, writes, strict=True)]
     for parent, entries in _grouped(pending).items():
         with as_patch_error(parent or "."), _directory(ws, parent, create=True) as dir_fd:
-            for name, (tmp, write) in entries:
-                with as_patch_error(_join(parent, name)) as shown:
-                    existing = fdwalk.existing_mode(dir_fd, name, shown)  # a directory or FIFO in the way: refused
+            for tmp, write in entries:
+                existing = None  # a target replacing what the patch deletes: nothing of its own to keep
+                if write.staged_in is None:
+                    name = write.rel.rpartition("/")[2]
+                    with as_patch_error(write.rel) as shown:
+                        existing = fdwalk.existing_mode(dir_fd, name, shown)  # a directory or FIFO in the way
                 mode = write.exact_mode(existing)
                 write_temp_at(dir_fd, tmp, write.data, mode, write.new_mode or DEFAULT_FILE_MODE, sync=sync_each)
     if not sync_each:
@@ -254,15 +293,35 @@ def as_patch_error(shown: str) -> Iterator[str]:
         raise errors.PatchError(str(exc), shown) from None
 
 
-def _rename(dir_fd: int, name: str, tmp: str) -> None:
+def _renames_between(
+    ws: Workspace, directory: str, parent: str, entries: list[tuple[str, str]], sync: bool
+) -> list[str]:
+    """Rename the temps (name, tmp) of `directory` onto their targets in `parent` (most often the same one)."""
+    problems: list[str] = []
     try:
-        os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except FileNotFoundError:
-        return  # renamed before an interruption
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=dir_fd)
-        raise
+        with _directory(ws, directory) as temp_fd, _directory(ws, parent) as dir_fd:
+            for name, tmp in entries:
+                try:
+                    os.rename(tmp, name, src_dir_fd=temp_fd, dst_dir_fd=dir_fd)
+                except FileNotFoundError:
+                    continue  # renamed before an interruption
+                except OSError as exc:  # a directory appeared at a target since it was checked, say
+                    with contextlib.suppress(OSError):
+                        os.unlink(tmp, dir_fd=temp_fd)
+                    problems.append(f"{_join(parent, name)}: {exc.strerror}")
+            if sync:
+                os.fsync(dir_fd)
+    except (OSError, errors.ToolError) as exc:
+        problems.append(f"{parent or '.'}: {exc}")
+    return problems
+
+
+def _is_directory(ws: Workspace, rel: str) -> bool:
+    try:
+        os.close(fdwalk.open_dir(str(ws.root), rel.split("/") if rel else [], rel or "."))
+    except (OSError, errors.ToolError):
+        return False
+    return True
 
 
 def _unlink(dir_fd: int, name: str, _: str) -> None:
