@@ -61,11 +61,11 @@ def call_start(text: str, pos: int, final: bool) -> tuple[int, bool]:
     while True:
         opener = min((j for j in (text.find(OPEN, i), text.find(FUNCTION, i)) if j >= 0), default=-1)
         if opener < 0:
-            held = 0 if final else _partial_marker(text, i)
+            held = 0 if final else partial_marker(text, i)
             return len(text) - held, False
         if text.startswith(FUNCTION, opener):
             return opener, True
-        after = _skip_space(text, opener + len(OPEN))
+        after = skip_space(text, opener + len(OPEN))
         if text.startswith(FUNCTION, after):
             return opener, True
         if not final and FUNCTION.startswith(text[after:]):  # the tag after <tool_call> has not arrived
@@ -90,7 +90,7 @@ def read_calls(text: str, schemas: Schemas, new_id: Callable[[], str]) -> list[R
             continue
         if start > pos:
             reads.append(Read(TextDelta(text[pos:start]), text[pos:start]))
-        end = _skip_space(text, end)  # the whitespace between calls is no answer text (vLLM drops it too)
+        end = skip_space(text, end)  # the whitespace between calls is no answer text (vLLM drops it too)
         reads.append(Read(call, text[start:end]))
         pos = end
     return _refuse_if_doubtful(reads)
@@ -98,7 +98,7 @@ def read_calls(text: str, schemas: Schemas, new_id: Callable[[], str]) -> list[R
 
 def _read_call(text: str, start: int, schemas: Schemas, new_id: Callable[[], str]) -> tuple[ToolCall | None, int]:
     wrapped = text.startswith(OPEN, start)
-    at = _skip_space(text, start + len(OPEN)) if wrapped else start
+    at = skip_space(text, start + len(OPEN)) if wrapped else start
     function = _FUNCTION_TAG.match(text, at)
     if function is None:
         if not wrapped:  # "<function=" in prose
@@ -110,7 +110,7 @@ def _read_call(text: str, start: int, schemas: Schemas, new_id: Callable[[], str
     raw: dict[str, str] = {}
     pos = function.end()
     while True:
-        at = _skip_space(text, pos)
+        at = skip_space(text, pos)
         if at == len(text) or _cut_tag(text, at):  # the generation ended here: the call is complete up to it
             end = len(text)
             break
@@ -166,7 +166,7 @@ def _value_end(text: str, start: int, key: str, seen, params: dict[str, Any] | N
         return len(text), len(text)  # the generation ended inside the value
     while close >= 0:
         after = close + len(END_PARAMETER)
-        at = _skip_space(text, after)
+        at = skip_space(text, after)
         following = _PARAMETER_TAG.match(text, at)
         if (
             at == len(text)
@@ -183,14 +183,14 @@ def _ends_call(text: str, at: int) -> bool:
     """A </function> at `at` that can end the call: followed by </tool_call>, the next call, or the end."""
     if not text.startswith(END_FUNCTION, at):
         return False
-    after = _skip_space(text, at + len(END_FUNCTION))
+    after = skip_space(text, at + len(END_FUNCTION))
     rest = text[after : after + len(CLOSE)]
     return any(marker.startswith(rest) or rest.startswith(marker) for marker in (CLOSE, OPEN, FUNCTION))
 
 
 def _after_closing(text: str, pos: int) -> int:
     """After a call's </function>: its </tool_call> belongs to it (also when the <tool_call> was left out)."""
-    at = _skip_space(text, pos)
+    at = skip_space(text, pos)
     return at + len(CLOSE) if text.startswith(CLOSE, at) else pos
 
 
@@ -234,15 +234,16 @@ def _cut_tag(text: str, at: int) -> bool:
     return ">" not in rest and any(tag.startswith(rest) or rest.startswith(tag) for tag in (PARAMETER, END_FUNCTION))
 
 
-def _partial_marker(text: str, pos: int) -> int:
-    """Length of the longest tail of text[pos:] that is a proper prefix of a call's opening marker."""
-    for n in range(min(len(OPEN) - 1, len(text) - pos), 0, -1):
-        if OPEN.startswith(text[-n:]) or FUNCTION.startswith(text[-n:]):
+def partial_marker(text: str, pos: int, markers: tuple[str, ...] = (OPEN, FUNCTION)) -> int:
+    """Length of the longest tail of text[pos:] that is a proper prefix of one of `markers` (a call's openers):
+    held back until the next piece decides."""
+    for n in range(min(max(map(len, markers)) - 1, len(text) - pos), 0, -1):
+        if any(marker.startswith(text[-n:]) for marker in markers):
             return n
     return 0
 
 
-def _skip_space(text: str, pos: int) -> int:
+def skip_space(text: str, pos: int) -> int:
     while pos < len(text) and text[pos].isspace():
         pos += 1
     return pos

@@ -82,7 +82,7 @@ class HermesParser(ToolCallStreamParser):
             end = self._json.scan(self._buffer)
             if end is None:
                 return out
-            at = _skip_space(self._buffer, end)
+            at = coder.skip_space(self._buffer, end)
             if CLOSE.startswith(self._buffer[at : at + len(CLOSE)]) and at + len(CLOSE) > len(self._buffer):
                 return out  # the closing tag (or what follows the object) has not arrived
             if self._buffer.startswith(CLOSE, at):
@@ -154,8 +154,8 @@ def _hermes_start(text: str, final: bool) -> tuple[int, int | None]:
     while True:
         opener = text.find(OPEN, i)
         if opener < 0:
-            return len(text) - (0 if final else _partial_open(text, i)), None
-        brace = _skip_space(text, opener + len(OPEN))
+            return len(text) - (0 if final else coder.partial_marker(text, i, (OPEN,))), None
+        brace = coder.skip_space(text, opener + len(OPEN))
         if brace < len(text) and text[brace] == "{":
             return opener, brace
         if brace == len(text) and not final:
@@ -210,17 +210,3 @@ class _JsonObjectScan:
                 if self._depth == 0:
                     self._end = self._pos
         return self._end
-
-
-def _partial_open(text: str, pos: int) -> int:
-    """Length of the longest tail of text[pos:] that is a proper prefix of <tool_call>."""
-    for n in range(min(len(OPEN) - 1, len(text) - pos), 0, -1):
-        if OPEN.startswith(text[-n:]):
-            return n
-    return 0
-
-
-def _skip_space(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos].isspace():
-        pos += 1
-    return pos
