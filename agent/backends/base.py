@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from warpcode.agent.extras import require_runtime
 from warpcode.agent.messages import Message, ToolCall
 
 NO_MODEL_MESSAGE = (
@@ -106,6 +107,7 @@ def backend_from_spec(spec: str | None) -> ModelBackend:
     if sep and kind == "local":
         from warpcode.agent.backends.local import LocalBackend, split_local_spec
 
+        require_runtime(f"the model {spec}")
         directory, weights, context = split_local_spec(rest)
         return LocalBackend(directory, weights=weights, context=context)
     if sep and kind == "random":
@@ -118,6 +120,7 @@ def backend_from_spec(spec: str | None) -> ModelBackend:
     if Path(spec).is_dir() or (sep and Path(directory).is_dir()):
         from warpcode.agent.backends.local import LocalBackend, split_local_spec
 
+        require_runtime(f"the local model {spec}")
         directory, weights, context = split_local_spec(spec)
         return LocalBackend(directory, weights=weights, context=context)
     raise BackendError(

@@ -9,6 +9,8 @@ import argparse
 import asyncio
 from pathlib import Path
 
+from warpcode.agent.extras import require, require_runtime
+
 
 def register(commands: argparse._SubParsersAction) -> None:
     batch = commands.add_parser(
@@ -110,6 +112,11 @@ def run_batch_command(args: argparse.Namespace) -> int:
         raise ValueError("--timeout-s must be positive")
     if not args.jobs.is_file():
         raise ValueError(f"{args.jobs} is not a file: give the JOBS.jsonl to run")
+    # The extras are checked before any job runs: missing, every job would end as an error row.
+    if args.ray:
+        require("warpcode batch --ray", ("ray",), "distributed")
+    if args.model and args.model.startswith(("local:", "random:")):
+        require_runtime(f"the model {args.model}")
     options = Options(
         model=args.model,
         mode=args.mode,

@@ -7,6 +7,7 @@ import gc
 import json
 
 from warpcode.agent.cli.generate import add_weights_argument
+from warpcode.agent.extras import require_runtime
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -99,6 +100,7 @@ def _moe_shape(args: argparse.Namespace):
 
 
 def _run_moe(args: argparse.Namespace) -> int:
+    require_runtime("warpcode bench")
     from rich.console import Console
     from rich.table import Table
 
@@ -156,6 +158,7 @@ def _decode_device(device: str, preset: str, cuda_available: bool) -> str:
 
 
 def _run_decode(args: argparse.Namespace) -> int:
+    require_runtime("warpcode bench")
     import torch
     from rich.console import Console
     from rich.table import Table
@@ -218,6 +221,7 @@ def _run_decode(args: argparse.Namespace) -> int:
 
 
 def _run_serve(args: argparse.Namespace) -> int:
+    require_runtime("warpcode bench")
     import torch
     from rich.console import Console
     from rich.table import Table
