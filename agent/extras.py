@@ -14,16 +14,22 @@ class MissingExtra(RuntimeError):
     """An optional extra is not installed: the message names the command to install it."""
 
 
-def require(needed_by: str, modules: tuple[str, ...], extra: str) -> None:
-    """Raise MissingExtra when one of `modules` is not installed (found without importing it: torch takes
-    seconds to import, and is imported when it is first used)."""
+def missing(modules: tuple[str, ...]) -> str | None:
+    """The first of `modules` that is not installed, found without importing it (torch takes seconds to import,
+    and is imported when it is first used); None when all are."""
     for module in modules:
         try:
-            found = importlib.util.find_spec(module) is not None
+            if importlib.util.find_spec(module) is None:
+                return module
         except (ImportError, ValueError):  # a parent package missing, or a module half set up
-            found = False
-        if not found:
-            raise MissingExtra(f"{needed_by} needs {module}, which is not installed: pip install 'warpcode[{extra}]'")
+            return module
+    return None
+
+
+def require(needed_by: str, modules: tuple[str, ...], extra: str) -> None:
+    """Raise MissingExtra when one of `modules` is not installed."""
+    if module := missing(modules):
+        raise MissingExtra(f"{needed_by} needs {module}, which is not installed: pip install 'warpcode[{extra}]'")
 
 
 def require_runtime(needed_by: str) -> None:

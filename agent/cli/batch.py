@@ -9,7 +9,8 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from warpcode.agent.extras import require, require_runtime
+from warpcode.agent.batch.local_ray import INSTALL_RAY
+from warpcode.agent.extras import MissingExtra, missing, require_runtime
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -113,8 +114,8 @@ def run_batch_command(args: argparse.Namespace) -> int:
     if not args.jobs.is_file():
         raise ValueError(f"{args.jobs} is not a file: give the JOBS.jsonl to run")
     # The extras are checked before any job runs: missing, every job would end as an error row.
-    if args.ray:
-        require("warpcode batch --ray", ("ray",), "distributed")
+    if args.ray and missing(("ray",)):
+        raise MissingExtra(INSTALL_RAY)
     if args.model and args.model.startswith(("local:", "random:")):
         require_runtime(f"the model {args.model}")
     options = Options(
