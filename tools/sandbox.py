@@ -96,7 +96,7 @@ class Sandbox:
         root = Path(workspace).resolve()
         # Later mounts go over earlier ones: what is hidden goes over the read-only root, and a workspace under
         # /tmp or a hidden folder shows through, as does (read-only) the Python warpcode runs on, which run_tests
-        # uses when the project has no virtualenv.
+        # falls back on when the project has no virtualenv and neither pytest nor python3 is on PATH.
         hidden = self._hidden_paths(root)
         mounts = [*(arg for path in hidden for arg in _hiding(path)), *self._kept(hidden)]
         mounts += [arg for path in _python_under_tmp() for arg in ("--ro-bind", path, path)]

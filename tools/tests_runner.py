@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import shlex
+import shutil
 import sys
 import tempfile
 import threading
@@ -48,6 +50,7 @@ class TestReport:
     skipped: int = 0
     failures: list[TestFailure] = field(default_factory=list)
     parsed: bool = False
+    python: str | None = None  # for pytest: the interpreter that ran it, and where it was found
 
     @property
     def ok(self) -> bool:
@@ -64,6 +67,8 @@ class TestReport:
             f"{self.runner}: {verdict}{self.passed} passed, {self.failed} failed, {self.errors} errors, "
             f"{self.skipped} skipped (exit code {self.exit_code}, {self.duration_s:.1f} s)\n$ {self.command}"
         )
+        if self.python:
+            head += f"\nPython: {self.python}"
         body = [f"FAILED {failure.id}\n{failure.message}" for failure in self.failures]
         if not self.ran and (hint := _why_nothing_ran(self)):
             body.append(hint)
@@ -130,23 +135,72 @@ def _runner_of_command(command: str) -> str:
     return "pytest" if "pytest" in command else "other"
 
 
-def _python(root: Path) -> str:
-    for venv in (".venv", "venv", "env"):
-        candidate = root / venv / "bin" / "python"
-        if candidate.is_file():
-            return str(candidate)
-    return sys.executable
+@dataclass(frozen=True)
+class PythonTools:
+    """How the workspace's Python tests run: `pytest_argv` starts pytest, `bin` (a virtual environment's bin
+    folder) goes first on PATH so that an explicit command ("pytest -x") finds the same tools, `said` names them."""
+
+    pytest_argv: tuple[str, ...]
+    said: str
+    bin: Path | None = None
 
 
-def _command(runner: str, root: Path, paths: list[str], junit: Path) -> str:
+def python_tools(root: Path) -> PythonTools:
+    """The workspace's own Python, not warpcode's: its virtual environment (.venv, venv, or any folder at its root
+    holding a pyvenv.cfg), else pytest on PATH, else python3 on PATH; warpcode's interpreter only when neither is."""
+    if venv := _workspace_venv(root):
+        python = venv / "bin" / "python"
+        return PythonTools(
+            (str(python), "-m", "pytest"), f"{python} (the workspace's virtual environment)", python.parent
+        )
+    if pytest := shutil.which("pytest"):
+        return PythonTools((pytest,), f"{_interpreter_of(pytest)} (pytest found on PATH: {pytest})")
+    if python3 := shutil.which("python3"):
+        return PythonTools((python3, "-m", "pytest"), f"{python3} (python3 found on PATH; no virtual environment)")
+    return PythonTools((sys.executable, "-m", "pytest"), f"{sys.executable} (warpcode's own: no python3 on PATH)")
+
+
+def _workspace_venv(root: Path) -> Path | None:
+    named = [root / ".venv", root / "venv"]
+    try:
+        others = sorted(entry for entry in root.iterdir() if (entry / "pyvenv.cfg").is_file())
+    except OSError:
+        others = []
+    for folder in [*named, *others]:
+        if (folder / "bin" / "python").is_file():
+            return folder
+    return None
+
+
+def _interpreter_of(script: str) -> str:
+    """The Python a console script runs on, from its #! line; the script itself when that is not a Python."""
+    with contextlib.suppress(OSError), open(script, "rb") as file:
+        words = file.readline(4096).decode(errors="replace").removeprefix("#!").split()
+        if words and Path(words[0]).name == "env":  # #!/usr/bin/env python3
+            words = words[1:]
+        if words and "python" in Path(words[0]).name:
+            return words[0]
+    return script
+
+
+def _command(runner: str, paths: list[str], junit: Path, python: PythonTools) -> str:
     quoted = " ".join(shlex.quote(path) for path in paths)
     if runner == "pytest":
-        return f"{shlex.quote(_python(root))} -m pytest -q --junitxml={shlex.quote(str(junit))} {quoted}".strip()
+        argv = " ".join(shlex.quote(word) for word in python.pytest_argv)
+        return f"{argv} -q --junitxml={shlex.quote(str(junit))} {quoted}".strip()
     if runner in ("npm", "yarn", "pnpm"):
         return f"{runner} test" + (f" -- {quoted}" if paths else "")
     if runner == "go":
         return "go test -v " + (quoted or "./...")
     return "cargo test" + (f" {quoted}" if paths else "")
+
+
+def _environment(python: PythonTools) -> dict[str, str]:
+    """The runner's environment: the workspace's virtual environment activated, as its developers run it."""
+    if python.bin is None:
+        return NON_INTERACTIVE_ENV
+    path = os.pathsep.join([str(python.bin), os.environ.get("PATH", os.defpath)])
+    return {**NON_INTERACTIVE_ENV, "VIRTUAL_ENV": str(python.bin.parent), "PATH": path}
 
 
 def run_tests(
@@ -165,10 +219,11 @@ def run_tests(
     """
     paths = [ws.rel(ws.resolve(path)) for path in paths or []]
     runner = _runner_of_command(command) if command else detect_runner(ws.root)
+    python = python_tools(ws.root)
     with tempfile.TemporaryDirectory(prefix="warpcode-tests-") as tmp:
         junit = Path(tmp) / "junit.xml"
         if command is None:
-            line = _command(runner, ws.root, paths, junit)
+            line = _command(runner, paths, junit, python)
         else:
             line = " ".join([command, *(shlex.quote(path) for path in paths)])
             if runner == "pytest" and "--junitxml" not in line:
@@ -176,7 +231,7 @@ def run_tests(
         if sandbox is not None:
             sandbox = sandbox.allowing(tmp)  # the JUnit report is written there
         result = execute(
-            line, ws.root, timeout_s, on_output=on_output, cancel=cancel, env=NON_INTERACTIVE_ENV, sandbox=sandbox
+            line, ws.root, timeout_s, on_output=on_output, cancel=cancel, env=_environment(python), sandbox=sandbox
         )
         if result.timed_out:
             raise errors.CommandTimeout(result)
@@ -195,6 +250,7 @@ def run_tests(
         skipped=counts.skipped,
         failures=counts.failures,
         parsed=counts.parsed,
+        python=python.said if runner == "pytest" and (command is None or python.bin) else None,
     )
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from warpcode.agent.extras import require_runtime
 from warpcode.agent.messages import Message, ToolCall
 
 NO_MODEL_MESSAGE = (
@@ -132,6 +133,7 @@ def backend_from_spec(spec: str | None, max_tokens: int | None = None) -> ModelB
         url, _, model = rest.partition("#")
         return OpenAIBackend(url, model or None, **({"max_tokens": max_tokens} if max_tokens else {}))
     if sep and kind == "local":
+        require_runtime(f"the model {spec}")
         return _local_backend(rest, max_tokens)
     if sep and kind == "random":
         raise BackendError(
@@ -141,6 +143,7 @@ def backend_from_spec(spec: str | None, max_tokens: int | None = None) -> ModelB
         )
     directory, sep, _ = spec.rpartition("#")
     if Path(spec).is_dir() or (sep and Path(directory).is_dir()):
+        require_runtime(f"the local model {spec}")
         return _local_backend(spec, max_tokens)
     raise BackendError(
         f"Unknown model spec {spec!r}: use openai:URL[#MODEL], local:DIR[#mxfp8,context=N], a checkpoint directory or "

@@ -83,6 +83,10 @@ class OpenAIBackend:
         max_line_bytes: int = MAX_LINE_BYTES,
     ) -> None:
         base = url.rstrip("/")
+        if not base.startswith(("http://", "https://")):  # httpx would refuse it only when sending, retries and all
+            raise BackendError(
+                f"openai:{url} has no http:// or https:// before the host: use openai:http://{base.split('://')[-1]}"
+            )
         self.url = base if base.endswith("/chat/completions") else base + "/chat/completions"
         self.model, self.max_tokens = model, max_tokens
         self.context_window = context_window or DEFAULT_CONTEXT_WINDOW

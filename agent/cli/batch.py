@@ -9,6 +9,9 @@ import argparse
 import asyncio
 from pathlib import Path
 
+from warpcode.agent.batch.local_ray import INSTALL_RAY
+from warpcode.agent.extras import MissingExtra, missing, require_runtime
+
 
 def register(commands: argparse._SubParsersAction) -> None:
     batch = commands.add_parser(
@@ -119,6 +122,11 @@ def run_batch_command(args: argparse.Namespace) -> int:
         raise ValueError("--timeout-s must be positive")
     if not args.jobs.is_file():
         raise ValueError(f"{args.jobs} is not a file: give the JOBS.jsonl to run")
+    # The extras are checked before any job runs: missing, every job would end as an error row.
+    if args.ray and missing(("ray",)):
+        raise MissingExtra(INSTALL_RAY)
+    if args.model and args.model.startswith(("local:", "random:")):
+        require_runtime(f"the model {args.model}")
     options = Options(
         model=spec_relative_to(args.model, Path.cwd()) if args.model else None,
         mode=args.mode,

@@ -8,6 +8,7 @@ import json
 
 from warpcode.agent.cli.generate import add_weights_argument
 from warpcode.agent.cli.tables import print_table
+from warpcode.agent.extras import require_runtime
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -107,6 +108,7 @@ def _moe_shape(args: argparse.Namespace):
 
 
 def _run_moe(args: argparse.Namespace) -> int:
+    require_runtime("warpcode bench")
     from rich.console import Console
     from rich.table import Table
 
@@ -164,6 +166,7 @@ def _decode_device(device: str, preset: str, cuda_available: bool) -> str:
 
 
 def _run_decode(args: argparse.Namespace) -> int:
+    require_runtime("warpcode bench")
     import torch
     from rich.console import Console
     from rich.table import Table
@@ -271,6 +274,7 @@ def _serve_workload(args: argparse.Namespace):
 
 
 def _run_serve(args: argparse.Namespace) -> int:
+    require_runtime("warpcode bench")
     import torch
     from rich.console import Console
     from rich.table import Table

@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 from collections.abc import AsyncIterator
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
@@ -104,9 +105,23 @@ async def _over_websocket(args: argparse.Namespace, client: Any) -> AsyncIterato
     import websockets
     from acp.ws import create_websocket_stream
 
-    token = args.token or os.environ.get(TOKEN_VARIABLE) or _saved_token(args.state_dir)
+    token_file = _token_file(args.state_dir)
+    if args.token:
+        token, source = args.token, "given with --token"
+    elif os.environ.get(TOKEN_VARIABLE):
+        token, source = os.environ[TOKEN_VARIABLE], f"from ${TOKEN_VARIABLE}"
+    else:
+        token, source = _saved_token(token_file), f"read from {token_file}"
     try:
         transport = await create_websocket_stream(args.connect, headers={"Authorization": f"Bearer {token}"})
+    except websockets.InvalidStatus as error:
+        if error.response.status_code != HTTPStatus.UNAUTHORIZED:
+            raise ConnectionError(f"could not connect to {args.connect}: {error}") from error
+        raise ConnectionError(
+            f"{args.connect} refused the token {source} (HTTP 401): pass the server's token with --token or "
+            f"${TOKEN_VARIABLE}; `warpcode serve` says where it keeps it when it starts (by default {token_file}, "
+            "on its machine)"
+        ) from None
     except (OSError, websockets.InvalidHandshake, websockets.InvalidURI) as error:
         raise ConnectionError(f"could not connect to {args.connect}: {error}") from error
     conn = acp.connect_to_agent(client, transport)
@@ -116,11 +131,15 @@ async def _over_websocket(args: argparse.Namespace, client: Any) -> AsyncIterato
         await conn.close()
 
 
-def _saved_token(state_dir: Path | None) -> str:
+def _token_file(state_dir: Path | None) -> Path:
+    """Where `warpcode serve` keeps its token when it runs here with the same settings."""
     from warpcode.agent.cli.config import load_settings
     from warpcode.tools.workspace import default_state_home
 
-    path = default_token_file(load_settings().token_file, state_dir or default_state_home())
+    return default_token_file(load_settings().token_file, state_dir or default_state_home())
+
+
+def _saved_token(path: Path) -> str:
     try:
         return path.read_text().strip()
     except FileNotFoundError:

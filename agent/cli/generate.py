@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from warpcode.agent.backends.local import WEIGHT_FORMATS
+from warpcode.agent.extras import require_runtime
 
 # --dtype spelling -> torch attribute name; auto picks per device in the runtime
 DTYPES = {
@@ -57,6 +58,7 @@ def register(subparsers) -> None:
 
 
 def run_generate(args: argparse.Namespace) -> int:
+    require_runtime("warpcode generate")
     import torch
 
     from warpcode.model_runtime import load, load_random

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 from warpcode.agent.cli.generate import DTYPES, add_weights_argument
+from warpcode.agent.extras import SERVER_MODULES, require, require_runtime
+from warpcode.agent.model_server.bound_socket import bind
 
 KEY_VARIABLE = "WARPCODE_API_KEY"  # also what the `openai:` backend sends, so both ends can share one setting
 
@@ -71,22 +73,24 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run_model_server(args: argparse.Namespace) -> int:
+    streams, tokens = _warm_up_sizes(args.warm_up)
+    if args.model and args.model.startswith("random:"):  # the model spec of `warpcode batch --replicas`
+        args.random_weights, args.preset, args.model = True, args.model.removeprefix("random:"), None
+    if args.random_weights and not args.preset:
+        raise ValueError("--random-weights needs --preset NAME")
+    sock = bind(args.host, args.port)  # before importing and loading: a port in use says so at once
+    require_runtime("warpcode serve-model")
+    require("warpcode serve-model", SERVER_MODULES, "runtime")
     import torch
 
-    from warpcode.agent.model_server import LISTENING, ModelServer, RequestLimits, base_url, bind, create_app
+    from warpcode.agent.model_server import LISTENING, ModelServer, RequestLimits, base_url, create_app
     from warpcode.model_runtime import load, load_random
 
-    streams, tokens = _warm_up_sizes(args.warm_up)
     limits = RequestLimits(
         allowed_origins=frozenset(args.allow_origin),
         allowed_hosts=frozenset(name.lower().rstrip(".") for name in args.allow_host),
         max_body_bytes=int(args.max_body_mb * 2**20),
     )
-    if args.model and args.model.startswith("random:"):  # the model spec of `warpcode batch --replicas`
-        args.random_weights, args.preset, args.model = True, args.model.removeprefix("random:"), None
-    if args.random_weights and not args.preset:
-        raise ValueError("--random-weights needs --preset NAME")
-    sock = bind(args.host, args.port)  # before loading: a port in use says so at once, not after minutes
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     dtype = getattr(torch, name) if (name := DTYPES[args.dtype]) else None
     sizes = {"kv_cache_gb": args.kv_cache_gb, "max_model_len": args.max_model_len}

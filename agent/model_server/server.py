@@ -1,12 +1,11 @@
-"""Serving the app: a socket bound up front (so a port in use is a one-line error before a model loads) and
-uvicorn on it, quiet except for warnings, stopping on SIGINT/SIGTERM with exit code 0 like `warpcode serve`;
+"""Serving the app: uvicorn on the socket bound up front (bound_socket.py), quiet except for warnings, stopping
+on SIGINT/SIGTERM with exit code 0 like `warpcode serve`;
 request heads have a deadline and open connections a cap (connections.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import signal
 import socket
 import threading
@@ -14,7 +13,10 @@ from collections.abc import Callable, Iterator
 
 import uvicorn
 
+from warpcode.agent.model_server.bound_socket import base_url, bind
 from warpcode.agent.model_server.connections import bounded_h11
+
+__all__ = ["LISTENING", "ModelServer", "base_url", "bind", "listening_url"]
 
 LISTENING = "warpcode serve-model: OpenAI API on"  # the start-up line on stderr; tests read the URL from it
 HEAD_TIMEOUT_S = 10.0  # to send a request line and headers
@@ -26,31 +28,6 @@ def listening_url(stderr_line: str) -> str | None:
     if not stderr_line.startswith(LISTENING):
         return None
     return stderr_line[len(LISTENING) :].split()[0]
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """A listening-ready TCP socket on host:port (0: any free port)."""
-    [(family, kind, proto, _, address), *_] = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart need not wait out TIME_WAIT
-    try:
-        sock.bind(address)
-    except OSError as exc:
-        sock.close()
-        if exc.errno != errno.EADDRINUSE:
-            raise
-        raise OSError(
-            f"port {port} on {host} is already in use (another model server?): pick another with --port N, or "
-            f"--port 0 for any free one (the start-up line says which)"
-        ) from None
-    return sock
-
-
-def base_url(sock: socket.socket) -> str:
-    host, port = sock.getsockname()[:2]
-    return f"http://{f'[{host}]' if ':' in host else host}:{port}/v1"
 
 
 class ModelServer(uvicorn.Server):
