@@ -9,8 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from warpcode.agent.backends import spec_relative_to
 from warpcode.agent.cli.main import build_parser
+
+pytestmark = pytest.mark.slow  # real `warpcode` subprocesses
 
 WARPCODE = str(Path(sys.executable).with_name("warpcode"))
 BOX_DRAWING = "─│┃━┏┓┗┛┡┩└┘╇"

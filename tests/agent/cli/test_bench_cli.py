@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from warpcode.model_runtime.presets import get_preset
+
+pytestmark = pytest.mark.slow  # real `warpcode` subprocesses
 
 WARPCODE = str(Path(sys.executable).with_name("warpcode"))
 

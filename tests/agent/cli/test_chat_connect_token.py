@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.agent.conftest import start_server, write_script
+
+pytestmark = pytest.mark.slow  # real `warpcode` subprocesses
 
 WARPCODE = str(Path(sys.executable).with_name("warpcode"))
 

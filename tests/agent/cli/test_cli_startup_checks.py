@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # real `warpcode` subprocesses
+
 WARPCODE = str(Path(sys.executable).with_name("warpcode"))
 SCRIPT = Path(__file__).with_name("hello_script.json")
 

@@ -12,6 +12,8 @@ import pytest
 
 from warpcode.agent.cli.main import main
 
+pytestmark = pytest.mark.slow  # real `warpcode` subprocesses
+
 WARPCODE = str(Path(sys.executable).with_name("warpcode"))
 MODEL = "scripted:" + str(Path(__file__).with_name("hello_script.json"))  # one turn: "Hello.", once per session
 BOX_DRAWING = "─│┃━┏┓┗┛┡┩└┘╇"
