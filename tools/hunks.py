@@ -75,10 +75,17 @@ def _apply_verbatim(text: str, hunks: list[Hunk]) -> str | None:
     pieces: list[str] = []
     cursor = cursor_line = 0
     for hunk in hunks:
-        if not hunk.old_lines or hunk.old_start is None:
+        if hunk.old_start is None:
             return None
-        block = "\n".join(hunk.old_lines) + ("" if hunk.old_no_eol else "\n")
         expected = _header_index(hunk)
+        if not hunk.old_lines:  # a pure addition (zero context): it goes where its numbers say
+            position = None if _at_end_only(hunk) else _line_offset(text, cursor, expected - cursor_line)
+            if position is None:
+                return None
+            pieces += [text[cursor:position], "".join(line + "\n" for line in hunk.new_lines)]
+            cursor, cursor_line = position, expected
+            continue
+        block = "\n".join(hunk.old_lines) + ("" if hunk.old_no_eol else "\n")
         position = text.find(block, cursor)
         while position != -1:
             line = cursor_line + text.count("\n", cursor, position)
@@ -94,6 +101,20 @@ def _apply_verbatim(text: str, hunks: list[Hunk]) -> str | None:
         cursor, cursor_line = position + len(block), expected + len(hunk.old_lines)
     pieces.append(text[cursor:])
     return "".join(pieces)
+
+
+def _line_offset(text: str, start: int, lines: int) -> int | None:
+    """The offset in `text` of the line `lines` lines after the one starting at `start`; None when that is before
+    `start` or past the last full line."""
+    if lines < 0:
+        return None
+    position = start
+    for _ in range(lines):
+        newline = text.find("\n", position)
+        if newline == -1:
+            return None
+        position = newline + 1
+    return position
 
 
 def _at_end_only(hunk: Hunk) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from warpcode.tools import Workspace, apply_patch
@@ -39,6 +39,8 @@ def edited_files(draw: st.DrawFn) -> tuple[str, str]:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pair=edited_files(), context=st.integers(0, 3))
+@example(pair=("\n:\n\n", "\n\n:\n"), context=0)  # a pure addition first: the numbers still place the next hunk
+@example(pair=(":\n\n\n:", "\n\n\n:\n"), context=0)  # a repeated line, the last one without its newline
 def test_difflib_diff_reproduces_target(pair: tuple[str, str], context: int) -> None:
     original, target = pair
     if original == target:
