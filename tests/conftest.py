@@ -1,5 +1,7 @@
+import fcntl
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -51,3 +53,17 @@ def process_running(pid: int) -> bool:
     except OSError:
         return False
     return stat[stat.rindex(")") + 2] != "Z"
+
+
+@pytest.fixture
+def one_ray_instance_at_a_time(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Ray's `auto` finds a cluster by scanning the machine's processes, so a test that starts Ray, or one that checks
+    there is none, must not overlap another: under pytest-xdist the workers take turns on one lock file in the run's
+    shared temporary folder."""
+    lock = tmp_path_factory.getbasetemp().parent / "one-ray-instance.lock"
+    with lock.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

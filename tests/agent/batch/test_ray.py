@@ -23,8 +23,8 @@ from tests.agent.model_server.conftest import agent_checkpoint, fast_tokenizer  
 from warpcode.agent.cli.main import main
 
 pytest.importorskip("ray")
-# each test starts a private local Ray: under pytest-xdist they share one worker, one instance at a time
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
+# each test starts a private local Ray (or checks there is none): one at a time, even under pytest-xdist
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_ray_instance_at_a_time")]
 
 TIMING_FIELDS = ("duration_s", "worker", "trajectory")
 

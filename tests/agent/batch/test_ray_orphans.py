@@ -18,7 +18,7 @@ from tests.agent.batch.conftest import make_project, run_command, write_jobs
 from tests.agent.conftest import write_script
 
 pytest.importorskip("ray")
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]  # with the other Ray tests, one instance at a time
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_ray_instance_at_a_time")]
 
 GONE_WITHIN_S = 10.0
 

@@ -150,7 +150,7 @@ def test_serve_model_takes_the_random_spec_of_the_replicas(random_engine):
     assert reply["choices"][0]["token_ids"] == greedy(random_engine, [1, 2, 3], 4)  # the same seed, the same weights
 
 
-@pytest.mark.xdist_group("ray")  # with the other Ray tests, one local instance at a time
+@pytest.mark.usefixtures("one_ray_instance_at_a_time")
 @pytest.mark.slow
 def test_bench_batch_replicas_on_a_local_ray_instance(tmp_path: Path):
     pytest.importorskip("ray")

@@ -25,8 +25,6 @@ from warpcode.agent.service.session import AcpSession
 from warpcode.agent.service.session_store import SessionStore, message_record
 from warpcode.agent.service.update_stream import StepPacer
 
-pytestmark = pytest.mark.asyncio
-
 
 class FakeConn:
     """Not the SDK's connection: the session sends it the update models."""
