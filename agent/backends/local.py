@@ -31,14 +31,13 @@ from warpcode.agent.backends.base import (
     ToolCallReady,
     approximate_tokens,
 )
-from warpcode.agent.backends.reasoning import ReasoningSplitter, start_after, template_reasons
+from warpcode.agent.backends.reasoning import splitter_for
 from warpcode.agent.backends.toolcall_parsers import parser_for_template
 from warpcode.agent.messages import Message, ToolCall
 
 DEFAULT_CONTEXT_WINDOW = 32_768
 MAX_DEFAULT_CONTEXT = 131_072  # past this, only when asked for with context=N: a longer context holds more cache
 WEIGHT_FORMATS = ("bf16", "mxfp8")  # kernels.mx's, named here so that parsing a spec or arguments imports no torch
-PROMPT_TAIL_TOKENS = 32  # enough of the prompt's end to read `<think>\n\n</think>\n\n` off, whatever the tokenizer
 _ENGINES: dict[tuple[Path, str, int | None], Any] = {}
 _ENGINES_LOCK = threading.Lock()
 
@@ -135,11 +134,8 @@ class _AnswerEvents:
     model's start read off the prompt's end), the rest parsed for tool calls."""
 
     def __init__(self, tokenizer: Any, prompt_ids: list[int], tools: list[dict[str, Any]]) -> None:
-        template = str(tokenizer.chat_template)
-        self.parser = parser_for_template(template, tools)
-        self.thinking = None
-        if template_reasons(template):
-            self.thinking = ReasoningSplitter(start_after(tokenizer.decode(prompt_ids[-PROMPT_TAIL_TOKENS:])))
+        self.parser = parser_for_template(str(tokenizer.chat_template), tools)
+        self.thinking = splitter_for(tokenizer, prompt_ids)
         self.called = False
 
     def feed(self, text: str) -> list[ModelEvent]:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from warpcode.agent.backends.base import TextDelta
+from warpcode.agent.backends.markers import partial_marker
 from warpcode.agent.backends.toolcall_values import typed_value
 from warpcode.agent.messages import ToolCall
 
@@ -61,7 +62,7 @@ def call_start(text: str, pos: int, final: bool) -> tuple[int, bool]:
     while True:
         opener = min((j for j in (text.find(OPEN, i), text.find(FUNCTION, i)) if j >= 0), default=-1)
         if opener < 0:
-            held = 0 if final else partial_marker(text, i)
+            held = 0 if final else partial_marker(text, (OPEN, FUNCTION), i)
             return len(text) - held, False
         if text.startswith(FUNCTION, opener):
             return opener, True
@@ -232,15 +233,6 @@ def _cut_tag(text: str, at: int) -> bool:
     """The text ends inside a tag at `at` (`<parameter=ci`, `</func`): the generation stopped mid-tag."""
     rest = text[at:]
     return ">" not in rest and any(tag.startswith(rest) or rest.startswith(tag) for tag in (PARAMETER, END_FUNCTION))
-
-
-def partial_marker(text: str, pos: int, markers: tuple[str, ...] = (OPEN, FUNCTION)) -> int:
-    """Length of the longest tail of text[pos:] that is a proper prefix of one of `markers` (a call's openers):
-    held back until the next piece decides."""
-    for n in range(min(max(map(len, markers)) - 1, len(text) - pos), 0, -1):
-        if any(marker.startswith(text[-n:]) for marker in markers):
-            return n
-    return 0
 
 
 def skip_space(text: str, pos: int) -> int:

@@ -20,20 +20,30 @@ piece decides it.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from warpcode.agent.backends.base import TextDelta, ThoughtDelta
+from warpcode.agent.backends.markers import partial_marker
 
 THINK_START, THINK_END = "<think>", "</think>"
 TOOL_CALL = "<tool_call>"
 _FUNCTION = "<function"
 _FUNCTION_OPEN = re.compile(r"<function[\s=]")
 Start = Literal["thinking", "undecided", "answer"]
+PROMPT_TAIL_TOKENS = 32  # enough of the prompt's end to read `<think>\n\n</think>\n\n` off, whatever the tokenizer
 
 
 def template_reasons(template: object) -> bool:
     """Whether a chat template (or a dict of named templates) writes `<think>` reasoning."""
     return THINK_START in str(template)
+
+
+def splitter_for(tokenizer: Any, prompt_ids: list[int]) -> ReasoningSplitter | None:
+    """The splitter for an answer to `prompt_ids` (rendered by the tokenizer's chat template), starting where the
+    prompt's end leaves the model; None when the template writes no reasoning."""
+    if not template_reasons(tokenizer.chat_template):
+        return None
+    return ReasoningSplitter(start_after(tokenizer.decode(prompt_ids[-PROMPT_TAIL_TOKENS:])))
 
 
 def start_after(prompt_tail: str) -> Start:
@@ -100,7 +110,7 @@ class ReasoningSplitter:
             self._emit_thought(out, self._buffer[:end])
             self.state, self._buffer = "answer", self._buffer[end + len(THINK_END) :]
         else:
-            keep = _partial_marker_length(self._buffer, (THINK_END, TOOL_CALL))
+            keep = partial_marker(self._buffer, (THINK_END, TOOL_CALL))
             self._emit_thought(out, self._buffer[: len(self._buffer) - keep])
             self._buffer = self._buffer[len(self._buffer) - keep :]
 
@@ -121,14 +131,3 @@ class ReasoningSplitter:
     def _emit_thought(out: list[TextDelta | ThoughtDelta], text: str) -> None:
         if text:
             out.append(ThoughtDelta(text))
-
-
-def _partial_marker_length(text: str, markers: tuple[str, ...]) -> int:
-    """Length of the longest tail of `text` that is a proper prefix of one of `markers`."""
-    best = 0
-    for marker in markers:
-        for n in range(min(len(marker) - 1, len(text)), best, -1):
-            if text.endswith(marker[:n]):
-                best = n
-                break
-    return best

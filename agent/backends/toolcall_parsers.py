@@ -23,6 +23,7 @@ from typing import Any
 
 from warpcode.agent.backends import qwen3_coder_calls as coder
 from warpcode.agent.backends.base import TextDelta
+from warpcode.agent.backends.markers import partial_marker
 from warpcode.agent.messages import ToolCall
 
 Parsed = TextDelta | ToolCall
@@ -154,7 +155,7 @@ def _hermes_start(text: str, final: bool) -> tuple[int, int | None]:
     while True:
         opener = text.find(OPEN, i)
         if opener < 0:
-            return len(text) - (0 if final else coder.partial_marker(text, i, (OPEN,))), None
+            return len(text) - (0 if final else partial_marker(text, (OPEN,), i)), None
         brace = coder.skip_space(text, opener + len(OPEN))
         if brace < len(text) and text[brace] == "{":
             return opener, brace

@@ -31,17 +31,11 @@ def serve_stdio(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace) -> None:
-    from warpcode.agent.cli.config import load_settings
-    from warpcode.agent.service.agent import AcpService, ServiceConfig
+    from warpcode.agent.cli.config import agent_service_config
+    from warpcode.agent.service.agent import AcpService
     from warpcode.agent.service.request_limit import serve_stdio
 
-    config = ServiceConfig.from_settings(
-        load_settings(args.model, max_tokens=args.max_tokens),
-        args.state_dir,
-        args.mode,
-        args.sandbox,
-        args.sandbox_network,
-    )
+    _, config = agent_service_config(args)
     if config.model is None:
         logging.warning("no model configured: prompts will answer with how to configure one")
     agent = AcpService(config).new_connection_agent()

@@ -76,16 +76,10 @@ async def _in_process(args: argparse.Namespace, client: Any) -> AsyncIterator[No
     import acp
     from acp._transport import memory_transport_pair  # the SDK's own pair, used by its HTTP server; not re-exported
 
-    from warpcode.agent.cli.config import load_settings
-    from warpcode.agent.service.agent import AcpService, ServiceConfig
+    from warpcode.agent.cli.config import agent_service_config
+    from warpcode.agent.service.agent import AcpService
 
-    config = ServiceConfig.from_settings(
-        load_settings(args.model, max_tokens=args.max_tokens),
-        args.state_dir,
-        args.mode,
-        args.sandbox,
-        args.sandbox_network,
-    )
+    _, config = agent_service_config(args)
     agent = AcpService(config).new_connection_agent()
     agent_end, client_end = memory_transport_pair()
     server = asyncio.create_task(acp.run_agent(agent, agent_end))

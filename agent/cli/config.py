@@ -93,6 +93,15 @@ def checked_cwd(cwd: str | None, option: str = "--cwd") -> str | None:
     return os.path.abspath(cwd)
 
 
+def agent_service_config(args: argparse.Namespace) -> tuple[Settings, Any]:
+    """The settings, and the ACP service's configuration from them and the agent options (add_agent_options)."""
+    from warpcode.agent.service.agent import ServiceConfig
+
+    settings = load_settings(args.model, max_tokens=args.max_tokens)
+    config = ServiceConfig.from_settings(settings, args.state_dir, args.mode, args.sandbox, args.sandbox_network)
+    return settings, config
+
+
 def add_agent_options(parser: argparse.ArgumentParser) -> None:
     """The options every agent command shares (run, acp, serve, chat), with one wording and one set of defaults."""
     parser.add_argument(

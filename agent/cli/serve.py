@@ -63,12 +63,11 @@ def run_server(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from warpcode.agent.cli.config import load_settings
-    from warpcode.agent.service.agent import AcpService, ServiceConfig
+    from warpcode.agent.cli.config import agent_service_config
+    from warpcode.agent.service.agent import AcpService
     from warpcode.agent.service.ws_server import ACP_PATH, AcpWebSocketServer, Guard, ServerLimits
 
-    settings = load_settings(args.model, max_tokens=args.max_tokens)
-    config = ServiceConfig.from_settings(settings, args.state_dir, args.mode, args.sandbox, args.sandbox_network)
+    settings, config = agent_service_config(args)
     token_file = args.token_file or default_token_file(settings.token_file, config.state_dir)
     config.secrets = (token_file,)  # sandboxed commands must not read it, wherever it is kept
     given = args.token or os.environ.get(TOKEN_VARIABLE)

@@ -8,11 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from warpcode.agent.backends.base import ThoughtDelta
-from warpcode.agent.backends.reasoning import ReasoningSplitter, start_after, template_reasons
+from warpcode.agent.backends.reasoning import ReasoningSplitter, splitter_for
 from warpcode.agent.model_server.chat import ChatDelta, ToolCallStream, parses_tool_calls
 from warpcode.agent.model_server.schemas import ChatCompletionRequest
-
-PROMPT_TAIL_TOKENS = 32  # enough of the prompt's end to read `<think>\n\n</think>\n\n` off, whatever the tokenizer
 
 
 class AnswerStream:
@@ -51,14 +49,10 @@ class AnswerStream:
 
 def answer_stream(tokenizer: Any, prompt_ids: list[int], request: ChatCompletionRequest) -> AnswerStream:
     """The stream for a chat request whose prompt (as rendered with its chat_template_kwargs) is `prompt_ids`."""
-    template = str(tokenizer.chat_template)
-    reasoning = None
-    if template_reasons(template):
-        reasoning = ReasoningSplitter(start_after(tokenizer.decode(prompt_ids[-PROMPT_TAIL_TOKENS:])))
     tools = None
     if parses_tool_calls(request):
-        tools = ToolCallStream(template, [tool.model_dump() for tool in request.tools or []])
-    return AnswerStream(reasoning, tools)
+        tools = ToolCallStream(str(tokenizer.chat_template), [tool.model_dump() for tool in request.tools or []])
+    return AnswerStream(splitter_for(tokenizer, prompt_ids), tools)
 
 
 def _add(delta: ChatDelta, more: ChatDelta) -> None:
