@@ -1,3 +1,17 @@
-"""warpcode.kernels.bench: benchmarks (bench_moe, bench_gemv), tuners (tune_warp_decode, tune_expert_centric) and
-GPU timing: nothing the runtime calls. The tuners write ../warp_decode_configs.json, which the kernels read through
-../tuning.py; counters.py stays beside decode_attention.py, which uses it at run time."""
+"""warpcode.bench: every benchmark and tuner, and nothing the product calls (only `warpcode bench` imports it).
+
+- Kernels: `moe` (one MoE layer per path), `gemv` (dense projections against cuBLAS), `timing` (CUDA-graph timing
+  and copy bandwidth); the tuners `tune_warp_decode` and `tune_expert_centric` write the tuned tables the kernels
+  read (warpcode.kernels' config files).
+- The runtime: `decode` (whole-model decode against the copy-bandwidth roofline, cold prefill), `serve` (the serving
+  engine under concurrent streams), `profile_decode` (where a step's time goes), `mx_accuracy` (what MXFP8 costs in
+  quality).
+- The agent side: `tools` (search, edit, patch, code map on a generated tree), `service` (many ACP sessions on one
+  `warpcode serve`), `batch` and `batch_replicas` (the batch driver, alone and with model replicas on Ray),
+  `hostile_model_server` (what hostile clients cost everyone else).
+- Against references nobody here wrote, run from a checkout (they read tests/fixtures): `toolcall_cases` (vLLM's and
+  SGLang's parser cases), `edit_corpus` and `patch_corpus` (real commits, `git apply`), `search_vs_ripgrep`,
+  `outline_vs_ctags`, `time_edit_not_found`.
+
+Each runs as `python -m warpcode.bench.NAME --help`; results go to BENCHMARKS.md.
+"""

@@ -1,7 +1,7 @@
 """The batch driver's own cost: N trivial scripted jobs (one edit each, no test command) over R fresh git
 repositories, timed end to end as `warpcode batch` processes (Ray's start included), in this process and on Ray.
 
-python3 scripts/bench_batch.py [--jobs 100] [--repos 10] [--workers 8] [--modes here,ray]
+python3 -m warpcode.bench.batch [--jobs 100] [--repos 10] [--workers 8] [--modes here,ray]
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ to the first (goal: 2 replicas >= 1.8x one). Exit code 1 when a job did not succ
 cannot leave its replica (its requests name it, and another replica refuses that name): the cached tokens of its
 later turns show its replica's prefix cache serving it.
 
-    python3 scripts/bench_batch_replicas.py --model random:tiny --jobs 4 --turns 2 --tokens 8    # CPU, seconds
+    python3 -m warpcode.bench.batch_replicas --model random:tiny --jobs 4 --turns 2 --tokens 8    # CPU, seconds
 
 --workers defaults to --jobs (every session at once: one replica then batches all of them, two split them). With
 --workers-per-replica K, each count runs K x R at once instead (the same batch per replica: pure data parallelism).
@@ -22,7 +22,7 @@ with `--turns 3 --tokens 128 --prompt-tokens 128` 784 tokens, 4 blocks of 256 at
 so 64 sessions on one replica need 6 GiB, 32 on each of two 3 GiB; `--kv-cache-gb 7` (6.5 GiB each) leaves
 140 - 2 x 56.8 - 2 x 6.5 = 13 GiB for the CUDA contexts, graphs and activations:
 
-    bash scripts/carry_ray.sh join && python3 scripts/bench_batch_replicas.py --model random:qwen3-30b-a3b \
+    bash experiments/carry_ray.sh join && python3 -m warpcode.bench.batch_replicas --model random:qwen3-30b-a3b \
         --jobs 64 --turns 3 --tokens 128 --prompt-tokens 128 --replicas 1,2 --replica-gpus 0.5 --kv-cache-gb 7 \
         --warm-up 64,1024 --json $OUT/replicas_one_gpu.json 2>&1 | tee $OUT/replicas_one_gpu.log
 
@@ -30,11 +30,11 @@ so 64 sessions on one replica need 6 GiB, 32 on each of two 3 GiB; `--kv-cache-g
 same GPU adds, not the scaling.) With `--model random:olmoe-1b-7b` (2 x 14 GB) the defaults fit.
 
 On nvidia-h200-x2 (Ray is not installed there and its cp312 wheel, 79 MB, is over one call's 64 MiB: it travels
-in two halves, see scripts/carry_ray.sh): first, here, `bash scripts/carry_ray.sh prepare`; then call 1
-(carry [".carry-a"], command `bash scripts/carry_ray.sh stage`), then at once, while the machine is warm (30 s),
+in two halves, see experiments/carry_ray.sh): first, here, `bash experiments/carry_ray.sh prepare`; then call 1
+(carry [".carry-a"], command `bash experiments/carry_ray.sh stage`), then at once, while the machine is warm (30 s),
 call 2 (carry [".carry-b"], timeout_s 600):
 
-    bash scripts/carry_ray.sh join && export NCCL_NVLS_ENABLE=0 && python3 scripts/bench_batch_replicas.py \
+    bash experiments/carry_ray.sh join && export NCCL_NVLS_ENABLE=0 && python3 -m warpcode.bench.batch_replicas \
         --model random:qwen3-30b-a3b --jobs 64 --repos 8 --turns 4 --tokens 256 --replicas 1,2 --warm-up 64,4096 \
         --json $OUT/replicas.json 2>&1 | tee $OUT/replicas.log
 """

@@ -195,7 +195,7 @@ def copy_bandwidth(device: str | torch.device) -> float:
     """Device-to-device copy bandwidth in bytes/s (read + write), the ceiling decode is measured against."""
     device = torch.device(device)
     if device.type == "cuda":
-        from warpcode.kernels.bench.timing import measure_copy_bandwidth
+        from warpcode.bench.timing import measure_copy_bandwidth
 
         return measure_copy_bandwidth(device)
     source = torch.ones(2**26)  # 256 MiB

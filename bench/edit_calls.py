@@ -5,7 +5,7 @@ unique). From it come calls whose right answer is known: the exact block, and th
 models make (indentation shifted either way, tabs written as spaces, a trailing blank line, trailing
 whitespace dropped, one line quoted without its indentation). For each call the only right result is the
 child file; a tolerant call may also be refused (the text was ambiguous), never applied elsewhere or wrongly.
-Shared by tests/tools/test_edit_corpus.py (a compact sample) and scripts/corpus_edit_file.py (the full run).
+Shared by tests/tools/test_edit_corpus.py (a compact sample) and bench/edit_corpus.py (the full run).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from warpcode.tools import Workspace, edit_file
 from warpcode.tools.errors import ToolError
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "edit_corpus"
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "edit_corpus"  # in a checkout
 MAX_CONTEXT = 6  # context lines added around a change until the block is unique in the parent
 MAX_BLOCK_LINES = 40
 _INDENT = re.compile(r"[ \t]*")

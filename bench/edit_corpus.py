@@ -6,7 +6,7 @@ file, child file); tests/tools/edit_corpus.py turns it into the exact call and t
 grades each result against the child file. Prints, per variant and in total: calls, right, wrong text, wrong
 place, refused (with candidates), refused without candidates, crashes; and the first few failures.
 
-    PYTHONPATH=/tmp/tt-editfile python scripts/corpus_edit_file.py /work/.mirror/*/repo
+    PYTHONPATH=/tmp/tt-editfile python -m warpcode.bench.edit_corpus /work/.mirror/*/repo
     (PYTHONPATH holds a `tests` link to this checkout's tests/; run it with main's venv for the 'before' figures)
 
 --sample BYTES writes about that many bytes of small edits (spread over repositories and file types) to
@@ -22,7 +22,7 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from tests.tools.edit_corpus import FIXTURES, RealEdit, calls_for, grade
+from warpcode.bench.edit_calls import FIXTURES, RealEdit, calls_for, grade
 
 EXTENSIONS = {".py", ".go", ".js", ".rs", ".c", ".h", ".md", ".toml", ".yml", ".yaml", ".json", ".txt", ".rst"}
 MAX_FILE_BYTES = 150_000

@@ -1,8 +1,8 @@
 """Small-batch dense projections on the GPU: cuBLAS vs gemv, and a sweep of gemv configs.
 
-    python -m warpcode.kernels.bench.bench_gemv --shapes 5120x2048,2048x4096,128x2048 --batch 1,2,4,8,16 [--json]
-    python -m warpcode.kernels.bench.bench_gemv --whole-row-only  # the default config and the whole-row ones only
-    python -m warpcode.kernels.bench.bench_gemv --weights mxfp8 --shapes 5120x2048,2048x4096 [--quick]
+    python -m warpcode.bench.gemv --shapes 5120x2048,2048x4096,128x2048 --batch 1,2,4,8,16 [--json]
+    python -m warpcode.bench.gemv --whole-row-only  # the default config and the whole-row ones only
+    python -m warpcode.bench.gemv --weights mxfp8 --shapes 5120x2048,2048x4096 [--quick]
 
 With `--weights mxfp8` (M up to 2048 by default) each (shape, M) times the MXFP8 paths: gemv with MX weights
 (M <= 16, swept over MX configs), mx_linear (the Triton GEMM, swept over a few tiles), dequantise + cuBLAS
@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 import triton
 
-from warpcode.kernels.bench.timing import L2_BYTES, measure_copy_bandwidth, time_per_call
+from warpcode.bench.timing import L2_BYTES, measure_copy_bandwidth, time_per_call
 from warpcode.kernels.gemv import MAX_BATCH, GemvConfig, default_gemv_config, gemv
 from warpcode.kernels.launch import sm_count
 from warpcode.kernels.mx import quantize_mxfp8_torch

@@ -2,7 +2,7 @@
 (random tiny weights on the CPU, with a tokenizer-free prompt of token ids) as a subprocess, and for each attack the
 latency of a victim's 4-token request (or of /health) while it runs, and the server's peak memory.
 
-    python scripts/bench_hostile_model_server.py --chat-checkpoint DIR [--stop-chars 1024 --stop-count 32]
+    python -m warpcode.bench.hostile_model_server --chat-checkpoint DIR [--stop-chars 1024 --stop-count 32]
 
 - `poison`: a request with seed 2**63; then whether a plain request is still served.
 - `stop`: a request generating 64 tokens under --stop-count stop strings of --stop-chars characters each (never

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from warpcode.kernels.bench.timing import L2_BYTES, measure_copy_bandwidth, time_per_call
+from warpcode.bench.timing import L2_BYTES, measure_copy_bandwidth, time_per_call
 from warpcode.kernels.expert_centric import moe_expert_centric
 from warpcode.kernels.moe_reference import moe_reference, route_reference
 from warpcode.kernels.mx import WEIGHT_FORMATS, dequantize_any, quantize_mxfp8, scale_columns

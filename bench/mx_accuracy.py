@@ -2,9 +2,9 @@
 machine and random weights say nothing about quality, so one run trains a small qwen3_moe on the Python sources it
 finds there and compares warpcode's runtime with bf16 and with MXFP8 weights on held-out files.
 
-python3 scripts/mx_accuracy.py --device cuda --train-seconds 180 --out $OUT/mx_accuracy.json    # about 5 minutes
-python3 scripts/mx_accuracy.py --tiny --device cpu --weights bf16 --out /tmp/mx.json             # a CPU smoke run
-(warpcode must import: `pip install --no-deps -e .` first, as scripts/gpu_session.sh does.)
+python3 -m warpcode.bench.mx_accuracy --device cuda --train-seconds 180 --out $OUT/mx_accuracy.json    # about 5 minutes
+python3 -m warpcode.bench.mx_accuracy --tiny --device cpu --weights bf16 --out /tmp/mx.json    # a CPU smoke run
+(warpcode must import: `pip install --no-deps -e .` first, as experiments/gpu_session.sh does.)
 
 1. Data: every `.py` file under the interpreter's library folders (site-packages and the standard library), identical
    files once; a file is held out when sha256(seed, path) falls in the first `--heldout` of the hash range, so the

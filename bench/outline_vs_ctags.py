@@ -5,8 +5,8 @@ signature names it when the name is on one of its first three lines (a return ty
 further down, as in `typedef struct {...} name;`, the signature is the first line).
 ctags' generated names (AnonymousFunction..., __anon...) and Java package statements are left out.
 
-python3 scripts/outline_vs_ctags.py PATH [PATH...] [--show 5]     # files or folders
-python3 scripts/outline_vs_ctags.py --record tests/tools/fixtures/ctags   # ctags' tags, kept for the tests
+python3 -m warpcode.bench.outline_vs_ctags PATH [PATH...] [--show 5]     # files or folders
+python3 -m warpcode.bench.outline_vs_ctags --record tests/tools/fixtures/ctags   # ctags' tags, kept for the tests
 """
 
 from __future__ import annotations

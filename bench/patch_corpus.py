@@ -1,6 +1,6 @@
 """apply_patch against `git apply` and the commits' own trees, on the real history of public repositories.
 
-    python scripts/corpus_apply_patch.py /work/.mirror/psf+requests/repo ... [--commits 300] [--variants]
+    python -m warpcode.bench.patch_corpus /work/.mirror/psf+requests/repo ... [--commits 300] [--variants]
         [--save tests/fixtures/patch_corpus/NAME.json --save-count 12]
 
 For each selected commit (no merges; commits with renames, binary files, quoted names, mode changes and CRLF

@@ -2,8 +2,8 @@
 the graph replay's own kernel timeline (when each kernel started and ended against the one before it: with PDL a
 kernel starts before its predecessor ends, and what it adds to the step is its end minus the previous end).
 
-python scripts/profile_decode.py [--preset qwen3-30b-a3b] [--batch 1[,8,32]] [--context 512] [--weights bf16|mxfp8]
-    [--timeline-layers 2]
+python -m warpcode.bench.profile_decode [--preset qwen3-30b-a3b] [--batch 1[,8,32]] [--context 512]
+    [--weights bf16|mxfp8] [--timeline-layers 2]
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 The files are the ones our search reads (its walk, less binary and oversized files); ripgrep is handed them by
 name, so its own ignore and hidden-file rules play no part and only the matching is compared.
 
-python3 scripts/search_vs_ripgrep.py ROOT [ROOT...] [--show 3]
-python3 scripts/search_vs_ripgrep.py --record tests/tools/fixtures/ripgrep   # ripgrep's answers, kept for the tests
-python3 scripts/search_vs_ripgrep.py --record-globs TREE tests/tools/fixtures/ripgrep_globs.json
+python3 -m warpcode.bench.search_vs_ripgrep ROOT [ROOT...] [--show 3]
+python3 -m warpcode.bench.search_vs_ripgrep --record tests/tools/fixtures/ripgrep  # ripgrep's answers, for the tests
+python3 -m warpcode.bench.search_vs_ripgrep --record-globs TREE tests/tools/fixtures/ripgrep_globs.json
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Load benchmark of `warpcode serve`: N concurrent WebSocket sessions, each running one scripted turn.
 
-    python -m warpcode.agent.service.bench_service --sessions 200
+    python -m warpcode.bench.service --sessions 200
 
 All turns start at once unless --spread-s spreads their starts evenly over that many seconds. Reports the
 server's memory per idle session (resident-set growth after N session/new over N connections,

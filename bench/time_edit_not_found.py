@@ -4,8 +4,8 @@ A 10,000-line file and an old_text of N lines copied from its middle, every thir
 outdated copy): no tolerance level matches, so the error searches for the closest region. Prints seconds per
 size and whether the region it shows starts where the copy came from.
 
-    python scripts/time_edit_not_found.py            # 200 and 800 lines in 10,000
-    python scripts/time_edit_not_found.py --sizes 800 --lines 10000
+    python -m warpcode.bench.time_edit_not_found            # 200 and 800 lines in 10,000
+    python -m warpcode.bench.time_edit_not_found --sizes 800 --lines 10000
 """
 
 from __future__ import annotations

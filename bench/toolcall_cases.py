@@ -2,7 +2,7 @@
 inputs and expectations) that pass on each of our consumers: the agent's stream parser (`local:` backend) and
 serve-model's chat stream (ToolCallStream). A case passes when it passes fed whole and fed one character at a time.
 
-    python scripts/toolcall_cases.py [-v]
+    python -m warpcode.bench.toolcall_cases [-v]
 """
 
 from __future__ import annotations

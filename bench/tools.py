@@ -1,4 +1,4 @@
-"""Benchmarks of the tools layer: `python -m warpcode.tools.bench [--out FILE]`.
+"""Benchmarks of the tools layer: `python -m warpcode.bench.tools [--out FILE]`.
 
 Measures edit_file and apply_patch on a 10,000-line file, and search and repo_map over the Python sources of
 the installed torch package (located without importing torch). repo_map runs in fresh processes: cold (no
@@ -84,7 +84,7 @@ def bench_search(root: Path) -> tuple[float, int, int]:
 def _repo_map_in_new_process(root: Path, state: str) -> dict[str, float]:
     started = time.perf_counter()
     child = subprocess.run(
-        [sys.executable, "-m", "warpcode.tools.bench", "--repo-map-once", str(root), state],
+        [sys.executable, "-m", "warpcode.bench.tools", "--repo-map-once", str(root), state],
         capture_output=True,
         text=True,
         check=True,
@@ -142,7 +142,7 @@ def main() -> None:
          f"(process {warm['process_s']:.2f} s)", "< 2 s", warm["repo_map_s"] < 2),
     ]  # fmt: skip
     report = [
-        f"Command: `python -m warpcode.tools.bench` — {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
+        f"Command: `python -m warpcode.bench.tools` — {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
         f"Machine: {os.cpu_count()}-core CPU ({_cpu_model()}), Python {platform.python_version()}, {platform.system()}",
         f"Tree: {root}",
         "",

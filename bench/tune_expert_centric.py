@@ -1,7 +1,7 @@
 """Sweeps the expert-centric path's grouped-GEMM tiles on the GPU, per token count (the path serves the batches
 past warp decode's crossover, and prefill).
 
-    python -m warpcode.kernels.bench.tune_expert_centric --shape 2048,768,128,8 --batch 16,32,64,128 \
+    python -m warpcode.bench.tune_expert_centric --shape 2048,768,128,8 --batch 16,32,64,128 \
         --write kernels/warp_decode_configs.json [--weights mxfp8] [--register-caps 168,128]
 
 Each candidate times the whole path (align, both grouped GEMMs, activation, reduction: CUDA-graph replay over
@@ -25,8 +25,8 @@ from dataclasses import replace
 import torch
 import triton
 
-from warpcode.kernels.bench.bench_moe import MoeShape, layer_count, make_layers, parse_tuner_args
-from warpcode.kernels.bench.timing import time_per_call
+from warpcode.bench.moe import MoeShape, layer_count, make_layers, parse_tuner_args
+from warpcode.bench.timing import time_per_call
 from warpcode.kernels.expert_centric import moe_expert_centric
 from warpcode.kernels.mx import quantize_mxfp8_torch
 from warpcode.kernels.tuning import (

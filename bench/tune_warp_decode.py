@@ -1,7 +1,7 @@
 """Sweeps the warp-decode launch parameters of each kernel on the GPU, per token count, and finds the crossover.
 
-    python -m warpcode.kernels.bench.tune_warp_decode --shape 2048,768,128,8 --write kernels/warp_decode_configs.json
-    python -m warpcode.kernels.bench.tune_warp_decode --weights mxfp8 --shape 2048,768,128,8 --write ...
+    python -m warpcode.bench.tune_warp_decode --shape 2048,768,128,8 --write kernels/warp_decode_configs.json
+    python -m warpcode.bench.tune_warp_decode --weights mxfp8 --shape 2048,768,128,8 --write ...
 
 Each kernel is timed alone (CUDA-graph replay over rotated layers); the winners are timed together against the
 expert-centric path (on the same weights), and the largest token count where warp decode is faster becomes the
@@ -9,7 +9,7 @@ dispatcher's crossover. MXFP8 weights (`--weights mxfp8`, written under "H,I,E,K
 columns (16 fp8 weights per 16-byte load). `--register-caps 128,112` times kernel 2's fastest configs again
 under each register cap (Triton's maxnreg), kept where faster (`down_max_registers`). Options that act only
 beside the model's other kernels (`down_first_tile_early`) are left unset: decide them in the model
-(scripts/config_variant.py, `gpu_session.sh mx-configs`; BENCHMARKS.md).
+(experiments/config_variant.py, `gpu_session.sh mx-configs`; BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from dataclasses import asdict, replace
 import torch
 import triton
 
-from warpcode.kernels.bench.bench_moe import MoeShape, layer_count, make_layers, parse_tuner_args
-from warpcode.kernels.bench.timing import time_per_call
+from warpcode.bench.moe import MoeShape, layer_count, make_layers, parse_tuner_args
+from warpcode.bench.timing import time_per_call
 from warpcode.kernels.expert_centric import moe_expert_centric
 from warpcode.kernels.tuning import WarpDecodeConfig, config_entry, shape_key, token_bucket, update_config_file
 from warpcode.kernels.warp_decode import intermediate_dtype, launch_down, launch_gate_up, moe_warp_decode

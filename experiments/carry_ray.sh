@@ -3,15 +3,15 @@
 # call's 64 MiB, so it travels in two halves, one a call, joined there (the machine stays warm 30 s after a call:
 # make the second call at once).
 #
-#   here, in the repository root, once:  bash scripts/carry_ray.sh prepare [NAME==VERSION ...]
+#   here, in the repository root, once:  bash experiments/carry_ray.sh prepare [NAME==VERSION ...]
 #       downloads the wheels (Ray's version here, else 2.60.0; its dependencies the GPU image may lack; any NAME
 #       given) into .carry-a (the first half of Ray's wheel and the small wheels) and .carry-b (the second half),
 #       both ignored by git (.git/info/exclude)
-#   call 1: carry [".carry-a"], command  bash scripts/carry_ray.sh stage
-#   call 2: carry [".carry-b"], command  bash scripts/carry_ray.sh join && ...the measurement...
+#   call 1: carry [".carry-a"], command  bash experiments/carry_ray.sh stage
+#   call 2: carry [".carry-b"], command  bash experiments/carry_ray.sh join && ...the measurement...
 #       (join: the halves joined, the wheels installed with pip --no-index, warpcode installed --no-deps)
 #
-# The measurement of issue 26 is scripts/bench_batch_replicas.py's docstring. NCCL_NVLS_ENABLE=0 and the
+# The measurement of issue 26 is bench/batch_replicas.py's docstring. NCCL_NVLS_ENABLE=0 and the
 # machine's other variables stay as they are: replicas use no NCCL.
 set -euo pipefail
 STAGE=/tmp/warpcode-carry

@@ -7,7 +7,7 @@
    the kernel before it: 48 layers of [a kernel that spins for S us, then the GEMV reading the spinner's output]
    against the spinners alone and the GEMVs alone. With full overlap the pair costs max(S, GEMV).
 
-    python scripts/bench_kernel_chain.py [--kernels 480] [--spin-us 2,5]
+    python experiments/kernel_chain.py [--kernels 480] [--spin-us 2,5]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from warpcode.kernels.bench.timing import capture_graph
+from warpcode.bench.timing import capture_graph
 from warpcode.kernels.launch import wait_for_inputs
 
 

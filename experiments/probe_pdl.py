@@ -4,7 +4,7 @@ the global timer); the next kernel, launched with PDL, records per program the t
 Then the same for a GEMV of o_proj's shape written like kernels/gemv.py (weights loaded before `gdc_wait`), with
 per-program stamps: start, weights arrived (a dependent read of them), wait passed, output stored.
 
-    python scripts/probe_pdl.py
+    python experiments/probe_pdl.py
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from warpcode.kernels.bench.timing import capture_graph
+from warpcode.bench.timing import capture_graph
 
 
 @triton.jit

@@ -2,7 +2,7 @@
 by the installed Triton, with its registers, spills and shared memory, and per loop of its SASS the instruction
 count and the most frequent opcodes.
 
-    python3 scripts/sass_report.py [--cases "MX down"] [--maxnreg 168] [--dump DIR]
+    python3 experiments/sass_report.py [--cases "MX down"] [--maxnreg 168] [--dump DIR]
 
 Install the device's Triton in a virtual environment of its own (`pip install triton==3.6.0`, beside this package)
 so that the code is the device's. Registers decide how many programs an SM holds (65,536 registers: 160 a thread

@@ -1,4 +1,4 @@
-"""Prints `warpcode bench moe --json` lines as a compact table (used by scripts/gpu_session.sh)."""
+"""Prints `warpcode bench moe --json` lines as a compact table (used by experiments/gpu_session.sh)."""
 
 import json
 import sys

@@ -1,4 +1,4 @@
-"""Prints `python -m warpcode.kernels.bench.tune_warp_decode` lines compactly (used by scripts/gpu_session.sh)."""
+"""Prints `python -m warpcode.bench.tune_warp_decode` lines compactly (used by experiments/gpu_session.sh)."""
 
 import json
 import sys

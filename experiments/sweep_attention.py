@@ -2,7 +2,7 @@
 48 layers' caches so the cache is read from HBM; with --launch-params, against the split kernel's keys per tile,
 warps and pipeline stages instead (default splits and merge, batch 1).
 
-    python scripts/sweep_attention.py [--launch-params]
+    python experiments/sweep_attention.py [--launch-params]
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import itertools
 import torch
 import triton
 
+from warpcode.bench.timing import time_per_call
 from warpcode.kernels import attention_splits
 from warpcode.kernels import decode_attention as attention_module
-from warpcode.kernels.bench.timing import time_per_call
 from warpcode.kernels.decode_attention import MERGE_KERNEL_MIN_SPLITS, decode_attention_triton
 
 HQ, HKV, D, LAYERS = 32, 4, 128, 48

@@ -2,7 +2,7 @@
 attention merge runs, and ablations that leave one kernel kind out (results then are wrong; only the time counts)
 to show each kind's share of the step as the graph runs it, with PDL overlap.
 
-    python scripts/sweep_decode_variants.py [--contexts 512,8192] [--steps 64] [--attention-configs ...]
+    python experiments/sweep_decode_variants.py [--contexts 512,8192] [--steps 64] [--attention-configs ...]
         [--settings "gemv.NAME=expr|warp_decode.NAME=expr;..."]   (module constants patched per variant)
 """
 
@@ -15,12 +15,12 @@ import importlib
 import torch
 import triton
 
+from warpcode.bench.decode import WARMUP_STEPS, decode_seconds
 from warpcode.kernels import attention_splits, decode_attention, gemv, warp_decode
 from warpcode.kernels.route import route_triton
 from warpcode.kernels.tuning import WarpDecodeConfig
 from warpcode.model_runtime import decode_step as step_module
 from warpcode.model_runtime import load_random
-from warpcode.model_runtime.bench_decode import WARMUP_STEPS, decode_seconds
 from warpcode.model_runtime.moe_block import SparseMoeBlock
 
 

@@ -1,7 +1,7 @@
 """The batch-1 MX kernels of a qwen3-30b-a3b decoder layer against their bf16 counterparts, on the GPU.
 
-    python3 scripts/sweep_mx_kernels.py [--tokens 1,8] [--json] [--capped-only] [--register-caps 168,128]
-    ncu ... python3 scripts/sweep_mx_kernels.py --once     # each kernel launched once per weight format, untimed
+    python3 experiments/sweep_mx_kernels.py [--tokens 1,8] [--json] [--capped-only] [--register-caps 168,128]
+    ncu ... python3 experiments/sweep_mx_kernels.py --once     # each kernel launched once per weight format, untimed
 
 Times (CUDA-graph replay over rotated weight copies, so nothing is served from L2) warp decode's gate_up and down
 kernels (down on CUDA cores and, for MX weights, on tensor cores: kernels/mx_down.py) and the whole MoE at each
@@ -19,9 +19,9 @@ import sys
 
 import torch
 
-from warpcode.kernels.bench.bench_moe import MoeShape, make_layers, register_cap_list
-from warpcode.kernels.bench.timing import measure_copy_bandwidth, time_per_call
-from warpcode.kernels.bench.tune_warp_decode import kernel_arguments, time_config
+from warpcode.bench.moe import MoeShape, make_layers, register_cap_list
+from warpcode.bench.timing import measure_copy_bandwidth, time_per_call
+from warpcode.bench.tune_warp_decode import kernel_arguments, time_config
 from warpcode.kernels.gemv import GemvConfig, default_gemv_config, gemv
 from warpcode.kernels.mx import quantize_mxfp8
 from warpcode.kernels.o_proj_router import o_proj_router, router_fold

@@ -1,6 +1,6 @@
 """Cold prefill through the serving engine at several chunk budgets, and where a long prefill's time goes.
 
-python3 scripts/sweep_prefill.py [--lengths 2048,16384] [--budgets 2048,4096,8192,16384] [--profile 16384]
+python3 experiments/sweep_prefill.py [--lengths 2048,16384] [--budgets 2048,4096,8192,16384] [--profile 16384]
     [--balanced-routing] [--weights bf16|mxfp8]
 
 --profile N also times agent turns (N cached tokens + 300 new) and profiles one. --balanced-routing then times the

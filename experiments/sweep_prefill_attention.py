@@ -1,7 +1,7 @@
 """Prefill attention of one layer at the qwen3-30b-a3b shape: the paged Triton kernel (what the prefill graphs run)
 against the eager prefill's gather + PyTorch SDPA, per (chunk tokens, cached prefix), CUDA events, median of 20.
 
-python3 scripts/sweep_prefill_attention.py [--cases 300:16000,1024:31000] [--configs]
+python3 experiments/sweep_prefill_attention.py [--cases 300:16000,1024:31000] [--configs]
 
 --configs also times the kernel's configurations (rows per program, BLOCK_N, warps, stages, key splits, register
 cap) per case.

@@ -2,7 +2,7 @@
 add+RMSNorm (warps), decode attention (keys per tile, warps, stages) at 512 and 8,192 tokens. Graph-replayed over
 48 layers' inputs. Module constants are patched per variant; the winners go back into the modules by hand.
 
-    python scripts/sweep_small_kernels.py
+    python experiments/sweep_small_kernels.py
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import importlib
 
 import torch
 
+from warpcode.bench.timing import time_per_call
 from warpcode.kernels import decode_attention as attention
 from warpcode.kernels import norm
-from warpcode.kernels.bench.timing import time_per_call
 
 route = importlib.import_module("warpcode.kernels.route")  # the package exports a function of the same name
 

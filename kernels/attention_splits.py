@@ -20,7 +20,7 @@ import triton
 
 from warpcode.kernels.launch import sm_count
 
-# One-tile splits. H200, qwen3 batch 1, the decode step in its CUDA graph (scripts/sweep_decode_variants.py), with
+# One-tile splits. H200, qwen3 batch 1, the decode step in its CUDA graph (experiments/sweep_decode_variants.py), with
 # the RoPE kernel letting attention launch early: 128 keys x 8 warps 2.41-2.42 ms per step at 512 keys (streaming
 # splits 2.45-2.47; 256-key tiles 2.45-2.50), 256 keys x 8 warps 2.63-2.64 ms at 8K (streaming 2.81-2.82; 128-key
 # tiles, two per split, 2.70).

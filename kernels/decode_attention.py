@@ -45,7 +45,7 @@ from warpcode.kernels.counters import arrival_counters, arrive
 from warpcode.kernels.launch import INTERPRETER, pdl_options, wait_for_inputs
 
 # From this many splits on, a merge kernel over (row, query head) follows the split kernel; below it the last program
-# of each (row, KV head) merges in the same launch. H200, `scripts/sweep_attention.py` (one launch vs two kernels):
+# of each (row, KV head) merges in the same launch. H200, `experiments/sweep_attention.py` (one launch vs two kernels):
 # batch 1, 512 keys (12 splits) 5.0 vs 5.4 us, 8K keys with 32 splits 14.0 vs 14.5, with 64-66 splits 13.3-14.3 vs
 # 11.2-11.8; batch 8, 8K keys (8 splits) 39.9 vs 42.4. Read at every call (captured graphs keep their path).
 MERGE_KERNEL_MIN_SPLITS = 33

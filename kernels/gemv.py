@@ -77,7 +77,7 @@ class GemvConfig:
             raise ValueError(f"GemvConfig.use_dot needs block_n >= 8, got {self.block_n}")
 
 
-# Measured on the H200 by `python -m warpcode.kernels.bench.bench_gemv`: {(N, H, tuning.token_bucket(B)): GemvConfig}.
+# Measured on the H200 by `python -m warpcode.bench.gemv`: {(N, H, tuning.token_bucket(B)): GemvConfig}.
 # Qwen3-30B-A3B's q/k/v, o_proj and router shapes, 2026-11-29 (BENCHMARKS.md, decode): at B = 1 gemv beats cuBLAS
 # on all three (6.8 vs 7.9 us, 6.7 vs 9.3 us, 1.2 vs 5.4 us), at B = 4 only on the router (2.1 vs 5.4 us).
 # The B = 1 q/k/v and router entries were re-chosen on 2026-11-30 inside the decode step's CUDA graph, where
@@ -95,7 +95,7 @@ TUNED_CONFIGS: dict[tuple[int, int, int], GemvConfig] = {
 
 
 # MXFP8 weights (fp8 data + one scale byte per 32): the q/k/v shape at one row with the RMSNorm prologue, the best of
-# 18 tiles by scripts/sweep_mx_kernels.py (H200, 2026-12-02: 5.50 us; whole rows 8 x 2048 6.05-6.20, the
+# 18 tiles by experiments/sweep_mx_kernels.py (H200, 2026-12-02: 5.50 us; whole rows 8 x 2048 6.05-6.20, the
 # heuristic's 16 x 1024 8.0-8.5); at two rows the best of `bench_gemv --weights mxfp8`'s sweep (7.77 us against
 # mx_linear's 8.9 and the heuristic's 25.4).
 MX_TUNED_CONFIGS: dict[tuple[int, int, int], GemvConfig] = {

@@ -16,7 +16,7 @@ Weight-only MXFP8 (kernels/mx.py): x, bias and y are bf16/fp16/fp32; w is data f
                       GEMM reads the 2-byte weights again: more traffic, but cuBLAS's tensor-core efficiency.
 
 linear_mx picks by M: the Triton GEMM up to MX_LINEAR_MAX_ROWS rows, where the weight bytes dominate, else
-dequantise + cuBLAS, where the FLOPs do. `python -m warpcode.kernels.bench.bench_gemv --weights mxfp8` times both
+dequantise + cuBLAS, where the FLOPs do. `python -m warpcode.bench.gemv --weights mxfp8` times both
 (and gemv for M <= 16) per M, to confirm or move the threshold.
 """
 

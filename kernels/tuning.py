@@ -2,8 +2,8 @@
 the dispatcher switches paths.
 
 Measured values live in `warp_decode_configs.json` beside this file, written on the GPU by the tuners in bench/:
-`python -m warpcode.kernels.bench.tune_warp_decode --write kernels/warp_decode_configs.json` ("configs",
-"crossover") and `python -m warpcode.kernels.bench.tune_expert_centric --write kernels/warp_decode_configs.json`
+`python -m warpcode.bench.tune_warp_decode --write kernels/warp_decode_configs.json` ("configs",
+"crossover") and `python -m warpcode.bench.tune_expert_centric --write kernels/warp_decode_configs.json`
 ("expert_centric"), see BENCHMARKS.md. Keys are "H,I,E,K" plus a token-count bucket; warp decode's entries for
 MXFP8 weights are keyed "H,I,E,K,mx" (`--weights mxfp8`). Shapes that were never measured get a heuristic (MXFP8:
 the bf16 config with twice the columns, the same bytes per tile).

@@ -95,7 +95,7 @@ def _parse_ints(text: str, what: str) -> list[int]:
 
 
 def _moe_shape(args: argparse.Namespace):
-    from warpcode.kernels.bench.bench_moe import MoeShape
+    from warpcode.bench.moe import MoeShape
 
     if args.shape:
         values = _parse_ints(args.shape, "--shape")
@@ -112,7 +112,7 @@ def _run_moe(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from warpcode.kernels.bench.bench_moe import run_moe_bench
+    from warpcode.bench.moe import run_moe_bench
 
     shape = _moe_shape(args)
     batches = _parse_ints(args.batch, "--batch")
@@ -171,7 +171,8 @@ def _run_decode(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from warpcode.model_runtime import bench_decode, load_random
+    from warpcode.bench import decode as bench_decode
+    from warpcode.model_runtime import load_random
 
     if not args.random_weights:
         raise ValueError("bench decode needs --random-weights (to time a checkpoint, use `warpcode generate`)")
@@ -254,7 +255,7 @@ def _check_fits(preset: str, sequences: dict[str, int]) -> None:
 
 def _serve_workload(args: argparse.Namespace):
     """The options given, the rest from the default workload of this device and the model's context."""
-    from warpcode.model_runtime.bench_serve import ServeWorkload, default_workload
+    from warpcode.bench.serve import ServeWorkload, default_workload
     from warpcode.model_runtime.presets import get_preset
 
     defaults = default_workload(get_preset(args.preset).context_length, args.device.split(":")[0])
@@ -279,7 +280,9 @@ def _run_serve(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from warpcode.model_runtime import bench_decode, bench_serve, load_random
+    from warpcode.bench import decode as bench_decode
+    from warpcode.bench import serve as bench_serve
+    from warpcode.model_runtime import load_random
 
     if not args.random_weights:
         raise ValueError("bench serve needs --random-weights (to time a checkpoint, serve it with serve-model)")

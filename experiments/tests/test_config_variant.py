@@ -1,4 +1,4 @@
-"""scripts/config_variant.py, run as a process: a variant of the kernel config file that the launchers then read
+"""experiments/config_variant.py, run as a process: a variant of the kernel config file that the launchers then read
 (WARPCODE_WARP_DECODE_CONFIGS), and one-line refusals of changes that would not make a launch config."""
 
 import json
@@ -10,7 +10,7 @@ import pytest
 
 from warpcode.kernels import tuning
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "config_variant.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "config_variant.py"
 MX_KEY = "2048,768,128,8,mx"
 
 

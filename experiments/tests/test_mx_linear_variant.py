@@ -1,4 +1,4 @@
-"""scripts/mx_linear_variant.py: its SPEC, the decode-batch configs it puts in mx_linear's place (exact against
+"""experiments/mx_linear_variant.py: its SPEC, the decode-batch configs it puts in mx_linear's place (exact against
 float64 under the CPU interpreter), and one-line refusals of specs that would not make a config."""
 
 import importlib.util
@@ -13,7 +13,7 @@ from warpcode.kernels import mx_linear as mx_linear_module
 from warpcode.kernels.mx import dequantize_mxfp8, quantize_mxfp8
 from warpcode.kernels.mx_linear import default_mx_linear_config, mx_linear
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "mx_linear_variant.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "mx_linear_variant.py"
 _spec = importlib.util.spec_from_file_location("mx_linear_variant", SCRIPT)
 variant_script = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(variant_script)

@@ -1,4 +1,4 @@
-"""scripts/sass_report.py: its loop finder on a hand-written SASS listing, and one compile case reported end to end
+"""experiments/sass_report.py: its loop finder on a hand-written SASS listing, and one compile case reported end to end
 (sm_90, no GPU, in a process without TRITON_INTERPRET)."""
 
 import os
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "sass_report.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "sass_report.py"
 sys.path.insert(0, str(SCRIPT.parent))
 from sass_report import sass_loops  # noqa: E402
 

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
+from warpcode.bench.timing import time_per_call
 from warpcode.kernels import counters as counters_module
 from warpcode.kernels import decode_attention as module
-from warpcode.kernels.bench.timing import time_per_call
 from warpcode.kernels.decode_attention import decode_attention, decode_attention_reference, decode_attention_triton
 
 pytestmark = pytest.mark.gpu

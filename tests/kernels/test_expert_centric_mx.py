@@ -88,8 +88,8 @@ def test_mx_config_choice_and_checks(tmp_path, monkeypatch):
 
 
 def test_tuner_writes_mx_results_under_their_own_key(tmp_path, monkeypatch):
-    from warpcode.kernels.bench import tune_expert_centric
-    from warpcode.kernels.bench.bench_moe import MoeShape
+    from warpcode.bench import tune_expert_centric
+    from warpcode.bench.moe import MoeShape
 
     shape = MoeShape(2048, 768, 128, 8)
     mx_candidates = tune_expert_centric.candidates(shape, 128, mx=True)

@@ -5,7 +5,7 @@ pytest -m gpu tests/kernels)."""
 import pytest
 import torch
 
-from warpcode.kernels.bench.timing import capture_graph
+from warpcode.bench.timing import capture_graph
 from warpcode.kernels.gemv import GemvConfig, gemv, gemv_reference
 from warpcode.kernels.norm import add_rmsnorm_triton
 from warpcode.kernels.warp_decode import moe_warp_decode

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
+from warpcode.bench.moe import MoeShape, float64_reference, make_layers
 from warpcode.kernels import moe, moe_expert_centric, moe_warp_decode, route, route_reference
-from warpcode.kernels.bench.bench_moe import MoeShape, float64_reference, make_layers
 
 pytestmark = pytest.mark.gpu
 

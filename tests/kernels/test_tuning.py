@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from warpcode.bench import tune_expert_centric
+from warpcode.bench.moe import MoeShape, register_cap_list
 from warpcode.kernels import tuning
-from warpcode.kernels.bench import tune_expert_centric
-from warpcode.kernels.bench.bench_moe import MoeShape, register_cap_list
 from warpcode.kernels.tuning import GroupedGemmConfig, grouped_gemm_config, warp_decode_config
 
 QWEN3 = (2048, 768, 128, 8)

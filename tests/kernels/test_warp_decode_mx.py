@@ -9,6 +9,8 @@ from dataclasses import replace
 import pytest
 import torch
 
+from warpcode.bench import tune_warp_decode
+from warpcode.bench.moe import MoeShape
 from warpcode.kernels import (
     moe,
     moe_reference,
@@ -19,8 +21,6 @@ from warpcode.kernels import (
     route_triton,
     tuning,
 )
-from warpcode.kernels.bench import tune_warp_decode
-from warpcode.kernels.bench.bench_moe import MoeShape
 from warpcode.kernels.dispatch import uses_warp_decode
 from warpcode.kernels.mx import MXTensor, dequantize_mxfp8
 from warpcode.kernels.mx_down import launch_down_mma

@@ -6,8 +6,8 @@ from dataclasses import replace
 import pytest
 import torch
 
+from warpcode.bench.moe import MoeShape, float64_reference, make_layers
 from warpcode.kernels import moe, moe_warp_decode, route, uses_warp_decode
-from warpcode.kernels.bench.bench_moe import MoeShape, float64_reference, make_layers
 from warpcode.kernels.mx import MXTensor, dequantize_mxfp8
 from warpcode.kernels.mx_down import launch_down_mma
 from warpcode.kernels.tuning import WarpDecodeConfig, warp_decode_config

@@ -1,4 +1,4 @@
-"""scripts/mx_accuracy.py: its scoring against float64 references, and a tiny CPU run end to end."""
+"""bench/mx_accuracy.py: its scoring against float64 references, and a tiny CPU run end to end."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "mx_accuracy.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "mx_accuracy.py"
 
 
 @pytest.fixture(scope="module")

@@ -158,7 +158,7 @@ def test_a_tolerant_match_that_changes_nothing_is_refused(ws: Workspace, root: P
 
 def test_not_found_in_a_large_file_is_quick_and_shows_the_closest_lines(ws: Workspace, root: Path) -> None:
     # 800 stale lines in a 10,000-line file took 92 s in pure Python; now well under a second. The bound is
-    # generous (5 s) so that a slow CI machine cannot fail it; scripts/time_edit_not_found.py measures it.
+    # generous (5 s) so that a slow CI machine cannot fail it; bench/time_edit_not_found.py measures it.
     lines = [f"    value_{n} = compute({n}, {n * 7 % 13})\n" for n in range(10_000)]
     (root / "big.py").write_text("".join(lines))
     stale = [line.replace("compute", "calc") if n % 3 == 0 else line for n, line in enumerate(lines[5000:5800])]

@@ -1,11 +1,11 @@
-"""edit_file on real commits: a compact sample of scripts/corpus_edit_file.py's corpus (sources and licences in
+"""edit_file on real commits: a compact sample of bench/edit_corpus.py's corpus (sources and licences in
 tests/fixtures/edit_corpus/edits.jsonl), each edit called exactly and with the mistakes models make."""
 
 from __future__ import annotations
 
 from collections import Counter
 
-from tests.tools.edit_corpus import grade, load_sample
+from warpcode.bench.edit_calls import grade, load_sample
 
 
 def test_real_edits_are_right_exactly_and_never_wrong_tolerantly() -> None:

@@ -5,7 +5,7 @@ import sys
 
 CHECK = """
 import sys
-import warpcode.tools, warpcode.tools.bench, warpcode.agent.toolbox
+import warpcode.tools, warpcode.bench.tools, warpcode.agent.toolbox
 heavy = sorted(name for name in sys.modules if name.split(".")[0] in ("torch", "triton", "numpy"))
 upward = sorted(name for name in sys.modules if name.startswith(("warpcode.model_runtime", "warpcode.kernels")))
 print(heavy + upward)

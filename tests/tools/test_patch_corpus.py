@@ -1,5 +1,5 @@
 """Real commits of public repositories (tests/fixtures/patch_corpus/*.json, recorded by
-scripts/corpus_apply_patch.py --save): the files a commit touches as its parent has them, `git diff --binary
+bench/patch_corpus.py --save): the files a commit touches as its parent has them, `git diff --binary
 --full-index -M parent commit`, and the files as the commit has them (what `git apply` made of the same diff).
 apply_patch must make exactly the commit's files; the same diffs rewritten as models write them (no line
 numbers, context unindented) must make them too, or be refused: never another text."""

@@ -91,7 +91,7 @@ def _lines_by_file(root: Path, pattern: str, ignore_case: bool) -> dict[str, lis
 @pytest.mark.parametrize("answer", RIPGREP["answers"], ids=lambda a: f"/{a['pattern']}/{'i' * a['ignore_case']}")
 def test_line_sets_equal_ripgreps_on_real_files(ripgrep_files: Path, answer: dict) -> None:
     """Real files (CRLF, a BOM, no final newline, tabs, CJK and box drawing, full-width digits, Latin-1 bytes)
-    and ripgrep 13's answers, recorded by scripts/search_vs_ripgrep.py --record."""
+    and ripgrep 13's answers, recorded by bench/search_vs_ripgrep.py --record."""
     assert _lines_by_file(ripgrep_files, answer["pattern"], answer["ignore_case"]) == answer["lines"]
 
 

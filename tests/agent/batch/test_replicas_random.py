@@ -1,6 +1,6 @@
 """Generation-driven scripted jobs: `"generate_tokens"` turns against a real model server of random weights (no
 tokenizer), checked token for token against the engine itself; their usage in the batch's rows; `random:PRESET`
-specs; and scripts/bench_batch_replicas.py end to end with `--replicas 1,2` on a real local Ray instance."""
+specs; and `python -m warpcode.bench.batch_replicas` end to end with `--replicas 1,2` on a real local Ray instance."""
 
 from __future__ import annotations
 
@@ -25,7 +25,6 @@ from warpcode.agent.batch.runner import Options
 from warpcode.agent.messages import Message
 
 random_engine, random_url = model_servers.random_engine, model_servers.random_url  # the fixtures used here
-BENCH = Path(__file__).resolve().parents[3] / "scripts" / "bench_batch_replicas.py"
 
 
 def greedy(engine, prompt: list[int], count: int, stop_ids=()) -> list[int]:
@@ -155,8 +154,9 @@ def test_serve_model_takes_the_random_spec_of_the_replicas(random_engine):
 def test_bench_batch_replicas_on_a_local_ray_instance(tmp_path: Path):
     pytest.importorskip("ray")
     results = tmp_path / "bench.json"
-    command = [sys.executable, str(BENCH), "--model", "random:tiny", "--jobs", "4", "--repos", "2", "--turns", "2",
-               "--tokens", "6", "--replicas", "1,2", "--replica-gpus", "0.5", "--json", str(results)]  # fmt: skip
+    command = [sys.executable, "-m", "warpcode.bench.batch_replicas", "--model", "random:tiny", "--jobs", "4",
+               "--repos", "2", "--turns", "2", "--tokens", "6", "--replicas", "1,2",
+               "--replica-gpus", "0.5", "--json", str(results)]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(results.read_text())

@@ -34,7 +34,7 @@ def test_bench_decode_times_prefill_on_prompts_the_cache_has_not_seen() -> None:
 
 
 def test_bench_serve_defaults_fit_the_model_context() -> None:
-    from warpcode.model_runtime.bench_serve import default_workload
+    from warpcode.bench.serve import default_workload
 
     # The tiny model holds 4,096 tokens: the defaults used to ask for a 4,300-token trace turn, then 32,768 tokens.
     context = get_preset("tiny").context_length

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from warpcode.tools import bench as tools_bench
+from warpcode.bench import tools as tools_bench
 
 WARPCODE = str(Path(sys.executable).with_name("warpcode"))
 SCRIPT = Path(__file__).with_name("hello_script.json")  # a scripted model's one turn, for commands that need one
