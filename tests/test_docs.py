@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from warpcode.agent.batch import jobs, runner
-from warpcode.agent.cli.config import Settings, load_settings
+from warpcode.agent.config import Settings, load_settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DOCS = REPO_ROOT / "docs"

@@ -21,20 +21,21 @@ SUMMARY_COUNTS = (
 
 
 @dataclass
-class TestFailure:
-    __test__ = False  # not a pytest test class, despite its name
+class FailedTest:
     id: str
     message: str
 
 
 @dataclass
-class TestCounts:
-    __test__ = False
+class RunCounts:
+    """What one run of a test suite reported: how many tests passed, failed, errored and were skipped, and why each
+    failure failed."""
+
     passed: int = 0
     failed: int = 0
     errors: int = 0
     skipped: int = 0
-    failures: list[TestFailure] = field(default_factory=list)
+    failures: list[FailedTest] = field(default_factory=list)
     parsed: bool = False  # False when the output had nothing recognizable
 
 
@@ -45,8 +46,8 @@ def _cut(message: str) -> str:
     return "[...]\n" + message[-MAX_MESSAGE_CHARS:]
 
 
-def parse_junit(xml_path: Path, cwd: Path) -> TestCounts:
-    counts = TestCounts(parsed=True)
+def parse_junit(xml_path: Path, cwd: Path) -> RunCounts:
+    counts = RunCounts(parsed=True)
     for case in ET.parse(xml_path).getroot().iter("testcase"):
         problem = case.find("failure")
         kind = "failed"
@@ -63,7 +64,24 @@ def parse_junit(xml_path: Path, cwd: Path) -> TestCounts:
         detail = (problem.text or "").strip("\n").splitlines()
         tail = "\n".join(detail[-25:])
         message = tail if summary in tail else f"{summary}\n{tail}"
-        counts.failures.append(TestFailure(_pytest_id(case, cwd), _cut(message)))
+        counts.failures.append(FailedTest(_pytest_id(case, cwd), _cut(message)))
+    return counts
+
+
+# pytest's closing line, "1 failed, 2 passed, 1 skipped in 0.12s" (pytest before 6: "in 0.12 seconds"), often between
+# rules of "=": the line with the run's time, so that a count a test printed earlier is not taken for it.
+_PYTEST_SUMMARY = re.compile(r"\b\d+ (passed|failed|errors?|skipped)\b.* in [\d.]+ ?s")
+_PYTEST_COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped)\b")
+
+
+def parse_pytest_summary(output: str) -> RunCounts:
+    """pytest's counts from its last summary line, for a run that wrote no JUnit XML (the failures are not named
+    there); not parsed when there is none."""
+    lines = [line for line in output.splitlines() if _PYTEST_SUMMARY.search(line)]
+    counts = RunCounts(parsed=bool(lines))
+    for number, word in _PYTEST_COUNT.findall(lines[-1] if lines else ""):
+        attr = "errors" if word.startswith("error") else word
+        setattr(counts, attr, getattr(counts, attr) + int(number))
     return counts
 
 
@@ -78,13 +96,13 @@ def _pytest_id(case: ET.Element, cwd: Path) -> str:
     return "::".join([*parts, name]) if parts else name
 
 
-def parse_go(output: str) -> TestCounts:
+def parse_go(output: str) -> RunCounts:
     """`go test -v` output: a test's log lines come between its `=== RUN` and its `--- FAIL` line (after it
     without -v); a package that does not compile ends with `FAIL <pkg> [build failed]`."""
-    counts = TestCounts()
+    counts = RunCounts()
     logs: dict[str, list[str]] = {}
     current: str | None = None
-    pending: list[TestFailure] = []
+    pending: list[FailedTest] = []
     build_lines: list[str] = []
     for line in output.splitlines():
         run = re.match(r"^=== (?:RUN|CONT)\s+(\S+)", line)
@@ -100,12 +118,12 @@ def parse_go(output: str) -> TestCounts:
             counts.skipped += verdict == "SKIP"
             if verdict == "FAIL":
                 counts.failed += 1
-                pending.append(TestFailure(current, ""))
+                pending.append(FailedTest(current, ""))
         elif package:
             counts.parsed = True
             if package.group(2):
                 counts.errors += 1
-                counts.failures.append(TestFailure(package.group(1), _cut("\n".join(build_lines[-30:]))))
+                counts.failures.append(FailedTest(package.group(1), _cut("\n".join(build_lines[-30:]))))
             for failure in pending:
                 failure.message = _cut("\n".join(logs.get(failure.id, [])))
                 failure.id = f"{package.group(1)}.{failure.id}"
@@ -119,8 +137,8 @@ def parse_go(output: str) -> TestCounts:
     return counts
 
 
-def parse_cargo(output: str) -> TestCounts:
-    counts = TestCounts()
+def parse_cargo(output: str) -> RunCounts:
+    counts = RunCounts()
     messages: dict[str, list[str]] = {}
     section: list[str] | None = None
     failed_names: list[str] = []
@@ -144,14 +162,14 @@ def parse_cargo(output: str) -> TestCounts:
         if re.match(r"^error(\[E\d+\])?: ", line) and not line.startswith("error: test failed"):
             counts.parsed = True
             counts.errors += 1
-            counts.failures.append(TestFailure("build", line))
-    counts.failures.extend(TestFailure(name, _cut("\n".join(messages.get(name, [])))) for name in failed_names)
+            counts.failures.append(FailedTest("build", line))
+    counts.failures.extend(FailedTest(name, _cut("\n".join(messages.get(name, [])))) for name in failed_names)
     return counts
 
 
-def parse_js(output: str) -> TestCounts:
+def parse_js(output: str) -> RunCounts:
     """Jest, Vitest, node --test (TAP) and Mocha summaries, with failing test names where they are printed."""
-    counts = TestCounts()
+    counts = RunCounts()
     text = re.sub(r"\x1b\[[0-9;]*m", "", output)
     summary = re.search(r"^\s*Tests?:?\s+(.*\d+ (?:passed|failed).*)$", text, re.MULTILINE)
     if summary:
@@ -170,7 +188,7 @@ def parse_js(output: str) -> TestCounts:
         start = re.match(r"^\s*(?:● |not ok \d+ - )(.+)$", line)
         if start and not start.group(1).startswith("Console"):
             current = []
-            counts.failures.append(TestFailure(start.group(1).strip(), ""))
+            counts.failures.append(FailedTest(start.group(1).strip(), ""))
         elif start or re.match(r"^\s*(Tests?:|Test Suites:|# (tests|pass|fail)|ok \d+ )", line):
             current = None
         elif current is not None and line.strip() and len(current) < 20:
@@ -182,11 +200,11 @@ def parse_js(output: str) -> TestCounts:
 _UNITTEST_BLOCK = re.compile(r"^(FAIL|ERROR|UNEXPECTED SUCCESS): (\S+)(?: \((\S+)\))?", re.MULTILINE)
 
 
-def parse_unittest(output: str) -> TestCounts:
+def parse_unittest(output: str) -> RunCounts:
     """Python's unittest: 'Ran 7 tests in 0.01s' then 'OK', 'OK (skipped=1)' or 'FAILED (failures=1, errors=2,
     skipped=1, expected failures=1, unexpected successes=1)', and a block per problem between '=' rules:
     'FAIL: test_x (module.Class.test_x)', its traceback. An expected failure counts as passed."""
-    counts = TestCounts()
+    counts = RunCounts()
     ran = re.findall(r"^Ran (\d+) tests? in ", output, re.MULTILINE)
     verdict = re.findall(r"^(OK|FAILED)(?: \((.*)\))?\s*$", output, re.MULTILINE)
     if not ran or not verdict:
@@ -205,5 +223,5 @@ def parse_unittest(output: str) -> TestCounts:
         body = re.split(r"^-{20,}$", block, maxsplit=1, flags=re.MULTILINE)
         trace = body[1] if len(body) > 1 else ""
         trace = re.split(r"^Ran \d+ tests? in ", trace, maxsplit=1, flags=re.MULTILINE)[0]
-        counts.failures.append(TestFailure(header.group(3) or header.group(2), _cut(trace)))
+        counts.failures.append(FailedTest(header.group(3) or header.group(2), _cut(trace)))
     return counts

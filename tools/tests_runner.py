@@ -20,12 +20,13 @@ from warpcode.tools import errors
 from warpcode.tools.process import execute
 from warpcode.tools.sandbox import Sandbox
 from warpcode.tools.tests_report import (
-    TestCounts,
-    TestFailure,
+    FailedTest,
+    RunCounts,
     parse_cargo,
     parse_go,
     parse_js,
     parse_junit,
+    parse_pytest_summary,
     parse_unittest,
 )
 from warpcode.tools.workspace import Workspace
@@ -48,7 +49,7 @@ class TestReport:
     failed: int = 0
     errors: int = 0
     skipped: int = 0
-    failures: list[TestFailure] = field(default_factory=list)
+    failures: list[FailedTest] = field(default_factory=list)
     parsed: bool = False
     python: str | None = None  # for pytest: the interpreter that ran it, and where it was found
 
@@ -254,24 +255,14 @@ def run_tests(
     )
 
 
-def _counts(runner: str, output: str, junit: Path, root: Path) -> TestCounts:
+def _counts(runner: str, output: str, junit: Path, root: Path) -> RunCounts:
     if runner == "pytest" and junit.is_file():
         # A truncated XML file (pytest crashed while writing it) falls back to the text summary.
         with contextlib.suppress(ET.ParseError):
             return parse_junit(junit, root)
     if runner == "pytest":
-        return _pytest_text(output)
+        return parse_pytest_summary(output)
     if runner in ("go", "cargo"):
         return {"go": parse_go, "cargo": parse_cargo}[runner](output)
     counts = parse_unittest(output)  # `python -m unittest`, or a script that runs it
     return counts if counts.parsed else parse_js(output)
-
-
-def _pytest_text(output: str) -> TestCounts:
-    """pytest's closing line ('1 failed, 2 passed, 1 error in 0.1s') when no JUnit XML was written."""
-    counts = TestCounts()
-    for number, word in re.findall(r"(\d+) (passed|failed|errors?|skipped)", output[-2000:]):
-        counts.parsed = True
-        attr = "errors" if word.startswith("error") else word
-        setattr(counts, attr, int(number))
-    return counts

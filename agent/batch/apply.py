@@ -22,7 +22,7 @@ from typing import Any, TextIO
 from warpcode.agent.batch.ids import name_for, shown
 from warpcode.agent.batch.results import parse_rows
 from warpcode.agent.batch.workspaces import is_git_repository
-from warpcode.agent.cli.plural import counted
+from warpcode.agent.plural import counted
 
 SELECTIONS = ("succeeded", "failed", "timeout", "any")  # a status, or `any`: every row with a patch
 OUTCOMES = ("applied", "already_applied", "skipped", "conflict", "does_not_apply")

@@ -16,75 +16,22 @@ from pathlib import Path
 from typing import TextIO
 
 from warpcode.agent.batch import workspaces
+from warpcode.agent.batch.config import BatchConfig
 from warpcode.agent.batch.jobs import BadRow, Job, read_jobs
 from warpcode.agent.batch.progress import BatchProgress
+from warpcode.agent.batch.recorder import Recorder
 from warpcode.agent.batch.results import ResultsFile
 from warpcode.agent.batch.runner import Options, error_row, run_job
-from warpcode.agent.cli.plural import counted
+from warpcode.agent.plural import counted
 
 EXIT_FAILED = 1  # a job has no row, or (without --allow-errors) a row is `error`
 EXIT_INTERRUPTED = 130
 
 
 @dataclass
-class BatchConfig:
-    """How the batch runs (the per-job settings are `Options`)."""
-
-    workers: int = 1
-    redo: bool = False
-    retry_errors: bool = False
-    fail_fast: bool = False
-    allow_errors: bool = False  # exit 0 even when a row is `error` (every job still needs a row)
-    ray: str | None = None  # local | auto | a cluster address; None: in this process
-    replicas: int = 0  # `local:` model replicas as Ray actors (0: each worker process loads its own)
-    worker_cpus: float = 1.0  # CPUs Ray reserves for each job worker
-    replica_gpus: float = 1.0  # GPUs each replica takes (0.5: two share one)
-    replica_kv_cache_gb: float | None = None  # each replica's KV cache; None: half the free GPU memory at its start
-    replica_warm_up: tuple[int, int] = (8, 4096)  # decode graphs each GPU replica captures first: (streams, tokens)
-    json_events: bool = False
-
-    def __post_init__(self) -> None:
-        if self.workers < 1:
-            raise ValueError("--workers must be at least 1")
-        if self.replicas < 0:
-            raise ValueError("--replicas must be at least 1")
-        if self.replicas and self.ray is None:
-            raise ValueError("--replicas needs --ray (local, auto or a cluster address): replicas are Ray actors")
-        if self.worker_cpus <= 0:
-            raise ValueError("--worker-cpus must be positive")
-        if self.replica_gpus <= 0 or (self.replica_gpus > 1 and not self.replica_gpus.is_integer()):
-            raise ValueError("--replica-gpus is a share of one GPU (0.5: two replicas on each) or a whole number")
-        if self.replica_kv_cache_gb is not None and self.replica_kv_cache_gb <= 0:
-            raise ValueError("--replica-kv-cache-gb must be positive")
-        if min(self.replica_warm_up) < 0:
-            raise ValueError("--replica-warm-up takes non-negative numbers")
-
-
-@dataclass
 class BatchOutcome:
     exit_code: int
     counts: Counter
-
-
-class Recorder:
-    """Where every finished job goes: its row into RESULTS.jsonl, then the progress view; --fail-fast stops the
-    batch at the first row that is not `succeeded`."""
-
-    def __init__(self, results: ResultsFile, progress: BatchProgress, fail_fast: bool) -> None:
-        self.results, self.progress, self.fail_fast = results, progress, fail_fast
-        self.stop = asyncio.Event()
-
-    def started(self, job_id: str, worker: str, attempt: int = 1, **where) -> None:
-        self.progress.started(job_id, worker, attempt, **where)
-
-    def retrying(self, job_id: str, attempt: int, error: str) -> None:
-        self.progress.retrying(job_id, attempt, error)
-
-    def finished(self, row: dict) -> None:
-        self.results.append(row)
-        self.progress.finished(row)
-        if self.fail_fast and row["status"] != "succeeded":
-            self.stop.set()
 
 
 def side_folders(out: Path) -> tuple[Path, Path]:

@@ -19,8 +19,8 @@ from rich.text import Text
 
 from warpcode.agent.batch.ids import shown
 from warpcode.agent.batch.results import STATUSES
-from warpcode.agent.cli.plural import counted
-from warpcode.agent.cli.tables import print_table
+from warpcode.agent.plural import counted
+from warpcode.agent.tables import print_table
 
 SLOWEST_SHOWN = 5
 _STYLES = {"succeeded": "green", "failed": "yellow", "timeout": "magenta", "error": "red"}

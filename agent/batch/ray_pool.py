@@ -29,9 +29,10 @@ except ImportError:  # pragma: no cover - exercised only where the extra is miss
 
 
 from warpcode.agent.batch import workspaces
-from warpcode.agent.batch.driver import BatchConfig, Recorder
+from warpcode.agent.batch.config import BatchConfig
 from warpcode.agent.batch.jobs import Job
 from warpcode.agent.batch.local_ray import INSTALL_RAY, LocalSettings
+from warpcode.agent.batch.recorder import Recorder
 from warpcode.agent.batch.runner import Options, error_row, run_job
 
 START_TIMEOUT_S = 120  # for the workers to start; replicas get REPLICA_TIMEOUT_S to load their model

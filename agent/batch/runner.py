@@ -13,8 +13,10 @@ from warpcode.agent.backends import BackendError
 from warpcode.agent.backends.scripted import ScriptedBackend
 from warpcode.agent.batch import workspaces
 from warpcode.agent.batch.ids import name_for
+from warpcode.agent.batch.job_tests import run_test_command
 from warpcode.agent.batch.jobs import BadRow, Job
-from warpcode.agent.batch.test_command import run_tests
+from warpcode.agent.config import load_settings
+from warpcode.agent.headless import headless_agent, nobody_to_ask
 
 RETRY_PAUSE_S = 1.0  # before trying a job again whose model could not be reached: times the attempts so far
 
@@ -83,8 +85,6 @@ async def run_job(job: Job | BadRow, options: Options, worker: str, attempts_bef
 
 async def _attempt(job: Job, options: Options, worker: str, started: float) -> dict[str, Any]:
     from warpcode.agent import events
-    from warpcode.agent.cli.config import load_settings
-    from warpcode.agent.cli.run import headless_agent, nobody_to_ask
 
     settings = load_settings(job.model or options.model)
     if not settings.model:
@@ -129,7 +129,7 @@ async def _attempt(job: Job, options: Options, worker: str, started: float) -> d
         timed_out = result.stop_reason == "cancelled"
         tests = None
         if job.test_command and not timed_out:
-            tests_run = asyncio.ensure_future(run_tests(job.test_command, workspace.root, agent.toolbox.sandbox))
+            tests_run = asyncio.ensure_future(run_test_command(job.test_command, workspace.root, agent.toolbox.sandbox))
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             done, _ = await asyncio.wait([tests_run], timeout=left)
             if done:

@@ -10,7 +10,7 @@ import asyncio
 import logging
 import sys
 
-from warpcode.agent.cli.config import add_agent_options
+from warpcode.agent.cli.options import add_agent_options
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -31,7 +31,7 @@ def serve_stdio(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace) -> None:
-    from warpcode.agent.cli.config import agent_service_config
+    from warpcode.agent.cli.options import agent_service_config
     from warpcode.agent.service.agent import AcpService
     from warpcode.agent.service.request_limit import serve_stdio
 

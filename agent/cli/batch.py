@@ -99,7 +99,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run_batch_command(args: argparse.Namespace) -> int:
     from warpcode.agent.backends import spec_relative_to
-    from warpcode.agent.batch.driver import BatchConfig, run_batch
+    from warpcode.agent.batch.config import BatchConfig
+    from warpcode.agent.batch.driver import run_batch
     from warpcode.agent.batch.runner import Options
 
     config = BatchConfig(

@@ -7,8 +7,8 @@ import gc
 import json
 
 from warpcode.agent.cli.generate import add_weights_argument
-from warpcode.agent.cli.tables import print_table
 from warpcode.agent.extras import require_runtime
+from warpcode.agent.tables import print_table
 
 
 def register(commands: argparse._SubParsersAction) -> None:

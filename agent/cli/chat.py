@@ -17,7 +17,7 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
-from warpcode.agent.cli.config import add_agent_options, checked_cwd
+from warpcode.agent.cli.options import add_agent_options, checked_cwd
 from warpcode.agent.cli.serve import TOKEN_VARIABLE, default_token_file
 
 
@@ -76,7 +76,7 @@ async def _in_process(args: argparse.Namespace, client: Any) -> AsyncIterator[No
     import acp
     from acp._transport import memory_transport_pair  # the SDK's own pair, used by its HTTP server; not re-exported
 
-    from warpcode.agent.cli.config import agent_service_config
+    from warpcode.agent.cli.options import agent_service_config
     from warpcode.agent.service.agent import AcpService
 
     _, config = agent_service_config(args)
@@ -127,7 +127,7 @@ async def _over_websocket(args: argparse.Namespace, client: Any) -> AsyncIterato
 
 def _token_file(state_dir: Path | None) -> Path:
     """Where `warpcode serve` keeps its token when it runs here with the same settings."""
-    from warpcode.agent.cli.config import load_settings
+    from warpcode.agent.config import load_settings
     from warpcode.tools.workspace import default_state_home
 
     return default_token_file(load_settings().token_file, state_dir or default_state_home())

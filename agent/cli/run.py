@@ -12,9 +12,8 @@ import asyncio
 import json
 import signal
 import sys
-from pathlib import Path
 
-from warpcode.agent.cli.config import add_agent_options
+from warpcode.agent.cli.options import add_agent_options
 
 EXIT_CODES = {"end_turn": 0, "cancelled": 130}
 EXIT_REFUSED = 3  # the turn ended, but calls that needed a permission nobody could give were refused
@@ -41,64 +40,12 @@ def run_turn(args: argparse.Namespace) -> int:
     return asyncio.run(_run(args))
 
 
-def nobody_to_ask(refused: list[str], yes: bool = False):
-    """The permission question of a headless turn: nobody can answer, so the call is rejected (and named in
-    `refused`), or allowed when `yes`."""
-    from warpcode.agent import events
-
-    async def answer(tool_name: str, kind: str, arguments: dict) -> str:
-        if yes:
-            return "allow"
-        refused.append(events.tool_title(tool_name, arguments))
-        return "reject"
-
-    return answer
-
-
-def headless_agent(
-    cwd: str,
-    settings,
-    mode: str,
-    emit,
-    ask,
-    *,
-    max_turn_requests: int | None = None,
-    sandbox: str | None = None,
-    sandbox_network: bool | None = None,
-    state_dir: Path | None = None,
-):
-    """The agent of a headless turn (`warpcode run`, each job of `warpcode batch`): the settings' model and limits,
-    `mode`'s permission policy with `ask` for the calls that would ask, its state under `state_dir` (default: the
-    state home), its commands in `sandbox` (default: the settings')."""
-    from warpcode.agent.backends import backend_from_spec
-    from warpcode.agent.loop import Agent, Limits
-    from warpcode.agent.permissions import mode_policy
-    from warpcode.tools import Workspace
-    from warpcode.tools.sandbox import sandbox_from_setting
-    from warpcode.tools.workspace import default_state_home, ensure_private_dir, workspace_state_dir
-
-    limits = Limits(
-        max_turn_requests or settings.max_turn_requests,
-        settings.tool_output_tokens,
-        settings.max_tokens or Limits.answer_reserve_tokens,  # the context keeps room for the longest answer
-    )
-    home = ensure_private_dir((state_dir or default_state_home()).expanduser().resolve())
-    network = settings.sandbox_network if sandbox_network is None else sandbox_network
-    return Agent(
-        Workspace(cwd, workspace_state_dir(home, cwd)),
-        backend_from_spec(settings.model, settings.max_tokens),
-        emit,
-        mode,
-        mode_policy(mode, ask),
-        limits,
-        sandbox_from_setting(sandbox or settings.sandbox, network, (home,)),
-    )
-
-
 async def _run(args: argparse.Namespace) -> int:
     from warpcode.agent import events
-    from warpcode.agent.cli.config import checked_cwd, load_settings
+    from warpcode.agent.cli.options import checked_cwd
     from warpcode.agent.cli.terminal_view import TerminalView
+    from warpcode.agent.config import load_settings
+    from warpcode.agent.headless import headless_agent, nobody_to_ask
 
     cwd = checked_cwd(args.cwd)
     settings = load_settings(args.model, max_tokens=args.max_tokens)

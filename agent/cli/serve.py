@@ -12,7 +12,7 @@ import signal
 import sys
 from pathlib import Path
 
-from warpcode.agent.cli.config import add_agent_options
+from warpcode.agent.cli.options import add_agent_options
 from warpcode.tools.workspace import ensure_private_dir
 
 TOKEN_FILE_NAME = "serve-token"
@@ -63,7 +63,7 @@ def run_server(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from warpcode.agent.cli.config import agent_service_config
+    from warpcode.agent.cli.options import agent_service_config
     from warpcode.agent.service.agent import AcpService
     from warpcode.agent.service.ws_server import ACP_PATH, AcpWebSocketServer, Guard, ServerLimits
 

@@ -59,7 +59,7 @@ def _list(store, cwd: str | None) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from warpcode.agent.cli.tables import print_table
+    from warpcode.agent.tables import print_table
 
     found, _ = store.page(os.path.abspath(cwd) if cwd else None, None, limit=sys.maxsize)
     console = Console(highlight=False)
@@ -79,8 +79,8 @@ def _list(store, cwd: str | None) -> int:
 
 
 def _show(store, session_id: str) -> None:
-    from warpcode.agent.cli.plural import counted
     from warpcode.agent.cli.terminal_view import TerminalView
+    from warpcode.agent.plural import counted
     from warpcode.agent.service.session import history_updates
 
     saved = store.load(session_id)

@@ -32,7 +32,7 @@ from acp.exceptions import RequestError
 from pydantic import BaseModel, Field
 
 from warpcode.agent.backends import ModelBackend, backend_from_spec
-from warpcode.agent.cli.config import Settings
+from warpcode.agent.config import Settings
 from warpcode.agent.loop import Limits
 from warpcode.agent.permissions import MODES
 from warpcode.agent.service.client_fs import ClientFiles

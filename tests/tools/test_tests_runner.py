@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from warpcode.tools import CommandTimeout, InvalidArgument, Workspace, detect_runner, run_tests
-from warpcode.tools.tests_report import parse_cargo, parse_go, parse_js
+from warpcode.tools.tests_report import parse_cargo, parse_go, parse_js, parse_pytest_summary
 
 PYTEST_PROJECT = {
     "pyproject.toml": "[tool.pytest.ini_options]\n",
@@ -39,6 +39,18 @@ def test_pytest_results_come_from_junit_xml(ws: Workspace, root: Path) -> None:
     assert "ValueError: boom" in ids["tests/test_math.py::TestGroup::test_in_class"]
     assert "fixture failed" in ids["tests/test_math.py::test_uses_broken"]
     assert "1 passed, 2 failed, 1 errors, 1 skipped" in report.render()
+
+
+def test_without_junit_xml_pytest_counts_come_from_its_summary_line(ws: Workspace, root: Path) -> None:
+    """The XML went elsewhere (here /dev/null): the counts are read from pytest's own closing line, not from a count
+    a test printed before it."""
+    talks = "def test_talks():\n    print('\\n7 skipped')\n\ndef test_fails():\n    assert 2 * 2 == 5\n"
+    _write(root, {"pyproject.toml": "[tool.pytest.ini_options]\n", "tests/test_talks.py": talks})
+    report = run_tests(ws, command=f"{sys.executable} -m pytest -q -s -p no:cacheprovider --junitxml=/dev/null")
+    assert (report.passed, report.failed, report.errors, report.skipped, report.parsed) == (1, 1, 0, 0, True)
+    older = parse_pytest_summary("===== 2 passed, 1 skipped in 0.05 seconds =====\n")  # pytest before 6
+    assert (older.passed, older.skipped, older.parsed) == (2, 1, True)
+    assert not parse_pytest_summary("no tests ran in 0.01s\n").parsed
 
 
 def test_pytest_collection_error_is_reported(ws: Workspace, root: Path) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shlex
 import shutil
 import signal
@@ -166,6 +168,29 @@ def test_failing_tests_fail_and_a_timeout_times_out(tmp_path: Path):
     assert rows["slow"]["status"] == "timeout" and rows["slow"]["duration_s"] < 10
     assert rows["turn-limit"]["status"] == "failed" and rows["turn-limit"]["stop_reason"] == "max_turn_requests"
     assert git("worktree", "list", cwd=repo).count("\n") == 1
+
+
+def test_a_test_command_cut_off_by_the_timeout_leaves_nothing_running(tmp_path: Path):
+    """The test command runs as the agent's commands do: what it started is stopped with it, even a process that
+    left its process group (setsid), which killing the group alone would miss."""
+    make_project(tmp_path / "repo", git_repo=True)
+    looks = f"scripted:{write_script(tmp_path / 'look.json', [{'text': 'nothing to do'}])}"
+    pid_file = tmp_path / "escaped.pid"
+    hangs = f"setsid sleep 60 & echo $! > {pid_file}; sleep 60"
+    job = {"id": "hangs", "repo": "repo", "instruction": "x", "test_command": hangs, "timeout_s": 1}
+    jobs = write_jobs(tmp_path / "jobs.jsonl", [job])
+    out = tmp_path / "RESULTS.jsonl"
+    started = time.monotonic()
+    assert batch(jobs, out, "--model", looks) == 0
+    assert time.monotonic() - started < 15
+    row = by_id(out)["hangs"]
+    assert (row["status"], row["tests"]) == ("timeout", None)
+    escaped = int(pid_file.read_text())
+    try:
+        assert not Path(f"/proc/{escaped}").exists(), "the test command's setsid child outlived it"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(escaped, signal.SIGKILL)
 
 
 def test_rerun_skips_recorded_ids_and_retry_errors_reruns_errors(tmp_path: Path, capsys):

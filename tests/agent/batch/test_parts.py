@@ -9,25 +9,26 @@ from pathlib import Path
 from rich.console import Console
 
 from warpcode.agent.batch.ids import name_for, shown
+from warpcode.agent.batch.job_tests import summary_counts
 from warpcode.agent.batch.progress import BatchProgress
 from warpcode.agent.batch.results import ResultsFile
-from warpcode.agent.batch.test_command import pytest_counts, unittest_counts
+from warpcode.tools.tests_report import parse_unittest
 
 
 def test_pytest_counts():
-    assert pytest_counts("..F\n1 failed, 2 passed, 1 skipped in 0.12s\n") == {
+    assert summary_counts("..F\n1 failed, 2 passed, 1 skipped in 0.12s\n") == {
         "passed": 2, "failed": 1, "errors": 0, "skipped": 1}  # fmt: skip
-    assert pytest_counts("==== 3 passed, 2 errors in 1.01s ====") == {
+    assert summary_counts("==== 3 passed, 2 errors in 1.01s ====") == {
         "passed": 3, "failed": 0, "errors": 2, "skipped": 0}  # fmt: skip
-    assert pytest_counts("ok\n") is None
+    assert summary_counts("ok\n") == {"passed": None, "failed": None, "errors": None, "skipped": None}
 
 
 def test_unittest_counts():
     output = "F.s\n" + "=" * 70 + "\nFAIL: test_x (m.T.test_x)\n" + "-" * 70 + "\nAssertionError\n\n" + "-" * 70
     output += "\nRan 4 tests in 0.001s\n\nFAILED (failures=1, errors=1, skipped=1)\n"
-    assert unittest_counts(output) == {"passed": 1, "failed": 1, "errors": 1, "skipped": 1}
-    assert unittest_counts("Ran 2 tests in 0.000s\n\nOK\n") == {"passed": 2, "failed": 0, "errors": 0, "skipped": 0}
-    assert unittest_counts("2 passed in 0.1s\n") is None
+    assert summary_counts(output) == {"passed": 1, "failed": 1, "errors": 1, "skipped": 1}
+    assert summary_counts("Ran 2 tests in 0.000s\n\nOK\n") == {"passed": 2, "failed": 0, "errors": 0, "skipped": 0}
+    assert not parse_unittest("2 passed in 0.1s\n").parsed
 
 
 def test_results_file_drops_a_torn_line_and_keeps_one_row_per_id(tmp_path: Path):

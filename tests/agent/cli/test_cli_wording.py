@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.table import Table
 
 from warpcode.agent.batch.apply import Outcome, summary
-from warpcode.agent.cli.plural import counted
-from warpcode.agent.cli.tables import print_table
+from warpcode.agent.plural import counted
+from warpcode.agent.tables import print_table
 
 WARPCODE = str(Path(sys.executable).with_name("warpcode"))
 

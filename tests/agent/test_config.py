@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from warpcode.agent.cli.config import ConfigError, Settings, config_path, load_settings
+from warpcode.agent.config import ConfigError, Settings, config_path, load_settings
 from warpcode.agent.permissions import mode_policy, needs_permission
 
 
