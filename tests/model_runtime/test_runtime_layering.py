@@ -34,7 +34,7 @@ def test_the_runtime_and_its_torch_free_parts_import_no_torch() -> None:
 
 
 def test_every_public_name_loads_from_its_module() -> None:
-    from warpcode.model_runtime import load, load_random  # design.md's fixed entry points
+    from warpcode.model_runtime import load, load_random  # the runtime's entry points, kept by name
     from warpcode.model_runtime.engine import load as engine_load
 
     assert load is engine_load and callable(load_random)
