@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from warpcode.agent.messages import Message
+from warpcode.model_runtime.chat.messages import Message
 
 MESSAGE_OVERHEAD_TOKENS = 4  # role markers and separators of a chat template
 KEEP_RECENT_TOOL_OUTPUTS = 2

@@ -23,10 +23,10 @@ from warpcode.agent.backends import (
     ThoughtDelta,
     ToolCallReady,
 )
-from warpcode.agent.messages import Message, ToolCall
 from warpcode.agent.permissions import PermissionPolicy, mode_policy, rejection_message
 from warpcode.agent.prompt import repo_overview, system_prompt
 from warpcode.agent.toolbox import TOOL_KINDS, TOOLS, ArgumentError, Toolbox, ToolResult, tool_schemas, validate
+from warpcode.model_runtime.chat.messages import Message, ToolCall
 from warpcode.tools import Checkpoint, CheckpointError, Checkpoints, Workspace
 from warpcode.tools.sandbox import Sandbox
 

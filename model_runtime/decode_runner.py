@@ -2,7 +2,8 @@
 
 Graphs are captured lazily per (batch bucket, sampling variant, block-table columns) and dropped when the state is
 reallocated. The serving engine (serving/engine_core.py) gives the runner its paged state and drives the steps;
-the static-batch path here (`reserve`, `prefill`, `decode`) is the reference the benchmarks compare with: rows own
+the static-batch path here (`reserve`, `prefill`, `decode`) is the baseline the benchmarks compare serving with (the
+numerical reference of every forward path is model.py's forward): rows own
 consecutive blocks, and the host only replays graphs and reads the sampled tokens back one step behind.
 Off the GPU (or with graphs disabled) the same step function runs eagerly, on the same bucket of rows.
 """
@@ -21,10 +22,10 @@ from warpcode.model_runtime.decode_step import (
     sample_next_tokens,
     sampling_variant,
 )
+from warpcode.model_runtime.kv_blocks import default_block_size
 from warpcode.model_runtime.model import MoeForCausalLM
 from warpcode.model_runtime.prefill import PrefillChunk, prefill_forward
 from warpcode.model_runtime.sampling import SamplingParams
-from warpcode.model_runtime.serving.config import EngineConfig
 
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32)
 CAPACITY_STEP = 256  # context is reserved in multiples of this, so nearby request sizes share one state and graphs
@@ -51,7 +52,7 @@ class DecodeRunner:
         parameter = next(model.parameters())
         self.device, self.dtype = parameter.device, parameter.dtype
         # The static path's blocks are the serving engine's: both run one attention kernel.
-        self.block_size = EngineConfig(block_size=block_size).block_size_on(self.device)
+        self.block_size = block_size or default_block_size(self.device)
         self.use_graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
         self.state: DecodeState | None = None
         self._graphs: dict[tuple[int, str, int], torch.cuda.CUDAGraph] = {}

@@ -146,8 +146,9 @@ class Engine:
 
     @torch.inference_mode()
     def logits(self, input_ids, attention_mask=None) -> torch.Tensor:
-        """Full forward without a cache: int [B, T] -> fp32 [B, T, V]. `attention_mask` [B, T] (1 = token,
-        0 = padding, left or right) gives each sequence its own positions; logits at padding are meaningless."""
+        """The reference forward (model.py), without a cache: int [B, T] -> fp32 [B, T, V]. `attention_mask`
+        [B, T] (1 = token, 0 = padding, left or right) gives each sequence its own positions; logits at padding are
+        meaningless."""
         input_ids = torch.as_tensor(input_ids, dtype=torch.long, device=self.device)
         if input_ids.dim() == 1:
             input_ids = input_ids[None]

@@ -1,17 +1,31 @@
-"""The decoder: embeddings, N x (attention + MoE or dense MLP), final norm, LM head."""
+"""The decoder: embeddings, N x (attention + MoE or dense MLP), final norm, LM head.
+
+`MoeForCausalLM.forward` is the runtime's reference forward: cache-free, unfused, the model's own layers (run by
+`Engine.logits`), held to transformers by tests/model_runtime/test_parity.py. The three forward paths that generate
+run other code for speed, and each is tested against this one (tests/model_runtime/):
+- prefill.py: several sequences' new tokens in one pass, into the paged KV cache (test_prefill.py);
+- prefill_graphs.py: one sequence's chunk, padded for CUDA graphs (test_prefill_graphs.py);
+- decode_step.py: one token per row through fused kernels, eager or replayed as a CUDA graph by decode_runner.py
+  (test_decode.py, test_decode_gpu.py; the fused kernels against their fallbacks in test_decode_fused.py);
+and the serving engine's generations against greedy decoding with this forward (test_serving.py and
+test_partial_blocks.py).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from warpcode.kernels.mx import WEIGHT_FORMATS, is_mx
+from warpcode.kernels.mx import is_mx
 from warpcode.model_runtime.attention import Attention, attention_bias
 from warpcode.model_runtime.config import ModelConfig
 from warpcode.model_runtime.layers import DenseMLP, RMSNorm, RotaryEmbedding
 from warpcode.model_runtime.moe_block import SparseMoeBlock
-from warpcode.model_runtime.mx_weights import fill_, named_weights, use_mx_weights
+from warpcode.model_runtime.mx_weights import empty_mx, fill_, named_weights, set_weight
+from warpcode.model_runtime.weight_formats import WEIGHT_FORMATS
 
 
 class DecoderLayer(nn.Module):
@@ -63,7 +77,8 @@ class MoeForCausalLM(nn.Module):
         positions: torch.Tensor,  # int64 [B, T]: rotary positions, counted from each sequence's first real token
         token_valid: torch.Tensor,  # bool [B, T]: False for padding
     ) -> torch.Tensor:  # fp [B, T, V]
-        """The full forward without a cache (Engine.logits); generation prefills through prefill.py."""
+        """The reference forward, without a cache (Engine.logits; module docstring); generation runs prefill.py
+        and decode_step.py, tested against it."""
         x = self.model.embed_tokens(input_ids)
         mask = attention_bias(token_valid, x.dtype)
         cos, sin = self.model.rotary(positions, x.dtype)
@@ -90,6 +105,33 @@ def build_model(
 def check_weight_format(weights: str) -> None:
     if weights not in WEIGHT_FORMATS:
         raise ValueError(f"unknown weights format {weights!r} (known: {', '.join(WEIGHT_FORMATS)})")
+
+
+def mx_weight_owners(model: nn.Module) -> Iterator[tuple[nn.Module, str]]:
+    """(module, attribute) of every weight weights="mxfp8" stores in MXFP8 (listed in mx_weights.py)."""
+
+    def dense(mlp: DenseMLP) -> Iterator[tuple[nn.Module, str]]:
+        for projection in (mlp.gate_proj, mlp.up_proj, mlp.down_proj):
+            yield projection, "weight"
+
+    for layer in model.model.layers:
+        attn, mlp = layer.self_attn, layer.mlp
+        for projection in (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj):
+            yield projection, "weight"
+        if isinstance(mlp, SparseMoeBlock):
+            yield mlp.experts, "w13"
+            yield mlp.experts, "w2"
+            if mlp.shared_expert is not None:
+                yield from dense(mlp.shared_expert)
+        else:
+            yield from dense(mlp)
+
+
+def use_mx_weights(model: nn.Module, device: torch.device) -> None:
+    """Replaces each weight `mx_weight_owners` lists (on the meta device, before allocation) with an uninitialised
+    MXTensor on `device`, so that the model's plain-dtype copy of it never exists."""
+    for module, name in mx_weight_owners(model):
+        set_weight(module, name, empty_mx(getattr(module, name).shape, device))
 
 
 @torch.no_grad()

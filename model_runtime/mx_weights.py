@@ -1,5 +1,6 @@
 """Projection weights that may be MXFP8 (docs/reference/mxfp8.md): the `Linear` layer holding a tensor or an MXTensor,
-the one `linear` dispatch every projection of the model goes through, and the model's switch to MX weights.
+the one `linear` dispatch every projection of the model goes through, and how weights of either kind are listed and
+filled (model.py says which of the model's weights are MX).
 
 With weights="mxfp8" the q/k/v/o projections, the routed experts (w13, w2), the shared experts and the dense MLP
 layers hold MXTensors; the routers, the shared-expert gates, embeddings, norms and the LM head keep the model dtype
@@ -100,35 +101,6 @@ def empty_mx(shape: torch.Size, device: torch.device) -> MXTensor:
     *lead, k = shape
     data = torch.empty(shape, dtype=torch.float8_e4m3fn, device=device)
     return MXTensor(data, torch.empty((*lead, scale_columns(k)), dtype=torch.uint8, device=device))
-
-
-def mx_weight_owners(model: nn.Module) -> Iterator[tuple[nn.Module, str]]:
-    """(module, attribute) of every weight weights="mxfp8" stores in MXFP8 (module docstring)."""
-    from warpcode.model_runtime.layers import DenseMLP
-    from warpcode.model_runtime.moe_block import SparseMoeBlock
-
-    def dense(mlp: DenseMLP) -> Iterator[tuple[nn.Module, str]]:
-        for projection in (mlp.gate_proj, mlp.up_proj, mlp.down_proj):
-            yield projection, "weight"
-
-    for layer in model.model.layers:
-        attn, mlp = layer.self_attn, layer.mlp
-        for projection in (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj):
-            yield projection, "weight"
-        if isinstance(mlp, SparseMoeBlock):
-            yield mlp.experts, "w13"
-            yield mlp.experts, "w2"
-            if mlp.shared_expert is not None:
-                yield from dense(mlp.shared_expert)
-        else:
-            yield from dense(mlp)
-
-
-def use_mx_weights(model: nn.Module, device: torch.device) -> None:
-    """Replaces each weight `mx_weight_owners` lists (on the meta device, before allocation) with an uninitialised
-    MXTensor on `device`, so that the model's plain-dtype copy of it never exists."""
-    for module, name in mx_weight_owners(model):
-        set_weight(module, name, empty_mx(getattr(module, name).shape, device))
 
 
 def named_weights(model: nn.Module) -> Iterator[tuple[str, Weight]]:

@@ -7,6 +7,7 @@ normalises q and k, rotates them and writes the keys and values into the chunk's
 every row reading the sequence's one block table); attention then reads the sequence's keys back from the pool and
 attends causally (lower-right when the chunk continues a cached prefix) with PyTorch's fused
 scaled_dot_product_attention. The residual adds and norms are the decode step's add + RMSNorm kernel.
+Its logits are tested against the reference forward (model.py) in tests/model_runtime/test_prefill.py.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ position), paged prefill attention (kernels/prefill_attention.py: `start` and `r
 stay zero), o_proj, add + RMSNorm, the MoE block (the expert-centric path, whose shapes are static). A graph covers
 `layers_per_graph` layers, so the engine can run decode steps between the graphs of a chunk, as it does between
 the eager pass's layer groups; the residual stream h and the pending layer output live in static buffers between
-them, and the last graph ends with the final norm and the LM head at the last real row.
+them, and the last graph ends with the final norm and the LM head at the last real row. Its logits are tested
+against the reference forward (model.py) in tests/model_runtime/test_prefill_graphs.py.
 """
 
 from __future__ import annotations

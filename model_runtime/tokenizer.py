@@ -8,7 +8,7 @@ from typing import Any
 
 from tokenizers import Tokenizer as FastTokenizer
 
-from warpcode.model_runtime.chat_template import ChatTemplateError, render_chat_template
+from warpcode.model_runtime.chat.template import ChatTemplateError, render_chat_template
 from warpcode.model_runtime.control_tokens import ControlTokens
 
 # The named special tokens transformers hands a chat template (those the tokenizer has; the others stay undefined,

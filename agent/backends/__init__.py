@@ -1,6 +1,6 @@
-"""warpcode.agent.backends: the model backends: the interface and `backend_from_spec` (base.py), one module per
-backend (scripted, openai, local), and the reasoning splitter and tool-call parsers that read what local models
-write; the interface is exported here."""
+"""warpcode.agent.backends: the model backends: the interface (base.py), one module per backend (scripted, openai,
+local) and `backend_from_spec` (spec.py), exported here. The reasoning splitter and tool-call parsers that read what
+local models write are the runtime's (warpcode.model_runtime.chat), shared with serve-model."""
 
 from warpcode.agent.backends.base import (
     NO_MODEL_MESSAGE,
@@ -14,9 +14,8 @@ from warpcode.agent.backends.base import (
     ThoughtDelta,
     ToolCallReady,
     approximate_tokens,
-    backend_from_spec,
-    spec_relative_to,
 )
+from warpcode.agent.backends.spec import backend_from_spec, spec_relative_to
 
 __all__ = [
     "NO_MODEL_MESSAGE",

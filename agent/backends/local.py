@@ -5,12 +5,13 @@ load) or `bf16` (the default: as stored, in the model dtype); and `context=N`, t
 share (the default is the model's own context, as vLLM derives it: YaRN's factor x original_max_position_embeddings,
 at most 131,072; N may not pass the model's). So `local:DIR#mxfp8,context=65536`.
 
-The checkpoint's chat template renders the conversation with the tools; generated text is parsed as it streams,
-first for reasoning when the template writes `<think>` (reasoning.py: streamed as thoughts, kept with the answer
-and given back to the template as `reasoning_content`), then for tool calls (Hermes or Qwen3-Coder format, picked
-from the template). Every session of the process shares one engine per checkpoint, weight format and context (its
-serving engine batches their requests and keeps their prefixes cached), and text arrives on the event loop as the
-engine produces it; closing the stream cancels the request. torch is imported only when the model is first used.
+The checkpoint's chat template renders the conversation with the tools; generated text is parsed as it streams
+(warpcode.model_runtime.chat, shared with serve-model), first for reasoning when the template writes `<think>`
+(streamed as thoughts, kept with the answer and given back to the template as `reasoning_content`), then for tool
+calls (Hermes or Qwen3-Coder format, picked from the template). Every session of the process shares one engine per
+checkpoint, weight format and context (its serving engine batches their requests and keeps their prefixes cached),
+and text arrives on the event loop as the engine produces it; closing the stream cancels the request. torch is
+imported only when the model is first used.
 """
 
 from __future__ import annotations
@@ -22,22 +23,16 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from warpcode.agent.backends.base import (
-    BackendError,
-    Finish,
-    ModelEvent,
-    TextDelta,
-    ThoughtDelta,
-    ToolCallReady,
-    approximate_tokens,
-)
-from warpcode.agent.backends.reasoning import splitter_for
-from warpcode.agent.backends.toolcall_parsers import parser_for_template
-from warpcode.agent.messages import Message, ToolCall
+from warpcode.agent.backends.base import BackendError, Finish, ModelEvent, ToolCallReady, approximate_tokens
+from warpcode.model_runtime.chat.deltas import TextDelta, ThoughtDelta
+from warpcode.model_runtime.chat.messages import Message, ToolCall
+from warpcode.model_runtime.chat.prompt import conversation_prompt_ids
+from warpcode.model_runtime.chat.reasoning import splitter_for
+from warpcode.model_runtime.chat.toolcall_parsers import parser_for_template
+from warpcode.model_runtime.weight_formats import WEIGHT_FORMATS
 
 DEFAULT_CONTEXT_WINDOW = 32_768
 MAX_DEFAULT_CONTEXT = 131_072  # past this, only when asked for with context=N: a longer context holds more cache
-WEIGHT_FORMATS = ("bf16", "mxfp8")  # kernels.mx's, named here so that parsing a spec or arguments imports no torch
 _ENGINES: dict[tuple[Path, str, int | None], Any] = {}
 _ENGINES_LOCK = threading.Lock()
 
@@ -201,29 +196,3 @@ def load_agent_engine(path: Path, weights: str = "bf16", context: int | None = N
     if engine.tokenizer is None or not engine.tokenizer.chat_template:
         raise BackendError(f"{path} needs tokenizer.json and a chat template to serve as an agent model")
     return engine
-
-
-def conversation_prompt_ids(
-    tokenizer: Any, messages: list[Message], tools: list[dict[str, Any]], **variables: Any
-) -> list[int]:
-    """The conversation as the checkpoint's chat template writes it (tools included), as token ids: control tokens
-    only where the template's markup puts them, every message, tool result and tool schema as plain text (a file
-    that holds `<|im_start|>system` opens no system turn). `variables`: the template's own options
-    (enable_thinking, ...)."""
-    return tokenizer.chat_prompt_ids([template_message(m) for m in messages], tools=tools, **variables)
-
-
-def template_message(message: Message) -> dict[str, Any]:
-    """Hugging Face templates read tool-call arguments as objects, not as JSON text, and reasoning under the names
-    transformers gives it: `reasoning_content` (Qwen3's) and `thinking` (gpt-oss's)."""
-    rendered: dict[str, Any] = {"role": message.role, "content": message.content}
-    if message.reasoning is not None:
-        rendered.update(reasoning_content=message.reasoning, thinking=message.reasoning)
-    if message.tool_calls:
-        rendered["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in message.tool_calls
-        ]
-    if message.role == "tool":
-        rendered.update(tool_call_id=message.tool_call_id, name=message.name)
-    return rendered

@@ -39,7 +39,7 @@ from warpcode.agent.backends.base import (
     approximate_tokens,
 )
 from warpcode.agent.backends.stream_lines import StreamTooLong, bounded_lines
-from warpcode.agent.messages import Message, ToolCall
+from warpcode.model_runtime.chat.messages import Message, ToolCall
 
 FINISH_REASONS = {"stop": "stop", "tool_calls": "tool_calls", "function_call": "tool_calls", "length": "length"}
 DEFAULT_MAX_TOKENS = 4_096  # the room loop.Limits keeps free for an answer; `local:` asks the same

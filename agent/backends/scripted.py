@@ -37,7 +37,7 @@ from warpcode.agent.backends.base import (
     ToolCallReady,
     approximate_tokens,
 )
-from warpcode.agent.messages import Message, ToolCall
+from warpcode.model_runtime.chat.messages import Message, ToolCall
 
 DELTAS_PER_TEXT = 3  # a turn's text arrives in a few pieces, like a real stream
 SESSION_TAG_TOKENS = 16

@@ -76,7 +76,7 @@ def replica_resources(cluster_gpus: float, count: int, gpus_per_replica: float) 
 @ray.remote(max_restarts=0)
 class ModelReplica:
     def __init__(self, model: ReplicaModel, name: str, api_key: str, loopback: bool) -> None:
-        from warpcode.agent.model_server import ModelServer, base_url, bind, create_app
+        from warpcode.model_runtime.openai_server import ModelServer, base_url, bind, create_app
 
         self.engine = _load(model)
         if model.kv_cache_gb:  # read when the serving engine starts, at the warm-up or the first request

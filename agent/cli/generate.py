@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from warpcode.agent.backends.local import WEIGHT_FORMATS
 from warpcode.agent.extras import require_runtime
+from warpcode.model_runtime.weight_formats import WEIGHT_FORMATS
 
 # --dtype spelling -> torch attribute name; auto picks per device in the runtime
 DTYPES = {

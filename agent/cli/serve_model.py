@@ -9,7 +9,7 @@ from pathlib import Path
 
 from warpcode.agent.cli.generate import DTYPES, add_weights_argument
 from warpcode.agent.extras import SERVER_MODULES, require, require_runtime
-from warpcode.agent.model_server.bound_socket import bind
+from warpcode.model_runtime.openai_server.bound_socket import bind
 
 KEY_VARIABLE = "WARPCODE_API_KEY"  # also what the `openai:` backend sends, so both ends can share one setting
 
@@ -83,8 +83,8 @@ def run_model_server(args: argparse.Namespace) -> int:
     require("warpcode serve-model", SERVER_MODULES, "runtime")
     import torch
 
-    from warpcode.agent.model_server import LISTENING, ModelServer, RequestLimits, base_url, create_app
     from warpcode.model_runtime import load, load_random
+    from warpcode.model_runtime.openai_server import LISTENING, ModelServer, RequestLimits, base_url, create_app
 
     limits = RequestLimits(
         allowed_origins=frozenset(args.allow_origin),

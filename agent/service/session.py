@@ -35,11 +35,11 @@ from warpcode.agent.backends import ModelBackend, ModelEvent
 from warpcode.agent.events import SessionUpdate, edit_diffs
 from warpcode.agent.frame_limits import capped_input
 from warpcode.agent.loop import Agent, Limits, TurnResult
-from warpcode.agent.messages import Message
 from warpcode.agent.permissions import Decision, GrantScope, PermissionPolicy, grant_scope, mode_policy
 from warpcode.agent.service.client_fs import ClientFiles, ClientFileWorkspace
 from warpcode.agent.service.session_store import SavedSession, SessionStore, message_record
 from warpcode.agent.service.update_stream import PendingUpdate, StepPacer, raw_notifier, split_long_chunk
+from warpcode.model_runtime.chat.messages import Message
 from warpcode.tools import Workspace
 from warpcode.tools.sandbox import Sandbox
 

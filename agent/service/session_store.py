@@ -39,8 +39,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from warpcode.agent.messages import Message, ToolCall
 from warpcode.agent.permissions import GrantScope
+from warpcode.model_runtime.chat.messages import Message, ToolCall
 from warpcode.tools.workspace import ensure_private_dir
 
 WRITER_THREADS = 4

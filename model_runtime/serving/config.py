@@ -6,10 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-# H200, static decode at 512 / 8K keys (BENCHMARKS.md): blocks of 256 run at the pre-paging speed (a 64-256-key
-# decode-attention tile always lies inside one block: one table entry per tile); blocks of 64 cost 0.5-2% at batch 1.
-GPU_BLOCK_SIZE = 256
-CPU_BLOCK_SIZE = 64
+from warpcode.model_runtime.kv_blocks import default_block_size
 
 
 @dataclass
@@ -47,4 +44,4 @@ class EngineConfig:
             raise ValueError(f"max_model_len must be at least 2, got {self.max_model_len}")
 
     def block_size_on(self, device: torch.device) -> int:
-        return self.block_size or (GPU_BLOCK_SIZE if device.type == "cuda" else CPU_BLOCK_SIZE)
+        return self.block_size or default_block_size(device)

@@ -6,7 +6,7 @@ from warpcode.agent import context
 from warpcode.agent.backends import approximate_tokens
 from warpcode.agent.backends.scripted import ScriptedBackend
 from warpcode.agent.loop import Agent, Limits
-from warpcode.agent.messages import Message, ToolCall
+from warpcode.model_runtime.chat.messages import Message, ToolCall
 
 
 def test_output_over_budget_keeps_head_and_tail_around_a_marker() -> None:

@@ -9,7 +9,7 @@ from tokenizers import Tokenizer as FastTokenizer
 
 from tests.model_runtime.conftest import CHAT_TEMPLATE, INJECTION, reference_prompt_ids
 from tests.model_runtime.test_tokenizer import MESSAGES, TOOLS
-from warpcode.model_runtime.chat_template import ChatTemplateError
+from warpcode.model_runtime.chat.template import ChatTemplateError
 from warpcode.model_runtime.tokenizer import Tokenizer
 
 transformers = pytest.importorskip("transformers")

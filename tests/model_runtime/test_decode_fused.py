@@ -16,6 +16,7 @@ from warpcode.kernels.mx import is_mx
 from warpcode.kernels.tuning import WarpDecodeConfig, warp_decode_max_tokens
 from warpcode.model_runtime import decode_step as step_module
 from warpcode.model_runtime import load, moe_block, mx_weights
+from warpcode.model_runtime.model import mx_weight_owners
 from warpcode.model_runtime.sampling import SamplingParams
 
 PROMPTS = [[3, 5, 7, 9, 11, 13], [4, 2], [8, 8, 8], [6, 1, 6, 1], [9]]
@@ -78,7 +79,7 @@ def load_with_random_norms(checkpoint, dtype=torch.float32, weights="bf16"):
     which would hide a kernel that leaves them out); weights="mxfp8": its projections and experts MXTensors."""
     engine = load(checkpoint, device="cpu", dtype=dtype, weights=weights)
     if weights == "mxfp8":  # else an unquantised weight would leave its MX path unchecked
-        assert all(is_mx(getattr(owner, name)) for owner, name in mx_weights.mx_weight_owners(engine.model))
+        assert all(is_mx(getattr(owner, name)) for owner, name in mx_weight_owners(engine.model))
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for name, param in engine.model.named_parameters():

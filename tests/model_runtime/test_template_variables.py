@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.model_runtime.conftest import train_bpe
-from warpcode.agent.model_server.chat import chat_prompt_ids
-from warpcode.agent.model_server.schemas import ChatCompletionRequest
+from warpcode.model_runtime.openai_server.chat import chat_prompt_ids
+from warpcode.model_runtime.openai_server.schemas import ChatCompletionRequest
 from warpcode.model_runtime.tokenizer import Tokenizer
 
 transformers = pytest.importorskip("transformers")

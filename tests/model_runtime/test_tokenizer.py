@@ -7,7 +7,7 @@ import pytest
 
 from tests.model_runtime.conftest import CHAT_TEMPLATE as TEMPLATE
 from warpcode.model_runtime import load
-from warpcode.model_runtime.chat_template import ChatTemplateError
+from warpcode.model_runtime.chat.template import ChatTemplateError
 from warpcode.model_runtime.detokenize import IncrementalDetokenizer, StopStringFilter
 from warpcode.model_runtime.tokenizer import Tokenizer
 

@@ -12,10 +12,11 @@ from tokenizers import Tokenizer as FastTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from warpcode.agent.backends import BackendError, Finish, TextDelta, ToolCallReady, backend_from_spec
-from warpcode.agent.backends.local import LocalBackend, conversation_prompt_ids, load_agent_engine, template_message
-from warpcode.agent.backends.toolcall_parsers import parser_for_template
-from warpcode.agent.messages import Message, ToolCall
+from warpcode.agent.backends.local import LocalBackend, load_agent_engine
 from warpcode.agent.toolbox import tool_schemas
+from warpcode.model_runtime.chat.messages import Message, ToolCall
+from warpcode.model_runtime.chat.prompt import conversation_prompt_ids, template_message
+from warpcode.model_runtime.chat.toolcall_parsers import parser_for_template
 
 # A Qwen3-style template: tools in the system turn, tool calls as <tool_call> JSON, results as <tool_response>.
 TEMPLATE = """{{- '<|im_start|>system\\n' + messages[0].content + '\\n# Tools\\n<tools>' }}

@@ -9,7 +9,7 @@ import pytest
 
 from warpcode.agent.backends import BackendError, Finish, backend_from_spec
 from warpcode.agent.backends.local import split_local_spec
-from warpcode.agent.messages import Message
+from warpcode.model_runtime.chat.messages import Message
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,8 @@ import pytest
 from warpcode.agent.backends import BackendError, Finish, TextDelta, ThoughtDelta, ToolCallReady, backend_from_spec
 from warpcode.agent.backends.openai import DEFAULT_MAX_TOKENS, OpenAIBackend, RetryPolicy
 from warpcode.agent.loop import Agent
-from warpcode.agent.messages import Message
 from warpcode.agent.toolbox import tool_schemas
+from warpcode.model_runtime.chat.messages import Message
 
 FAST_RETRY = RetryPolicy(attempts=3, first_delay_s=0.01)
 

@@ -21,7 +21,7 @@ import pytest
 from warpcode.agent.backends import BackendError, TextDelta
 from warpcode.agent.backends.openai import OpenAIBackend, RetryPolicy
 from warpcode.agent.loop import Agent
-from warpcode.agent.messages import Message
+from warpcode.model_runtime.chat.messages import Message
 
 WORD = b'data: {"choices": [{"index": 0, "delta": {"content": "word "}, "finish_reason": null}]}\n\n'
 BLOCK = b"a" * 65536

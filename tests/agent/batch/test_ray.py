@@ -19,7 +19,7 @@ import pytest
 
 from tests.agent.batch.conftest import PYTEST, fix_turns, make_project, read_rows, repo_state, run_command, write_jobs
 from tests.agent.conftest import write_script
-from tests.agent.model_server.conftest import agent_checkpoint, fast_tokenizer  # noqa: F401 (fixtures)
+from tests.model_runtime.openai_server.conftest import agent_checkpoint, fast_tokenizer  # noqa: F401 (fixtures)
 from warpcode.agent.cli.main import main
 
 pytest.importorskip("ray")

@@ -15,14 +15,14 @@ import pytest
 
 from tests.agent.batch.conftest import make_project, read_rows, write_jobs
 from tests.agent.conftest import write_script
-from tests.agent.model_server import conftest as model_servers
-from tests.agent.model_server.conftest import RANDOM_MODEL, serving, start_model_server, stop
+from tests.model_runtime.openai_server import conftest as model_servers
+from tests.model_runtime.openai_server.conftest import RANDOM_MODEL, serving, start_model_server, stop
 from warpcode.agent.backends import BackendError, backend_from_spec
 from warpcode.agent.backends.base import Finish, ToolCallReady
 from warpcode.agent.backends.scripted import SESSION_TAG_TOKENS, ScriptedBackend
 from warpcode.agent.batch.driver import run_batch
 from warpcode.agent.batch.runner import Options
-from warpcode.agent.messages import Message
+from warpcode.model_runtime.chat.messages import Message
 
 random_engine, random_url = model_servers.random_engine, model_servers.random_url  # the fixtures used here
 

@@ -17,13 +17,13 @@ from tests.agent.service.test_acp_in_process import served
 from warpcode.agent import events
 from warpcode.agent.backends.scripted import ScriptedBackend
 from warpcode.agent.loop import Limits
-from warpcode.agent.messages import Message, ToolCall
 from warpcode.agent.service import session as acp_session
 from warpcode.agent.service import update_stream
 from warpcode.agent.service.agent import ServiceConfig
 from warpcode.agent.service.session import AcpSession
 from warpcode.agent.service.session_store import SessionStore, message_record
 from warpcode.agent.service.update_stream import StepPacer
+from warpcode.model_runtime.chat.messages import Message, ToolCall
 
 
 class FakeConn:

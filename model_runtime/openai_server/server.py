@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator
 
 import uvicorn
 
-from warpcode.agent.model_server.bound_socket import base_url, bind
-from warpcode.agent.model_server.connections import bounded_h11
+from warpcode.model_runtime.openai_server.bound_socket import base_url, bind
+from warpcode.model_runtime.openai_server.connections import bounded_h11
 
 __all__ = ["LISTENING", "ModelServer", "base_url", "bind", "listening_url"]
 

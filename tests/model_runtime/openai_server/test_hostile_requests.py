@@ -15,11 +15,11 @@ import hypothesis
 import pytest
 from hypothesis import strategies
 
-from tests.agent.model_server.conftest import serving
-from warpcode.agent.model_server import RequestLimits
-from warpcode.agent.model_server.guard import MAX_JSON_DEPTH
-from warpcode.agent.model_server.schemas import MAX_STOP_LENGTH, MAX_STOP_STRINGS
+from tests.model_runtime.openai_server.conftest import serving
 from warpcode.model_runtime.detokenize import StopStringFilter
+from warpcode.model_runtime.openai_server import RequestLimits
+from warpcode.model_runtime.openai_server.guard import MAX_JSON_DEPTH
+from warpcode.model_runtime.openai_server.schemas import MAX_STOP_LENGTH, MAX_STOP_STRINGS
 
 KEY = "sk-test"
 AUTH = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.agent.published_toolcall_cases import CASE_TOOLS, CASES, FORMAT_TEMPLATE, check, splits
-from warpcode.agent.backends import TextDelta
-from warpcode.agent.backends.toolcall_parsers import hermes_parser, parser_for_template, qwen3_coder_parser
-from warpcode.agent.messages import ToolCall
+from tests.model_runtime.chat.published_toolcall_cases import CASE_TOOLS, CASES, FORMAT_TEMPLATE, check, splits
 from warpcode.agent.toolbox import tool_schemas
+from warpcode.model_runtime.chat.deltas import TextDelta
+from warpcode.model_runtime.chat.messages import ToolCall
+from warpcode.model_runtime.chat.toolcall_parsers import hermes_parser, parser_for_template, qwen3_coder_parser
 
 HERMES_TEXT = (
     "I'll read it <tool (not a tag) first.\n<tool_call>\n"

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 TEMPLATES = {
     name: (FIXTURES / "chat_templates" / f"{name}.jinja").read_text()
     for name in ("qwen3", "qwen3_coder_2025_07", "qwen3_coder_2025_08")

@@ -16,19 +16,19 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
 
-from warpcode.agent.model_server.answer import answer_stream
-from warpcode.agent.model_server.chat import chat_finish_reason, chat_prompt_ids
-from warpcode.agent.model_server.errors import ApiError, install_error_handlers
-from warpcode.agent.model_server.generation import (
+from warpcode.model_runtime.openai_server.answer import answer_stream
+from warpcode.model_runtime.openai_server.chat import chat_finish_reason, chat_prompt_ids
+from warpcode.model_runtime.openai_server.errors import ApiError, install_error_handlers
+from warpcode.model_runtime.openai_server.generation import (
     ClientGone,
     Generation,
     collect,
     completion_prompt_ids,
     engine_stopped,
 )
-from warpcode.agent.model_server.guard import RequestGuard, RequestLimits
-from warpcode.agent.model_server.schemas import ChatCompletionRequest, CompletionRequest
-from warpcode.agent.model_server.streaming import EventStream, Reply, chat_chunks, completion_chunks
+from warpcode.model_runtime.openai_server.guard import RequestGuard, RequestLimits
+from warpcode.model_runtime.openai_server.schemas import ChatCompletionRequest, CompletionRequest
+from warpcode.model_runtime.openai_server.streaming import EventStream, Reply, chat_chunks, completion_chunks
 
 # never delivered: the client has gone (nginx's "client closed request")
 CLIENT_CLOSED = 499

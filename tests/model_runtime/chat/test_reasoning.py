@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from warpcode.agent.backends.base import TextDelta, ThoughtDelta
-from warpcode.agent.backends.reasoning import ReasoningSplitter, start_after, template_reasons
-from warpcode.agent.backends.toolcall_parsers import hermes_parser
-from warpcode.agent.messages import ToolCall
+from warpcode.model_runtime.chat.deltas import TextDelta, ThoughtDelta
+from warpcode.model_runtime.chat.messages import ToolCall
+from warpcode.model_runtime.chat.reasoning import ReasoningSplitter, start_after, template_reasons
+from warpcode.model_runtime.chat.toolcall_parsers import hermes_parser
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 CASES = json.loads((FIXTURES / "reasoning" / "vllm_qwen3_reasoning_cases.json").read_text())

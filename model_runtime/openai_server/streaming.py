@@ -17,10 +17,10 @@ from typing import Any
 
 from fastapi.responses import StreamingResponse
 
-from warpcode.agent.model_server.answer import AnswerStream
-from warpcode.agent.model_server.chat import ChatDelta, chat_finish_reason
-from warpcode.agent.model_server.errors import ApiError, internal_error
-from warpcode.agent.model_server.generation import Generation
+from warpcode.model_runtime.openai_server.answer import AnswerStream
+from warpcode.model_runtime.openai_server.chat import ChatDelta, chat_finish_reason
+from warpcode.model_runtime.openai_server.errors import ApiError, internal_error
+from warpcode.model_runtime.openai_server.generation import Generation
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import sys
 import httpx
 import pytest
 
-from tests.agent.model_server.conftest import start_model_server, stop
+from tests.model_runtime.openai_server.conftest import start_model_server, stop
 
 
 @pytest.mark.slow

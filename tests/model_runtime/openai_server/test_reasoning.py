@@ -13,10 +13,10 @@ import httpx
 import pytest
 
 from tests.agent.forced_output import save_forced_checkpoint
-from tests.agent.model_server.conftest import serving, sse_chunks
+from tests.model_runtime.openai_server.conftest import serving, sse_chunks
 from warpcode.agent.backends import Finish, TextDelta, ThoughtDelta, ToolCallReady
 from warpcode.agent.backends.openai import OpenAIBackend
-from warpcode.agent.messages import Message
+from warpcode.model_runtime.chat.messages import Message
 
 transformers = pytest.importorskip("transformers")
 QWEN3 = (Path(__file__).parents[2] / "fixtures" / "chat_templates" / "qwen3.jinja").read_text()

@@ -29,10 +29,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from warpcode.agent.backends.base import TextDelta
-from warpcode.agent.backends.markers import partial_marker
-from warpcode.agent.backends.toolcall_values import typed_value
-from warpcode.agent.messages import ToolCall
+from warpcode.model_runtime.chat.deltas import TextDelta
+from warpcode.model_runtime.chat.markers import partial_marker
+from warpcode.model_runtime.chat.messages import ToolCall
+from warpcode.model_runtime.chat.toolcall_values import typed_value
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 FUNCTION, END_FUNCTION = "<function=", "</function>"

@@ -20,7 +20,7 @@ import numpy as np
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 
-from warpcode.agent.model_server.errors import ApiError
+from warpcode.model_runtime.openai_server.errors import ApiError
 
 LOCAL_NAMES = frozenset({"localhost"})
 MAX_JSON_DEPTH = 64  # a chat request with nested tool schemas needs about 20

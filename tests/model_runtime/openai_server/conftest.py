@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.model_runtime.conftest import fast_tokenizer, save_chat_checkpoint
-from warpcode.agent.model_server import ModelServer, base_url, bind, create_app, listening_url
+from warpcode.model_runtime.openai_server import ModelServer, base_url, bind, create_app, listening_url
 
 CHAT_MODEL = "tiny-chat"
 RANDOM_MODEL = "tiny"

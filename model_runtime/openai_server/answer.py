@@ -1,16 +1,16 @@
 """A chat answer as it streams: reasoning first (vLLM's `reasoning_content`, when the template writes `<think>`),
 then the rest as content and tool calls (chat.py's ToolCallStream, when the request's tools are parsed), as vLLM
 runs its reasoning parser before its tool parser. The model's start (thinking or not) is read off the prompt's end,
-which the template wrote with the request's chat_template_kwargs (agent/backends/reasoning.py)."""
+which the template wrote with the request's chat_template_kwargs (model_runtime/chat/reasoning.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from warpcode.agent.backends.base import ThoughtDelta
-from warpcode.agent.backends.reasoning import ReasoningSplitter, splitter_for
-from warpcode.agent.model_server.chat import ChatDelta, ToolCallStream, parses_tool_calls
-from warpcode.agent.model_server.schemas import ChatCompletionRequest
+from warpcode.model_runtime.chat.deltas import ThoughtDelta
+from warpcode.model_runtime.chat.reasoning import ReasoningSplitter, splitter_for
+from warpcode.model_runtime.openai_server.chat import ChatDelta, ToolCallStream, parses_tool_calls
+from warpcode.model_runtime.openai_server.schemas import ChatCompletionRequest
 
 
 class AnswerStream:

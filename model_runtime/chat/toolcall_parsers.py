@@ -21,10 +21,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from warpcode.agent.backends import qwen3_coder_calls as coder
-from warpcode.agent.backends.base import TextDelta
-from warpcode.agent.backends.markers import partial_marker
-from warpcode.agent.messages import ToolCall
+from warpcode.model_runtime.chat import qwen3_coder_calls as coder
+from warpcode.model_runtime.chat.deltas import TextDelta
+from warpcode.model_runtime.chat.markers import partial_marker
+from warpcode.model_runtime.chat.messages import ToolCall
 
 Parsed = TextDelta | ToolCall
 OPEN, CLOSE = "<tool_call>", "</tool_call>"

@@ -12,8 +12,8 @@ import httpx
 import openai
 import pytest
 
-from tests.agent.model_server.conftest import CHAT_MODEL
 from tests.model_runtime.conftest import CHAT_TEMPLATE, INJECTION, reference_prompt_ids
+from tests.model_runtime.openai_server.conftest import CHAT_MODEL
 
 READ_FILE = {
     "type": "function",

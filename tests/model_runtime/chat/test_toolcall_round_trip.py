@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from tests.agent.published_toolcall_cases import TEMPLATES, same
-from warpcode.agent.backends.toolcall_parsers import parser_for_template
-from warpcode.agent.messages import ToolCall
-from warpcode.agent.model_server.chat import ToolCallStream
+from tests.model_runtime.chat.published_toolcall_cases import TEMPLATES, same
 from warpcode.agent.toolbox import tool_schemas
-from warpcode.model_runtime.chat_template import render_chat_template
+from warpcode.model_runtime.chat.messages import ToolCall
+from warpcode.model_runtime.chat.template import render_chat_template
+from warpcode.model_runtime.chat.toolcall_parsers import parser_for_template
+from warpcode.model_runtime.openai_server.chat import ToolCallStream
 
 # text a coding agent writes: Python, XML, and this very format's tags (none of them where the format ends a value)
 AWKWARD = (

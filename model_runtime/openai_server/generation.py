@@ -11,8 +11,8 @@ from typing import Any
 
 from fastapi import Request
 
-from warpcode.agent.model_server.errors import ApiError, bad_request
-from warpcode.agent.model_server.schemas import Sampling
+from warpcode.model_runtime.openai_server.errors import ApiError, bad_request
+from warpcode.model_runtime.openai_server.schemas import Sampling
 from warpcode.model_runtime.sampling import SamplingParams
 
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from warpcode.agent.backends.base import TextDelta, ThoughtDelta
-from warpcode.agent.backends.markers import partial_marker
+from warpcode.model_runtime.chat.deltas import TextDelta, ThoughtDelta
+from warpcode.model_runtime.chat.markers import partial_marker
 
 THINK_START, THINK_END = "<think>", "</think>"
 TOOL_CALL = "<tool_call>"

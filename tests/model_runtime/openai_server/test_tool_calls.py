@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from tests.agent.published_toolcall_cases import CASE_TOOLS, CASES, FORMAT_TEMPLATE, check, splits
+from tests.model_runtime.chat.published_toolcall_cases import CASE_TOOLS, CASES, FORMAT_TEMPLATE, check, splits
 from tests.model_runtime.conftest import CHAT_TEMPLATE
-from warpcode.agent.model_server.chat import ChatDelta, ToolCallStream
+from warpcode.model_runtime.openai_server.chat import ChatDelta, ToolCallStream
 
 READ_FILE = {
     "type": "function",
@@ -119,8 +119,8 @@ def test_a_real_serve_model_renders_past_calls_with_the_real_qwen3_coder_templat
     that template selects."""
     import httpx
 
-    from tests.agent.model_server.conftest import serving
     from tests.model_runtime.conftest import reference_prompt_ids
+    from tests.model_runtime.openai_server.conftest import serving
 
     submitted: list[list[int]] = []
     submit = coder_engine.submit

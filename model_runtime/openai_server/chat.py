@@ -13,12 +13,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from warpcode.agent.backends.base import TextDelta
-from warpcode.agent.backends.local import conversation_prompt_ids
-from warpcode.agent.backends.toolcall_parsers import parser_for_template
-from warpcode.agent.messages import Message, ToolCall
-from warpcode.agent.model_server.errors import bad_request
-from warpcode.agent.model_server.schemas import ChatCompletionRequest, ChatMessage
+from warpcode.model_runtime.chat.deltas import TextDelta
+from warpcode.model_runtime.chat.messages import Message, ToolCall
+from warpcode.model_runtime.chat.prompt import conversation_prompt_ids
+from warpcode.model_runtime.chat.toolcall_parsers import parser_for_template
+from warpcode.model_runtime.openai_server.errors import bad_request
+from warpcode.model_runtime.openai_server.schemas import ChatCompletionRequest, ChatMessage
 
 
 def chat_prompt_ids(tokenizer: Any, request: ChatCompletionRequest) -> list[int]:
