@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from warpcode.agent.backends.base import TextDelta
-from warpcode.agent.backends.toolcall_parsers import parser_for_template
-from warpcode.agent.messages import ToolCall
-from warpcode.agent.model_server.chat import ToolCallStream
+from warpcode.model_runtime.chat.deltas import TextDelta
+from warpcode.model_runtime.chat.messages import ToolCall
+from warpcode.model_runtime.chat.toolcall_parsers import parser_for_template
+from warpcode.model_runtime.openai_server.chat import ToolCallStream
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
 TEMPLATES = {"qwen3_coder": "qwen3_coder_2025_08.jinja", "hermes": "qwen3.jinja"}

@@ -10,8 +10,6 @@ AGENT = Path(__file__).resolve().parents[2] / "agent"
 PACKAGE = "warpcode.agent"
 CLI = f"{PACKAGE}.cli"
 RUNS_THE_CLI = {f"{PACKAGE}.__main__"}  # `python -m warpcode.agent`
-# Cycles allowed inside one of these packages only (the backends and their base are being untangled separately).
-CYCLES_ALLOWED_IN = (f"{PACKAGE}.backends",)
 
 
 def _modules() -> dict[str, Path]:
@@ -97,11 +95,7 @@ def test_nothing_outside_the_command_line_imports_it() -> None:
 
 
 def test_no_modules_import_each_other_in_a_circle() -> None:
-    cycles = [
-        cycle
-        for cycle in _cycles(_graph())
-        if not any(all(_within(name, package) for name in cycle) for package in CYCLES_ALLOWED_IN)
-    ]
+    cycles = _cycles(_graph())
     assert not cycles, f"import cycles in warpcode.agent: {cycles}"
 
 
