@@ -17,31 +17,26 @@ any failed. A step's extra arguments go to the script it runs (`--args STEP="...
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
-import tarfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
 import trees
-from ab import Arm, alternate, compare, environment, measurements, stream, summary
+from ab import Arm
+from steps import BASE_TREE, Action, Compare, Session, Step, describe, pack
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = "python3"
 CONFIG_FILE = "kernels/warp_decode_configs.json"  # the tuners write the launchers' tables here; it comes back
 CONFIGS_ENV = "WARPCODE_WARP_DECODE_CONFIGS"  # names a config file the launchers read instead (README: Configuration)
-BASE_TREE = Path("/tmp/warpcode-ab-base")  # where --base-tarball is unpacked
-RETURNED_FILES = 8  # a device call brings back at most this many files from $OUT
 QWEN3_LAYER = "2048,768,128,8"  # H,I,E,K of qwen3-30b-a3b's MoE layer
 MOE_BATCHES = "1,2,4,8,16,32,64,128"
 # H,I,E,K:largest batch (mixtral's experts are 235 MB each: beyond 16 tokens the expert-centric path wins)
@@ -74,36 +69,6 @@ class Options:
 
     def args_for(self, step: Step) -> list[str]:
         return shlex.split(self.step_args.get(step.name, step.args))
-
-
-@dataclass(frozen=True)
-class Action:
-    """Work the runner does itself (installing, noting the commit), described for --dry-run."""
-
-    describe: str
-    do: Callable[[Session, TextIO], int]
-
-
-@dataclass(frozen=True)
-class Compare:
-    """A step whose commands are arms, run alternating for --rounds rounds and then compared (experiments/ab.py)."""
-
-    reference: str
-    keys: tuple[str, ...] | None = None  # None: every non-float field names the case
-    metrics: tuple[str, ...] | None = None  # None: every float field
-
-
-@dataclass(frozen=True)
-class Step:
-    name: str
-    help: str
-    log: str  # under --out; a .jsonl log (and a compared step's) takes stdout alone, stderr going to STEM_err.log
-    commands: Callable[[Options, list[str]], Sequence[Arm | Action]]  # from the options and the step's arguments
-    args: str = ""  # default extra arguments, replaced by `--args NAME="..."`
-    show: Callable[[str], str | None] = lambda line: line  # the console view of an output line (None: hidden)
-    tail: int = 0  # show only each command's last TAIL lines (0: every line as it comes)
-    compare: Compare | None = None
-    keep: tuple[str, ...] = ()  # files copied under --out after the step
 
 
 # --- the commands the steps are made of
@@ -211,8 +176,8 @@ def ncu(*argv: str) -> tuple[str, ...]:
 # --- the install step's own work
 
 
-def install_wheels(session: Session, log: TextIO) -> int:
-    session.base_env.update(trees.install_wheels(session.options.wheels, log, session.base_env))
+def install_wheels(session: Session, log: TextIO, folder: Path) -> int:
+    session.base_env.update(trees.install_wheels(folder, log, session.base_env))
     return 0
 
 
@@ -287,7 +252,8 @@ STEPS = {step.name: step for step in (
     Step("install", "carried wheels (.whl) and this tree, offline; the GPU, driver, clocks and commit",
          "install.log", lambda o, a: [
              Action(f"pip install --no-index --no-deps --target {trees.SITE} {o.wheels}/*.whl, then "
-                    f"{trees.SITE} on PYTHONPATH (when {o.wheels} holds wheels)", install_wheels),
+                    f"{trees.SITE} on PYTHONPATH (when {o.wheels} holds wheels)",
+                    lambda session, log: install_wheels(session, log, o.wheels)),
              Action("pip install --no-deps --no-build-isolation -e . (if that does not import: a folder of links "
                     "to this tree first on PYTHONPATH)", install_this_tree),
              run("nvidia-smi", "--query-gpu=name,driver_version,clocks.sm,clocks.mem", "--format=csv"),
@@ -404,143 +370,6 @@ STEPS = {step.name: step for step in (
          "alternating (default batch 2,4,8, context 512,8192)", "mx_linear_variants.log", mx_linear_arms,
          compare=Compare("package", keys=DECODE.keys, metrics=DECODE.metrics)),
 )}  # fmt: skip
-
-
-# --- running
-
-
-class Session:
-    """The steps of one call: the environment they share (carried wheels, this tree) and their logs."""
-
-    def __init__(self, options: Options):
-        self.options = options
-        self.base_env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # with the carried wheels once installed
-        self.tree_env: dict[str, str] = {}  # what makes this tree the imported warpcode
-
-    def run(self, step: Step, plan: Sequence[Arm | Action]) -> int:
-        print(f"== {step.name}: {step.help}", flush=True)
-        log_path = self.options.out / step.log
-        err_path = None
-        if step.compare or step.log.endswith(".jsonl"):
-            err_path = self.options.out / f"{Path(step.log).stem}_err.log"
-        with log_path.open("a") as log, err_path.open("a") if err_path else nullcontext() as err:
-            try:
-                status = self._compared(step, plan, log, err) if step.compare else self._plain(step, plan, log, err)
-            except (OSError, ValueError) as error:  # a missing base tarball, an arm's name twice
-                print(f"{step.name}: {error}", flush=True)
-                status = 1
-        if err_path and not step.compare:
-            last = err_path.read_text().splitlines()[-5:]
-            print("\n".join(f"  stderr: {line}" for line in last), flush=True)
-        for kept in step.keep:
-            if (ROOT / kept).is_file():
-                shutil.copy(ROOT / kept, self.options.out)
-        return status
-
-    def _plain(self, step: Step, plan: Sequence[Arm | Action], log: TextIO, err: TextIO | None) -> int:
-        failed = 0
-        for item in plan:
-            if isinstance(item, Action):
-                status = item.do(self, log)
-                failed = failed or status
-                continue
-            view = Console(step)
-            prefix = f"{item.name} " if item.name else ""
-            env = environment({**self.base_env, **self.tree_env}, item.env)
-            status = stream(item.argv, item.cwd, env, log, prefix, err, lambda line, p=prefix, v=view: v.line(p, line))
-            view.flush()
-            failed = failed or status
-        return failed
-
-    def _compared(self, step: Step, plan: Sequence[Arm | Action], log: TextIO, err: TextIO) -> int:
-        arms = [item for item in plan if isinstance(item, Arm)]
-        names = [arm.name for arm in arms]
-        if len(set(names)) != len(names) or "" in names:
-            raise ValueError(f"the arms need distinct names, not {names}")
-        if any(arm.cwd == BASE_TREE for arm in arms):
-            trees.unpack(self.options.base_tarball, BASE_TREE)
-
-        def prepare(arm: Arm) -> Mapping[str, str]:
-            return trees.install(arm.cwd, err, self.base_env) if arm.install else self.tree_env
-
-        log.flush()
-        start = log.tell()
-        view = Console(step)
-        status = alternate(arms, self.options.rounds, log, err, self.base_env, prepare, view.line)
-        view.flush()
-        if any(arm.install for arm in arms):  # this tree is the installed one again
-            self.tree_env = trees.install(ROOT, err, self.base_env)
-        log.flush()
-        with open(log.name) as written:
-            written.seek(start)
-            found = measurements(written.read().splitlines())
-        rule = step.compare
-        assert rule is not None
-        names_found = {measurement.arm for measurement in found}
-        reference = rule.reference if rule.reference in names_found else None
-        lines = summary(compare(found, reference, rule.keys, rule.metrics), reference)
-        log.write("".join(f"# {line}\n" for line in lines))
-        print("\n".join(lines), flush=True)
-        return status
-
-
-class Console:
-    """A step's console: each output line through the step's view, shown as it comes or only the last TAIL."""
-
-    def __init__(self, step: Step):
-        self.show = step.show
-        self.kept: collections.deque[str] | None = collections.deque(maxlen=step.tail) if step.tail else None
-
-    def line(self, prefix: str, line: str) -> None:
-        try:
-            shown = self.show(line)
-        except (ValueError, KeyError, TypeError):  # not the JSON the view expects: the line as it is
-            shown = line
-        if shown is None:
-            return
-        if self.kept is not None:
-            self.kept.append(prefix + shown)
-        else:
-            print(prefix + shown, flush=True)
-
-    def flush(self) -> None:
-        if self.kept:
-            print("\n".join(self.kept), flush=True)
-            self.kept.clear()
-
-
-def pack(out: Path) -> None:
-    """More files than a device call brings back go into one tarball."""
-    files = sorted(path for path in out.iterdir() if path.is_file() and path.name != "session.tar.gz")
-    if len(files) <= RETURNED_FILES:
-        return
-    with tarfile.open(out / "session.tar.gz", "w:gz") as archive:
-        for path in files:
-            archive.add(path, arcname=path.name)
-    for path in files:
-        path.unlink()
-    print(f"{len(files)} files under {out}, more than a device call brings back: packed into session.tar.gz")
-
-
-def describe(step: Step, plan: Sequence[Arm | Action], options: Options) -> list[str]:
-    """What a step would do, for --dry-run."""
-    lines = [f"== {step.name}: {step.help}", f"   log: {options.out / step.log}"]
-    if step.compare:
-        metrics = ", ".join(step.compare.metrics or ("every float field",))
-        lines.append(f"   {options.rounds} rounds alternating; {metrics} as ratios to {step.compare.reference}")
-    for item in plan:
-        if isinstance(item, Action):
-            lines.append(f"   [{item.describe}]")
-            continue
-        label = f"{item.name}: " if item.name else ""
-        installed = "(its tree installed) " if item.install else ""
-        cd = f"cd {item.cwd} && " if item.cwd != Path(".") else ""
-        env = "".join(f"{name}={shlex.quote(value)} " for name, value in item.env.items() if value is not None)
-        unset = "".join(f"-u {name} " for name, value in item.env.items() if value is None)
-        env = f"env {unset}{env}" if unset else env
-        lines.append(f"   {label}{installed}{cd}{env}{shlex.join(item.argv)}")
-    lines.extend(f"   [copy {kept} to {options.out}]" for kept in step.keep)
-    return lines
 
 
 def steps_table() -> str:
@@ -670,10 +499,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.dry_run:
         print(f"(in {ROOT})")
         for name in names:
-            print("\n".join(describe(STEPS[name], plans[name], options)))
+            print("\n".join(describe(STEPS[name], plans[name], options.out, options.rounds)))
         return 0
     options.out.mkdir(parents=True, exist_ok=True)
-    session, results = Session(options), []
+    session, results = Session(ROOT, options.out, options.rounds, options.base_tarball), []
     for name in names:
         started = time.monotonic()
         status = session.run(STEPS[name], plans[name])

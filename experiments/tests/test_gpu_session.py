@@ -17,7 +17,9 @@ ROOT = EXPERIMENTS.parent
 sys.path.insert(0, str(EXPERIMENTS))
 import ab  # noqa: E402
 import gpu_session  # noqa: E402
-from gpu_session import STEPS, Action, Arm, Compare, Options, Session, Step  # noqa: E402
+import steps  # noqa: E402
+from gpu_session import STEPS, Options  # noqa: E402
+from steps import Action, Arm, Compare, Session, Step  # noqa: E402
 
 RETURNABLE_NAME = re.compile(r"[A-Za-z0-9._-]+")  # what a device call brings back from $OUT
 
@@ -158,7 +160,7 @@ def test_a_compared_step_logs_each_arm_and_round_and_prints_the_ratios(tmp_path,
         Arm("slow", (sys.executable, "-c", print_rate, "20.0")),
         Arm("fast", (sys.executable, "-c", print_rate, "15.0")),
     ]
-    session = Session(Options(out=tmp_path, rounds=3))
+    session = Session(ROOT, tmp_path, rounds=3)
     assert session.run(step, arms) == 0
     lines = (tmp_path / "fake.log").read_text().splitlines()
     assert [line.split(" {")[0] for line in lines if "{" in line and not line.startswith("#")] == [
@@ -172,7 +174,7 @@ def test_a_plain_step_keeps_stdout_and_stderr_of_a_jsonl_log_apart_and_labels_it
     talk = "import sys; print('{\"a\": 1}'); print('progress', file=sys.stderr)"
     step = Step("fake", "labelled runs", "fake.jsonl", lambda o, a: [], tail=1)
     plan = [gpu_session.run(sys.executable, "-c", talk, label="first"), Action("nothing", lambda session, log: 0)]
-    assert Session(Options(out=tmp_path)).run(step, plan) == 0
+    assert Session(ROOT, tmp_path).run(step, plan) == 0
     assert (tmp_path / "fake.jsonl").read_text() == 'first {"a": 1}\n'
     assert (tmp_path / "fake_err.log").read_text() == "progress\n"
     assert 'first {"a": 1}' in capsys.readouterr().out
@@ -188,12 +190,12 @@ def test_the_console_views_fold_the_benchmark_lines():
 
 
 def test_more_logs_than_a_device_call_brings_back_go_into_one_tarball(tmp_path):
-    for index in range(gpu_session.RETURNED_FILES):
+    for index in range(steps.RETURNED_FILES):
         (tmp_path / f"step{index}.log").write_text(f"log {index}\n")
-    gpu_session.pack(tmp_path)
-    assert len(list(tmp_path.iterdir())) == gpu_session.RETURNED_FILES  # as many as come back: left as they are
+    steps.pack(tmp_path)
+    assert len(list(tmp_path.iterdir())) == steps.RETURNED_FILES  # as many as come back: left as they are
     (tmp_path / "one_more.log").write_text("log\n")
-    gpu_session.pack(tmp_path)
+    steps.pack(tmp_path)
     assert [path.name for path in tmp_path.iterdir()] == ["session.tar.gz"]
     with tarfile.open(tmp_path / "session.tar.gz") as archive:
-        assert len(archive.getnames()) == gpu_session.RETURNED_FILES + 1
+        assert len(archive.getnames()) == steps.RETURNED_FILES + 1
