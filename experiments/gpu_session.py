@@ -36,7 +36,7 @@ from steps import BASE_TREE, Action, Compare, Session, Step, describe, pack
 ROOT = Path(__file__).resolve().parents[1]
 PY = "python3"
 CONFIG_FILE = "kernels/warp_decode_configs.json"  # the tuners write the launchers' tables here; it comes back
-CONFIGS_ENV = "WARPCODE_WARP_DECODE_CONFIGS"  # names a config file the launchers read instead (README: Configuration)
+CONFIGS_ENV = "WARPCODE_WARP_DECODE_CONFIGS"  # names the variant the launchers read instead (README: Configuration)
 QWEN3_LAYER = "2048,768,128,8"  # H,I,E,K of qwen3-30b-a3b's MoE layer
 MOE_BATCHES = "1,2,4,8,16,32,64,128"
 # H,I,E,K:largest batch (mixtral's experts are 235 MB each: beyond 16 tokens the expert-centric path wins)
@@ -130,7 +130,7 @@ def settings(o: Options) -> list[tuple[str, dict[str, str]]]:
 
 def config_variant_arms(o: Options, args: list[str]) -> list[Arm]:
     if not o.config_variants:
-        raise StepError("mx-configs needs --config-variant FILE (written by experiments/config_variant.py)")
+        raise StepError("mx-configs needs --config-variant PATH (written by experiments/config_variant.py)")
     argv = warpcode(*decode(o, "1,8", "512", "--weights", "mxfp8", "--prefill", "0"), *args, "--json")
     arms = [Arm("package", argv, env={CONFIGS_ENV: None})]
     for variant in o.config_variants:
@@ -420,8 +420,8 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         type=Path,
         default=[],
-        metavar="FILE",
-        help="mx-configs: a kernel config variant (experiments/config_variant.py); repeat for more",
+        metavar="PATH",
+        help="mx-configs: a kernel config variant as experiments/config_variant.py writes it; repeat for more",
     )
     p.add_argument(
         "--mx-linear-variant",

@@ -92,7 +92,7 @@ def test_dry_run_prints_the_commands_and_runs_none(tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["mx-configs"], "mx-configs needs --config-variant FILE"),
+        (["mx-configs"], "mx-configs needs --config-variant PATH"),
         (["nonsense"], "no step nonsense"),
         (["tests", "--args", "nonsense=-x"], "--args takes STEP=ARGS"),
         (["tune", "--tune-shapes", "2048,768"], "--tune-shapes takes H,I,E,K:LARGEST_BATCH"),
