@@ -4,7 +4,7 @@ finds there and compares warpcode's runtime with bf16 and with MXFP8 weights on 
 
 python3 -m warpcode.bench.mx_accuracy --device cuda --train-seconds 180 --out $OUT/mx_accuracy.json    # about 5 minutes
 python3 -m warpcode.bench.mx_accuracy --tiny --device cpu --weights bf16 --out /tmp/mx.json    # a CPU smoke run
-(warpcode must import: `pip install --no-deps -e .` first, as experiments/gpu_session.sh does.)
+(warpcode must import: `pip install --no-deps -e .` first, as experiments/gpu_session.py does.)
 
 1. Data: every `.py` file under the interpreter's library folders (site-packages and the standard library), identical
    files once; a file is held out when sha256(seed, path) falls in the first `--heldout` of the hash range, so the

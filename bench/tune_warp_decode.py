@@ -9,7 +9,7 @@ dispatcher's crossover. MXFP8 weights (`--weights mxfp8`, written under "H,I,E,K
 columns (16 fp8 weights per 16-byte load). `--register-caps 128,112` times kernel 2's fastest configs again
 under each register cap (Triton's maxnreg), kept where faster (`down_max_registers`). Options that act only
 beside the model's other kernels (`down_first_tile_early`) are left unset: decide them in the model
-(experiments/config_variant.py, `gpu_session.sh mx-configs`; BENCHMARKS.md).
+(experiments/config_variant.py, `gpu_session.py mx-configs`; BENCHMARKS.md).
 """
 
 from __future__ import annotations

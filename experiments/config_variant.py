@@ -1,5 +1,5 @@
 """Writes a copy of the kernel config file with some entries changed, to time config variants in the model, each in
-a process of its own (`WARPCODE_WARP_DECODE_CONFIGS=FILE`; `gpu_session.sh mx-configs` runs decode under each).
+a process of its own (`WARPCODE_WARP_DECODE_CONFIGS=FILE`; `gpu_session.py mx-configs` runs decode under each).
 
     python3 experiments/config_variant.py OUT.json "configs/2048,768,128,8,mx/2,4,8: down_first_tile_early=true"
     python3 experiments/config_variant.py OUT.json "configs/2048,768,128,8,mx/1: down_on_mma=true, down_rows=64, \\

@@ -1,6 +1,6 @@
 """Runs a warpcode command with mx_linear's tile at decode batches (up to 32 rows) replaced, to decide the tile in
 the model: alone a tile can win and lose inside the step, where PDL starts it beside its neighbours
-(`gpu_session.sh mx-linear-variants` times MX decode under each variant, one process each).
+(`gpu_session.py mx-linear-variants` times MX decode under each variant, one process each).
 
     python3 experiments/mx_linear_variant.py "block_n=64,num_warps=4" bench decode --preset qwen3-30b-a3b ...
     python3 experiments/mx_linear_variant.py "qkv:block_n=32,num_warps=2|oproj:programs=2" bench decode ...
