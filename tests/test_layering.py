@@ -69,6 +69,25 @@ KNOWN_TODAY = {
     "cycle among warpcode.model_runtime.layers, warpcode.model_runtime.moe_block, warpcode.model_runtime.mx_weights",
     # wt-kernels: the MX format without a circle
     "cycle among warpcode.kernels.mx, warpcode.kernels.mx_quantize",
+    # wt-runtime moves tests/agent/model_server/ and tests/agent/backends/: then their helpers leave the conftests
+    # (tests/model_runtime/checkpoints.py and prompt_reference.py hold the model_runtime ones already)
+    "tests/agent/backends/test_backend_local.py imports tests.model_runtime.conftest",
+    "tests/agent/backends/test_backend_local_mx.py imports tests.model_runtime.conftest",
+    "tests/agent/backends/test_local_context.py imports tests.model_runtime.conftest",
+    "tests/agent/batch/test_ray.py imports tests.agent.model_server.conftest",
+    "tests/agent/batch/test_replicas_random.py imports tests.agent.model_server.conftest",
+    "tests/agent/model_server/conftest.py imports tests.model_runtime.conftest",
+    "tests/agent/model_server/test_chat.py imports tests.agent.model_server.conftest",
+    "tests/agent/model_server/test_chat.py imports tests.model_runtime.conftest",
+    "tests/agent/model_server/test_completions.py imports tests.agent.model_server.conftest",
+    "tests/agent/model_server/test_errors.py imports tests.agent.model_server.conftest",
+    "tests/agent/model_server/test_hostile_requests.py imports tests.agent.model_server.conftest",
+    "tests/agent/model_server/test_hostile_requests.py imports tests.model_runtime.conftest",
+    "tests/agent/model_server/test_lifecycle.py imports tests.agent.model_server.conftest",
+    "tests/agent/model_server/test_reasoning.py imports tests.agent.model_server.conftest",
+    "tests/agent/model_server/test_serve_model_cli.py imports tests.agent.model_server.conftest",
+    "tests/agent/model_server/test_tool_calls.py imports tests.agent.model_server.conftest",
+    "tests/agent/model_server/test_tool_calls.py imports tests.model_runtime.conftest",
 }
 
 
@@ -246,6 +265,33 @@ def cycles(graph: dict[str, Module]) -> dict[str, str]:
     return found
 
 
+def imports_of_test_modules(root: Path) -> dict[str, str]:
+    """Test modules and conftests are pytest's to import, each once and in its own way: a test module that imports
+    another runs (and collects) that module's tests again under a second name, and one that imports a conftest gets
+    fixtures pytest does not manage. What tests share lives in plain helper modules."""
+    found = {}
+    for path in sorted((root / "tests").rglob("*.py")):
+        relative = path.relative_to(root)
+        package = list(relative.parent.parts)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                dotted = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join([*package[: len(package) - (node.level - 1)], *([base] if base else [])])
+                dotted = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            for name in dotted:
+                last = name.split(".")[-1]
+                if name.split(".")[0] == "tests" and (last == "conftest" or last.startswith("test_")):
+                    violation = f"{relative.as_posix()} imports {name}"
+                    line = min(node.lineno, int(found.get(violation, f":{node.lineno}").rsplit(":", 1)[1]))
+                    found[violation] = f"{relative.as_posix()}:{line}"
+    return found
+
+
 def report(found: dict[str, str], rule: str) -> str:
     lines = [f"  {violation}  [{place}]" for violation, place in sorted(found.items())]
     return f"{rule}:\n" + "\n".join(lines)
@@ -278,8 +324,13 @@ def test_no_module_imports_in_a_circle():
     assert not found, report(found, "import cycles (break them by moving the shared part into a module of its own)")
 
 
+def test_tests_share_helper_modules_not_tests_or_conftests():
+    found = new(imports_of_test_modules(REPO_ROOT))
+    assert not found, report(found, "imports of a test module or a conftest (move what they share to a helper module)")
+
+
 def test_known_violations_are_still_there():
-    everything = upward_imports(GRAPH) | cli_imports(GRAPH) | cycles(GRAPH)
+    everything = upward_imports(GRAPH) | cli_imports(GRAPH) | cycles(GRAPH) | imports_of_test_modules(REPO_ROOT)
     fixed = sorted(KNOWN_TODAY - everything.keys())
     assert not fixed, f"fixed, so remove from KNOWN_TODAY: {fixed}"
 
@@ -391,3 +442,20 @@ def test_the_checker_resolves_relative_imports(tmp_path):
     assert list(cycles(graph)) == [cycle]
     upward = "warpcode.tools.patch imports warpcode.agent.loop (tools may not import agent)"
     assert list(upward_imports(graph)) == [upward]
+
+
+def test_the_checker_sees_tests_importing_tests_and_conftests(tmp_path):
+    files = {
+        "tests/conftest.py": "",
+        "tests/agent/helpers.py": "",
+        "tests/agent/test_a.py": "from .test_b import f\nfrom tests.agent import helpers\nfrom . import test_b\n",
+        "tests/agent/test_c.py": "def test():\n    from tests.conftest import process_running\n",
+        "tests/agent/test_b.py": "from tests.agent.helpers import shared\nfrom .helpers import other\n",
+    }
+    for path, text in files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    assert imports_of_test_modules(tmp_path) == {
+        "tests/agent/test_a.py imports tests.agent.test_b": "tests/agent/test_a.py:1",
+        "tests/agent/test_c.py imports tests.conftest": "tests/agent/test_c.py:2",
+    }

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent.batch.conftest import PYTEST, fix_turns, make_project, read_rows, repo_state, run_command, write_jobs
-from tests.agent.conftest import write_script
+from tests.agent.batch.calc_project import PYTEST, fix_turns, make_project, repo_state, run_command
+from tests.agent.batch.job_files import read_rows, write_jobs
+from tests.agent.scripted_model import write_script
 from tests.model_runtime.openai_server.conftest import agent_checkpoint, fast_tokenizer  # noqa: F401 (fixtures)
 from warpcode.agent.cli.main import main
 

@@ -13,8 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.agent.batch.conftest import make_project, read_rows, write_jobs
-from tests.agent.conftest import write_script
+from tests.agent.batch.calc_project import make_project
+from tests.agent.batch.job_files import read_rows, write_jobs
+from tests.agent.scripted_model import write_script
 from tests.model_runtime.openai_server import conftest as model_servers
 from tests.model_runtime.openai_server.conftest import RANDOM_MODEL, serving, start_model_server, stop
 from warpcode.agent.backends import BackendError, backend_from_spec
