@@ -159,3 +159,8 @@ def save_chat_checkpoint(path: Path, tokenizer: FastTokenizer, ends_at_once: boo
     (path / "tokenizer_config.json").write_text(json.dumps(config))
     (path / "generation_config.json").write_text(json.dumps({"eos_token_id": [0]}))
     return path
+
+
+def save_agent_checkpoint(path: Path, tokenizer: FastTokenizer) -> Path:
+    """A chat checkpoint that ends its answer at once, with room for an agent's whole prompt (tools included)."""
+    return save_chat_checkpoint(path, tokenizer, ends_at_once=True, max_position_embeddings=32_768)

@@ -10,16 +10,7 @@ import pytest
 import torch
 from tokenizers import Tokenizer as FastTokenizer
 
-# Re-exported for tests/agent/model_server/ and tests/agent/backends/, which import them from here until they move
-# (issue 46): import them from checkpoints.py and prompt_reference.py instead.
-from tests.model_runtime.checkpoints import (
-    CHAT_TEMPLATE,  # noqa: F401
-    HF_CONFIGS,
-    build_hf_model,
-    save_chat_checkpoint,
-    train_bpe,
-)
-from tests.model_runtime.prompt_reference import INJECTION, reference_prompt_ids  # noqa: F401
+from tests.model_runtime.checkpoints import HF_CONFIGS, build_hf_model, save_chat_checkpoint, train_bpe
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
