@@ -42,52 +42,19 @@ HEAVY = {"torch", "triton"}
 MAY_IMPORT_HEAVY = {"model_runtime", "kernels", "bench"}
 NEVER_IMPORTED = {"tests", "experiments"}  # checkouts' folders, not shipped: a shipped module cannot import them
 
-# Violations on today's tree, each fixed by a branch in flight (issue 46). Remove an entry when its fix merges:
-# test_known_violations_are_still_there fails on an entry that no longer happens, so the list only shrinks.
+# Violations on today's tree. Remove an entry when its fix merges: test_known_violations_are_still_there fails on an
+# entry that no longer happens, so the list only shrinks.
 KNOWN_TODAY = {
-    # wt-agentlayer: agent/cli becomes a leaf (settings and headless_agent move out of cli/)
-    "warpcode.agent.service.agent imports the CLI (warpcode.agent.cli.config)",
-    "warpcode.agent.batch.apply imports the CLI (warpcode.agent.cli.plural)",
-    "warpcode.agent.batch.driver imports the CLI (warpcode.agent.cli.plural)",
-    "warpcode.agent.batch.progress imports the CLI (warpcode.agent.cli.plural)",
-    "warpcode.agent.batch.progress imports the CLI (warpcode.agent.cli.tables)",
-    "warpcode.agent.batch.runner imports the CLI (warpcode.agent.cli.config)",
-    "warpcode.agent.batch.runner imports the CLI (warpcode.agent.cli.run)",
-    "warpcode.bench.service imports the CLI (warpcode.agent.cli.serve)",
-    "cycle among warpcode.agent.cli.config, warpcode.agent.service.agent",
-    "cycle among warpcode.agent.batch.driver, warpcode.agent.batch.ray_pool",
-    "cycle among warpcode.agent.backends.base, warpcode.agent.backends.local, warpcode.agent.backends.openai, "
-    "warpcode.agent.backends.qwen3_coder_calls, warpcode.agent.backends.reasoning, warpcode.agent.backends.scripted, "
-    "warpcode.agent.backends.toolcall_parsers",
-    # wt-agentlayer / wt-runtime: torch only behind model_runtime (the CLI and the backends ask the runtime)
+    # wt-kernels: the MX format without a circle
+    "cycle among warpcode.kernels.mx, warpcode.kernels.mx_quantize",
+    # open: torch only behind model_runtime (these pick a device or a dtype; the runtime could answer for them)
     "warpcode.agent.backends.local imports torch",
     "warpcode.agent.batch.replicas imports torch",
     "warpcode.agent.cli.bench imports torch",
     "warpcode.agent.cli.generate imports torch",
     "warpcode.agent.cli.serve_model imports torch",
-    # wt-runtime: model_runtime's modules in one direction
-    "cycle among warpcode.model_runtime.layers, warpcode.model_runtime.moe_block, warpcode.model_runtime.mx_weights",
-    # wt-kernels: the MX format without a circle
-    "cycle among warpcode.kernels.mx, warpcode.kernels.mx_quantize",
-    # wt-runtime moves tests/agent/model_server/ and tests/agent/backends/: then their helpers leave the conftests
-    # (tests/model_runtime/checkpoints.py and prompt_reference.py hold the model_runtime ones already)
-    "tests/agent/backends/test_backend_local.py imports tests.model_runtime.conftest",
-    "tests/agent/backends/test_backend_local_mx.py imports tests.model_runtime.conftest",
-    "tests/agent/backends/test_local_context.py imports tests.model_runtime.conftest",
-    "tests/agent/batch/test_ray.py imports tests.agent.model_server.conftest",
-    "tests/agent/batch/test_replicas_random.py imports tests.agent.model_server.conftest",
-    "tests/agent/model_server/conftest.py imports tests.model_runtime.conftest",
-    "tests/agent/model_server/test_chat.py imports tests.agent.model_server.conftest",
-    "tests/agent/model_server/test_chat.py imports tests.model_runtime.conftest",
-    "tests/agent/model_server/test_completions.py imports tests.agent.model_server.conftest",
-    "tests/agent/model_server/test_errors.py imports tests.agent.model_server.conftest",
-    "tests/agent/model_server/test_hostile_requests.py imports tests.agent.model_server.conftest",
-    "tests/agent/model_server/test_hostile_requests.py imports tests.model_runtime.conftest",
-    "tests/agent/model_server/test_lifecycle.py imports tests.agent.model_server.conftest",
-    "tests/agent/model_server/test_reasoning.py imports tests.agent.model_server.conftest",
-    "tests/agent/model_server/test_serve_model_cli.py imports tests.agent.model_server.conftest",
-    "tests/agent/model_server/test_tool_calls.py imports tests.agent.model_server.conftest",
-    "tests/agent/model_server/test_tool_calls.py imports tests.model_runtime.conftest",
+    # open: the service benchmark reads the listening line through the CLI (listening_url belongs below it)
+    "warpcode.bench.service imports the CLI (warpcode.agent.cli.serve)",
 }
 
 
@@ -344,17 +311,11 @@ import {modules}
 print(sorted(name for name in sys.modules if name.split(".")[0] in ("torch", "triton", "numpy")
              or name.startswith({forbidden})))
 """
-# wt-runtime gives warpcode.model_runtime a lazy __init__ (PEP 562): drop the mark when it merges (strict, so an
-# unexpected pass fails and says so).
-EAGER_TODAY = pytest.mark.xfail(strict=True, reason="imports torch eagerly until wt-runtime lands")
 
 
 @pytest.mark.parametrize(
     ("modules", "forbidden"),
-    [
-        (TOOLS_SIDE, ("warpcode.model_runtime", "warpcode.kernels")),
-        pytest.param("warpcode.model_runtime", (), marks=EAGER_TODAY),
-    ],
+    [(TOOLS_SIDE, ("warpcode.model_runtime", "warpcode.kernels")), ("warpcode.model_runtime", ())],
     ids=["tools-side", "model_runtime"],
 )
 def test_light_packages_import_no_torch(modules, forbidden):
