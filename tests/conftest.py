@@ -46,15 +46,6 @@ def _private_state_home(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state-home"))
 
 
-def process_running(pid: int) -> bool:
-    """Alive and not a zombie (a zombie no init reaps still answers kill(pid, 0))."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
-
-
 @pytest.fixture
 def one_ray_instance_at_a_time(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Ray's `auto` finds a cluster by scanning the machine's processes, so a test that starts Ray, or one that checks

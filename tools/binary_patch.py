@@ -11,14 +11,20 @@ from __future__ import annotations
 import base64
 import hashlib
 import zlib
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from warpcode.tools.errors import PatchError
 
-if TYPE_CHECKING:
-    from warpcode.tools.patch_parse import BinaryHunk
-
 COPY_DEFAULT_SIZE = 0x10000  # a copy instruction with no size bytes copies 64 KiB
+
+
+@dataclass
+class BinaryHunk:
+    """One hunk after "GIT binary patch" (patch_parse reads it out of the diff; this module applies it)."""
+
+    kind: str  # "literal": the whole new content; "delta": copy/insert instructions against the old content
+    size: int  # the inflated size the header announces
+    data: bytes  # base85-decoded, still deflated
 
 
 def decode_base85_line(line: str, shown: str) -> bytes:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from warpcode.tools.binary_patch import decode_base85_line
+from warpcode.tools.binary_patch import BinaryHunk, decode_base85_line
 from warpcode.tools.errors import PatchError
 
 HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -32,13 +32,6 @@ class Hunk:
     @property
     def new_lines(self) -> list[str]:
         return [text for tag, text in self.lines if tag != "-"]
-
-
-@dataclass
-class BinaryHunk:
-    kind: str  # "literal": the whole new content; "delta": copy/insert instructions against the old content
-    size: int  # the inflated size the header announces
-    data: bytes  # base85-decoded, still deflated
 
 
 @dataclass

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from tests.model_runtime.conftest import EOS_TOKEN, build_hf_model, train_bpe
+from tests.model_runtime.checkpoints import EOS_TOKEN, build_hf_model, train_bpe
 
 LAST_PROMPT_TOKEN = "\n"  # every Qwen generation prompt ends with it, whether or not it opened <think>
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from acp import schema
 
-from tests.conftest import process_running
+from tests.processes import process_running
 from warpcode.agent.backends import backend_from_spec
 from warpcode.agent.backends.scripted import ScriptedBackend
 from warpcode.agent.loop import Agent, Limits

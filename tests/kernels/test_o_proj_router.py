@@ -11,6 +11,8 @@ from warpcode.kernels.norm import add_rmsnorm_reference
 from warpcode.kernels.o_proj_router import fits, o_proj_router, router_fold
 from warpcode.kernels.tuning import WarpDecodeConfig
 
+from .o_proj_router_checks import assert_matches_float64
+
 EPS = 1e-6
 SMALL_BLOCKS = WarpDecodeConfig(gate_up_rows=4, gate_up_cols=16, down_rows=8, down_cols=8)
 
@@ -30,18 +32,6 @@ def layer(hidden, k, experts, intermediate, dtype, seed=0):
         w13=randn(experts, 2 * intermediate, hidden, scale=hidden**-0.5),
         w2=randn(experts, hidden, intermediate, scale=intermediate**-0.5),
     )
-
-
-def assert_matches_float64(h_new, z, p, wo64, h_before, dtype):
-    """h_new = round(h + round(attn @ Wo.T)) and z = (h + attn @ Wo.T) * gamma @ router.T, against float64 (wo64:
-    the projection's weights in float64)."""
-    projected = p["attn"].double() @ wo64.T
-    expected_h = (h_before.double() + projected.to(dtype).double()).to(dtype)
-    expected_z = (h_before.double() + projected) * p["gamma"].double() @ p["router"].double().T
-    tolerance = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
-    torch.testing.assert_close(h_new.double(), expected_h.double(), **tolerance)
-    torch.testing.assert_close(z.double(), expected_z, **tolerance)
-    assert z.dtype == torch.float32 and h_new.dtype == dtype
 
 
 def rmsnorm64(x, gamma):

@@ -7,7 +7,7 @@ import torch
 from warpcode.kernels.mx import dequantize_mxfp8, quantize_mxfp8
 from warpcode.kernels.o_proj_router import o_proj_router, router_fold
 
-from .test_o_proj_router import assert_matches_float64
+from .o_proj_router_checks import assert_matches_float64
 
 
 def layer(hidden, k, experts, dtype, seed):

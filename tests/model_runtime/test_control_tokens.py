@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 from tokenizers import Tokenizer as FastTokenizer
 
-from tests.model_runtime.conftest import CHAT_TEMPLATE, INJECTION, reference_prompt_ids
-from tests.model_runtime.test_tokenizer import MESSAGES, TOOLS
+from tests.model_runtime.checkpoints import CHAT_TEMPLATE
+from tests.model_runtime.conversations import MESSAGES, TOOLS
+from tests.model_runtime.prompt_reference import INJECTION, reference_prompt_ids
 from warpcode.model_runtime.chat.template import ChatTemplateError
 from warpcode.model_runtime.tokenizer import Tokenizer
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model_runtime.test_serving import NEW_TOKENS, PROMPTS, greedy_reference, small_engine, wait_for
+from tests.model_runtime.serving_reference import NEW_TOKENS, PROMPTS, greedy_reference, small_engine, wait_for
 from warpcode.model_runtime import RequestRefused, SamplingParams
 
 POISON = 499  # a token id no clean prompt holds; the fault injected below fires whenever it is embedded

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from tests.model_runtime.test_mx_loading import relative_error, with_mx_rounding
+from tests.model_runtime.mx_rounding import relative_error, with_mx_rounding
 from warpcode.model_runtime import CheckpointError, load
 
 transformers = pytest.importorskip("transformers")

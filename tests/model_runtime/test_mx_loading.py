@@ -3,7 +3,6 @@ transformers' on the dequantised MX weights; generation through the engine; rand
 
 from __future__ import annotations
 
-import copy
 import re
 import shutil
 
@@ -12,38 +11,17 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
+from tests.model_runtime.mx_rounding import relative_error, with_mx_rounding
 from warpcode.kernels import MXTensor, dequantize_mxfp8, quantize_mxfp8
 from warpcode.model_runtime import CheckpointError, load, load_random
 from warpcode.model_runtime.mx_weights import named_weights
 
-VOCAB = 128  # conftest's tiny models
-# transformers' names of the weights docs/reference/mxfp8.md stores in MXFP8 (its experts are fused [E, 2I, H] and
-# [E, H, I], quantised along their last dimension as ours are)
-HF_MX = re.compile(
-    r"self_attn\.[qkvo]_proj\.weight$|mlp\.experts\.(gate_up_proj|down_proj)$|"
-    r"shared_expert\.(gate|up|down)_proj\.weight$|mlp\.(gate|up|down)_proj\.weight$"
-)
+VOCAB = 128  # checkpoints.py's tiny models
+# our names of the weights stored in MXFP8 (mx_rounding.HF_MX: transformers' names of the same weights)
 OURS_MX = re.compile(
     r"self_attn\.[qkvo]_proj\.weight$|mlp\.experts\.(w13|w2)$|mlp\.shared_expert\.(gate|up|down)_proj\.weight$|"
     r"mlp\.(gate|up|down)_proj\.weight$"
 )
-
-
-def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
-    return ((actual - expected).norm() / expected.norm()).item()
-
-
-def with_mx_rounding(hf_model: torch.nn.Module) -> torch.nn.Module:
-    """A copy of the transformers model whose MX-listed weights are replaced by dequantize(quantize(w))."""
-    model = copy.deepcopy(hf_model)
-    replaced = 0
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if HF_MX.search(name):
-                param.copy_(dequantize_mxfp8(quantize_mxfp8(param)))
-                replaced += 1
-    assert replaced
-    return model
 
 
 def test_mx_logits_equal_transformers_on_dequantised_weights(arch, hf_checkpoints):
@@ -126,13 +104,13 @@ def test_unknown_weights_format(hf_checkpoints):
 @pytest.mark.parametrize("cached", [0, 20])
 def test_mx_graph_ready_prefill_matches_a_cache_free_forward(cached):
     """prefill_graphs.run_layers (what the CUDA graphs capture, here eager) on MX weights, fused q/k/v included."""
-    from tests.model_runtime import test_prefill_graphs as graphs
+    from tests.model_runtime.prefill_checks import assert_padded_chunk_matches_a_cache_free_forward
     from warpcode.model_runtime.decode_step import prepare_for_decode
 
     engine = load_random("tiny", seed=3, weights="mxfp8")
     prepare_for_decode(engine.model)
     assert isinstance(engine.model.model.layers[0].self_attn.qkv_weight, MXTensor)
-    graphs.test_a_padded_chunk_after_a_cached_prefix_matches_a_cache_free_forward(engine, cached)
+    assert_padded_chunk_matches_a_cache_free_forward(engine, cached)
 
 
 def test_a_non_finite_weight_is_a_checkpoint_error_naming_it(hf_checkpoints, tmp_path):

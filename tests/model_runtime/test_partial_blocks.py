@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from tests.model_runtime.test_block_manager import check_pool
-from tests.model_runtime.test_serving import greedy_reference, wait_for
+from tests.model_runtime.block_pool_books import check_pool
+from tests.model_runtime.serving_reference import greedy_reference, wait_for
 from warpcode.model_runtime import EngineConfig, load_random
 
 SIZE = 16

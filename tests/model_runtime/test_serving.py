@@ -4,45 +4,25 @@ chunked prefill, cancellation, cache exhaustion and admission control, against f
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
-from tests.model_runtime.conftest import generate_from_threads
+from tests.model_runtime.serving_reference import (
+    NEW_TOKENS,
+    PROMPTS,
+    SHARED,
+    generate_from_threads,
+    greedy_reference,
+    small_engine,
+    wait_for,
+)
 from warpcode.model_runtime import EngineConfig, RequestRefused, SamplingParams, load_random
-
-# Prompts of several lengths; two share a long prefix so the prefix cache has something to find.
-SHARED = [(7 * i + 3) % 500 + 1 for i in range(37)]
-PROMPTS = [[1, 2, 3], [*SHARED, 9, 9], list(range(40, 90)), [*SHARED, 4], [11] * 13, [300, 200, 100, 5, 6]]
-NEW_TOKENS = 10
-
-
-def greedy_reference(engine, prompt: list[int], new_tokens: int) -> list[int]:
-    """Greedy tokens from full forwards without any cache: shares no code with the engine's generation."""
-    ids = list(prompt)
-    for _ in range(new_tokens):
-        ids.append(int(engine.logits([ids])[0, -1].argmax()))
-    return ids[len(prompt) :]
 
 
 @pytest.fixture(scope="module")
 def reference():
     engine = load_random("tiny", seed=4)
     return {tuple(p): greedy_reference(engine, p, NEW_TOKENS) for p in PROMPTS}
-
-
-def wait_for(condition, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
-
-
-def small_engine(**settings):
-    settings.setdefault("block_size", 4)
-    return load_random("tiny", seed=4, serving=EngineConfig(**settings))
 
 
 def test_concurrent_requests_from_threads_match_one_at_a_time(reference):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.model_runtime.conftest import generate_from_threads
+from tests.model_runtime.serving_reference import generate_from_threads
 from warpcode.model_runtime import EngineConfig, load_random
 
 pytestmark = pytest.mark.gpu

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.model_runtime.conftest import train_bpe
+from tests.model_runtime.checkpoints import train_bpe
 from warpcode.model_runtime.openai_server.chat import chat_prompt_ids
 from warpcode.model_runtime.openai_server.schemas import ChatCompletionRequest
 from warpcode.model_runtime.tokenizer import Tokenizer

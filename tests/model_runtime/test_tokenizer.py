@@ -5,34 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model_runtime.conftest import CHAT_TEMPLATE as TEMPLATE
+from tests.model_runtime.checkpoints import CHAT_TEMPLATE as TEMPLATE
+from tests.model_runtime.conversations import MESSAGES, TOOLS
 from warpcode.model_runtime import load
 from warpcode.model_runtime.chat.template import ChatTemplateError
 from warpcode.model_runtime.detokenize import IncrementalDetokenizer, StopStringFilter
 from warpcode.model_runtime.tokenizer import Tokenizer
 
 MULTIBYTE = "naïve café — 日本語 🙂🚀 done"
-
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "read_file",
-            "description": "Read <path> & return it (ünïcode)",
-            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
-        },
-    }
-]
-MESSAGES = [
-    {"role": "system", "content": "You are a coding agent."},
-    {"role": "user", "content": "Show me a.py"},
-    {
-        "role": "assistant",
-        "content": "",
-        "tool_calls": [{"function": {"name": "read_file", "arguments": {"path": "a.py"}}}],
-    },
-    {"role": "tool", "content": "print('hi')"},
-]
 
 
 def test_chat_template_with_tools_matches_transformers(fast_tokenizer):

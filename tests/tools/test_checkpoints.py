@@ -9,7 +9,7 @@ import pytest
 
 from warpcode.tools import CheckpointError, Checkpoints, Workspace, list_files, search
 
-from .conftest import git
+from .real_git import git
 
 
 def _tree(root: Path) -> dict[str, bytes]:

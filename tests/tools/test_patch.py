@@ -1,8 +1,6 @@
 from __future__ import annotations
 
-import difflib
 import os
-import re
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -12,18 +10,8 @@ import pytest
 from warpcode.tools import PatchError, Workspace, apply_patch
 from warpcode.tools.workspace import MAX_TEXT_BYTES
 
-from .conftest import git
-
-
-def _lines(text: str) -> list[str]:
-    """Lines as diff and git see them: only \\n ends a line (str.splitlines would also split at \\r)."""
-    return re.findall(r"[^\n]*\n|[^\n]+", text)
-
-
-def unified(old: str, new: str, name: str, context: int = 3) -> str:
-    """A diff as `diff -u` writes it, including the marker for a missing final newline."""
-    lines = difflib.unified_diff(_lines(old), _lines(new), f"a/{name}", f"b/{name}", n=context)
-    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+from .real_git import git
+from .unified_diff import unified
 
 
 def test_git_diff_with_new_deleted_renamed_and_mode_changed_files(root: Path) -> None:

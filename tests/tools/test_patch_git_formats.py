@@ -15,8 +15,8 @@ import pytest
 from warpcode.tools import PatchError, Workspace, apply_patch, patch_journal, recover_interrupted_patch
 from warpcode.tools.binary_patch import apply_delta, decode_base85_line
 
-from .conftest import GIT_ENV, git
 from .hostile import temp_files
+from .real_git import GIT_ENV, git
 
 Files = dict[str, bytes]
 

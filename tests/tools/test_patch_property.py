@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from warpcode.tools import Workspace, apply_patch
 
-from .test_patch import unified
+from .unified_diff import unified
 
 LINE = st.text(alphabet=st.sampled_from(list("ab \t{}():=x\r")), max_size=8)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import process_running
+from tests.processes import process_running
 from warpcode.tools import CommandCancelled, CommandTimeout, InvalidArgument, Workspace, run_command
 from warpcode.tools.commands import run_command_async
 from warpcode.tools.process import COMMAND_MARKER, execute, reap_leftover_commands

@@ -97,13 +97,8 @@ async def test_random_model_streams_from_a_worker_thread(tokenizer) -> None:
 async def test_control_text_in_a_file_the_agent_reads_opens_no_turn(tmp_path: Path, monkeypatch) -> None:
     """A file that holds chat-template markup reaches the model as text: the prompt's ids are those transformers
     gives with the file's text as plain text, and only the template's own turns open."""
-    from tests.model_runtime.conftest import (
-        CHAT_TEMPLATE,
-        INJECTION,
-        reference_prompt_ids,
-        save_chat_checkpoint,
-        train_bpe,
-    )
+    from tests.model_runtime.checkpoints import CHAT_TEMPLATE, save_chat_checkpoint, train_bpe
+    from tests.model_runtime.prompt_reference import INJECTION, reference_prompt_ids
 
     fast = train_bpe()
     path = save_chat_checkpoint(tmp_path / "chat", fast, ends_at_once=True, max_position_embeddings=1024)
@@ -146,7 +141,7 @@ def test_a_directory_without_a_checkpoint_is_a_clear_error(tmp_path: Path) -> No
 async def test_sessions_on_one_checkpoint_share_one_engine(tmp_path: Path) -> None:
     """Every local: backend of the process on a checkpoint shares its engine: two sessions' turns run on it at
     once (continuous batching) and both finish."""
-    from tests.model_runtime.conftest import save_chat_checkpoint, train_bpe
+    from tests.model_runtime.checkpoints import save_chat_checkpoint, train_bpe
 
     path = save_chat_checkpoint(tmp_path / "chat", train_bpe())
     first, second = (backend_from_spec(f"local:{path}") for _ in range(2))

@@ -14,7 +14,7 @@ from warpcode.model_runtime.chat.messages import Message
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory) -> Path:
-    from tests.model_runtime.conftest import save_chat_checkpoint, train_bpe
+    from tests.model_runtime.checkpoints import save_chat_checkpoint, train_bpe
 
     return save_chat_checkpoint(tmp_path_factory.mktemp("chat"), train_bpe())
 

@@ -67,7 +67,7 @@ def test_local_spec_context(tmp_path: Path) -> None:
 
 
 def test_the_local_engine_is_loaded_with_the_asked_context(tmp_path: Path) -> None:
-    from tests.model_runtime.conftest import save_chat_checkpoint, train_bpe
+    from tests.model_runtime.checkpoints import save_chat_checkpoint, train_bpe
     from warpcode.agent.backends.local import load_agent_engine
 
     path = save_chat_checkpoint(tmp_path, train_bpe())  # its own context: 256

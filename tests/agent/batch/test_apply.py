@@ -12,18 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent.batch.conftest import (
-    FIXED,
-    PYTEST,
-    fix_turns,
-    git,
-    make_project,
-    read_rows,
-    repo_state,
-    run_command,
-    write_jobs,
-)
-from tests.agent.conftest import write_script
+from tests.agent.batch.calc_project import FIXED, PYTEST, fix_turns, git, make_project, repo_state, run_command
+from tests.agent.batch.job_files import read_rows, write_jobs
+from tests.agent.scripted_model import write_script
 from warpcode.agent.batch.apply import commit_message
 from warpcode.agent.batch.ids import name_for
 from warpcode.agent.cli.main import main

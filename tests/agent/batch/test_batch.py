@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent.batch.conftest import (
+from tests.agent.batch.calc_project import (
     BUGGY,
     FIXED,
     PYTEST,
@@ -24,12 +24,11 @@ from tests.agent.batch.conftest import (
     git,
     git_dir_files,
     make_project,
-    read_rows,
     repo_state,
     run_command,
-    write_jobs,
 )
-from tests.agent.conftest import write_script
+from tests.agent.batch.job_files import read_rows, write_jobs
+from tests.agent.scripted_model import write_script
 from warpcode.agent.cli.main import main
 
 FIELDS = {"id", "status", "stop_reason", "repo", "base_commit", "patch", "files_changed", "tests", "usage",

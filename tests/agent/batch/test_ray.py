@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent.batch.conftest import PYTEST, fix_turns, make_project, read_rows, repo_state, run_command, write_jobs
-from tests.agent.conftest import write_script
-from tests.model_runtime.openai_server.conftest import agent_checkpoint, fast_tokenizer  # noqa: F401 (fixtures)
+from tests.agent.batch.calc_project import PYTEST, fix_turns, make_project, repo_state, run_command
+from tests.agent.batch.job_files import read_rows, write_jobs
+from tests.agent.scripted_model import write_script
+from tests.model_runtime.checkpoints import save_agent_checkpoint, train_bpe
 from warpcode.agent.cli.main import main
 
 pytest.importorskip("ray")
@@ -27,6 +28,11 @@ pytest.importorskip("ray")
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_ray_instance_at_a_time")]
 
 TIMING_FIELDS = ("duration_s", "worker", "trajectory")
+
+
+@pytest.fixture(scope="module")
+def agent_checkpoint(tmp_path_factory) -> Path:
+    return save_agent_checkpoint(tmp_path_factory.mktemp("agent-model"), train_bpe())
 
 
 def warpcode_batch(*arguments: str, timeout: float = 240) -> subprocess.CompletedProcess:
@@ -195,7 +201,7 @@ def test_a_private_local_instance_replaces_a_worker_killed_mid_job(tmp_path: Pat
 
 
 @pytest.mark.slow
-def test_replicas_serve_every_session_of_the_batch(tmp_path: Path, agent_checkpoint: Path):  # noqa: F811
+def test_replicas_serve_every_session_of_the_batch(tmp_path: Path, agent_checkpoint: Path):
     repo = make_project(tmp_path / "repo", git_repo=True)
     before = repo_state(repo)
     jobs = write_jobs(tmp_path / "jobs.jsonl", [{"id": f"j{n}", "repo": "repo", "instruction": "hi"} for n in range(4)])

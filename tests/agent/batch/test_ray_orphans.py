@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent.batch.conftest import make_project, run_command, write_jobs
-from tests.agent.conftest import write_script
+from tests.agent.batch.calc_project import make_project, run_command
+from tests.agent.batch.job_files import write_jobs
+from tests.agent.scripted_model import write_script
 
 pytest.importorskip("ray")
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_ray_instance_at_a_time")]

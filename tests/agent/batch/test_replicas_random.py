@@ -13,10 +13,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.agent.batch.conftest import make_project, read_rows, write_jobs
-from tests.agent.conftest import write_script
-from tests.model_runtime.openai_server import conftest as model_servers
-from tests.model_runtime.openai_server.conftest import RANDOM_MODEL, serving, start_model_server, stop
+from tests.agent.batch.calc_project import make_project
+from tests.agent.batch.job_files import read_rows, write_jobs
+from tests.agent.scripted_model import write_script
+from tests.model_runtime.openai_server.servers import RANDOM_MODEL, serving, start_model_server, stop
 from warpcode.agent.backends import BackendError, backend_from_spec
 from warpcode.agent.backends.base import Finish, ToolCallReady
 from warpcode.agent.backends.scripted import SESSION_TAG_TOKENS, ScriptedBackend
@@ -24,7 +24,20 @@ from warpcode.agent.batch.driver import run_batch
 from warpcode.agent.batch.runner import Options
 from warpcode.model_runtime.chat.messages import Message
 
-random_engine, random_url = model_servers.random_engine, model_servers.random_url  # the fixtures used here
+
+@pytest.fixture(scope="module")
+def random_engine():
+    from warpcode.model_runtime import load_random
+
+    engine = load_random("tiny", device="cpu")
+    yield engine
+    engine.shutdown()
+
+
+@pytest.fixture(scope="module")
+def random_url(random_engine):
+    with serving(random_engine, RANDOM_MODEL) as url:
+        yield url
 
 
 def greedy(engine, prompt: list[int], count: int, stop_ids=()) -> list[int]:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent.service.test_ws_server import TOKEN, start_server, write_script
+from tests.agent.scripted_model import write_script
+from tests.agent.service_processes import TOKEN, start_server
 from warpcode.agent.service.session_store import SessionStore
 
 EDIT = {"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}

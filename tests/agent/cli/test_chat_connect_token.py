@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent.conftest import start_server, write_script
+from tests.agent.scripted_model import write_script
+from tests.agent.service_processes import start_server
 
 pytestmark = pytest.mark.slow  # real `warpcode` subprocesses
 

@@ -8,7 +8,8 @@ import pytest
 from acp import RequestError
 from acp.helpers import text_block
 
-from tests.agent.conftest import AcpTestClient, acp_process
+from tests.agent.acp_clients import AcpTestClient
+from tests.agent.service_processes import acp_process
 
 pytestmark = pytest.mark.asyncio
 

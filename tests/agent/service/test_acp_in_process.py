@@ -3,57 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from pathlib import Path
-from typing import Any
 
 import acp
 import pytest
 from acp import schema
-from acp._transport import memory_transport_pair
 from acp.helpers import embedded_text_resource, resource_block, resource_link_block, text_block
 
-from tests.agent.conftest import AcpTestClient
+from tests.agent.acp_clients import AcpTestClient
+from tests.agent.service.in_process import served
 from warpcode.agent.backends import NO_MODEL_MESSAGE
-from warpcode.agent.service.agent import AcpService, ServiceConfig
+from warpcode.agent.service.agent import ServiceConfig
 from warpcode.agent.service.session import MAX_QUEUED_UPDATES
 
 pytestmark = pytest.mark.asyncio
-
-
-class GatedTransport:
-    """The agent's end of a connection whose client stops reading while `gate` is clear: a slow client."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner, self.gate = inner, asyncio.Event()
-        self.gate.set()
-
-    async def send(self, message: dict[str, Any]) -> None:
-        await self.gate.wait()
-        await self.inner.send(message)
-
-    async def receive(self) -> dict[str, Any] | None:
-        return await self.inner.receive()
-
-    async def close(self) -> None:
-        await self.inner.close()
-
-
-@contextlib.asynccontextmanager
-async def served(config: ServiceConfig, client: AcpTestClient):
-    """(client connection, agent, agent-side transport) over in-memory transports, initialized."""
-    agent_end, client_end = memory_transport_pair()
-    transport = GatedTransport(agent_end)
-    agent = AcpService(config).new_connection_agent()
-    server = asyncio.create_task(acp.run_agent(agent, transport))
-    conn = acp.connect_to_agent(client, client_end)
-    try:
-        yield conn, agent, transport
-    finally:
-        await agent.close()
-        await conn.close()
-        server.cancel()
-        await asyncio.gather(server, return_exceptions=True)
 
 
 async def test_initialize_advertises_version_capabilities_and_accepts_authenticate(tmp_path: Path) -> None:

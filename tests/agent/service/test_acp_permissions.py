@@ -11,8 +11,8 @@ from pathlib import Path
 import acp
 import pytest
 
-from tests.agent.conftest import AcpTestClient, connect
-from tests.agent.service.test_ws_limits import serving
+from tests.agent.acp_clients import AcpTestClient
+from tests.agent.service_processes import connect, serving
 
 pytestmark = pytest.mark.asyncio
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from acp import RequestError
 
-from tests.agent.conftest import RecordingClient, connect
-from tests.agent.service.test_ws_limits import serving
+from tests.agent.acp_clients import RecordingClient
+from tests.agent.service_processes import connect, serving
 from warpcode.agent.service.session_store import SessionStore
 
 pytestmark = pytest.mark.asyncio

@@ -13,8 +13,8 @@ import acp
 import pytest
 from acp import RequestError
 
-from tests.agent.conftest import write_script
-from tests.agent.service.test_ws_backpressure import HeldPermissions
+from tests.agent.acp_clients import HeldPermissions
+from tests.agent.scripted_model import write_script
 from warpcode.agent.service.request_limit import MAX_IN_FLIGHT, TOO_MANY_REQUESTS
 
 pytestmark = pytest.mark.asyncio

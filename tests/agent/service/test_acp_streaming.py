@@ -12,8 +12,8 @@ import pytest
 from acp import schema
 from acp.helpers import text_block, update_agent_message_text
 
-from tests.agent.conftest import AcpTestClient
-from tests.agent.service.test_acp_in_process import served
+from tests.agent.acp_clients import AcpTestClient
+from tests.agent.service.in_process import served
 from warpcode.agent import events
 from warpcode.agent.backends.scripted import ScriptedBackend
 from warpcode.agent.loop import Limits

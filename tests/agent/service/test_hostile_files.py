@@ -17,7 +17,8 @@ import pytest
 from acp.helpers import text_block
 from acp.schema import ToolCallProgress
 
-from tests.agent.conftest import TOKEN, AcpTestClient, RecordingClient, acp_process, connect, start_server
+from tests.agent.acp_clients import AcpTestClient, RecordingClient
+from tests.agent.service_processes import TOKEN, acp_process, connect, start_server
 from tests.tools.hostile import kill_when, many_files, patch_of, patched, swapping, temp_files
 
 pytestmark = pytest.mark.asyncio

@@ -11,7 +11,9 @@ from pathlib import Path
 import acp
 import pytest
 
-from tests.agent.conftest import TOKEN, RecordingClient, connect, one_turn, start_server, write_script
+from tests.agent.acp_clients import RecordingClient
+from tests.agent.scripted_model import write_script
+from tests.agent.service_processes import TOKEN, connect, one_turn, start_server
 
 pytestmark = pytest.mark.asyncio
 

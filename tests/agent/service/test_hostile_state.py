@@ -16,7 +16,9 @@ import acp
 import pytest
 from acp.helpers import text_block
 
-from tests.agent.conftest import TOKEN, AcpTestClient, RecordingClient, acp_process, connect, start_server, write_script
+from tests.agent.acp_clients import AcpTestClient, RecordingClient
+from tests.agent.scripted_model import write_script
+from tests.agent.service_processes import TOKEN, acp_process, connect, start_server
 from warpcode.tools import Checkpoints, Workspace
 from warpcode.tools.workspace import workspace_state_dir
 

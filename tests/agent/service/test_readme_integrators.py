@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 from acp import RequestError
 
-from tests.agent.conftest import TOKEN, RecordingClient, start_server, write_script
+from tests.agent.acp_clients import RecordingClient
+from tests.agent.scripted_model import write_script
+from tests.agent.service_processes import TOKEN, start_server
 
 pytestmark = pytest.mark.asyncio
 README = Path(__file__).resolve().parents[3] / "README.md"

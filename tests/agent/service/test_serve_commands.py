@@ -14,8 +14,10 @@ from pathlib import Path
 import acp
 import pytest
 
-from tests.agent.conftest import TOKEN, RecordingClient, connect, start_server, write_script
-from tests.conftest import process_running
+from tests.agent.acp_clients import RecordingClient
+from tests.agent.scripted_model import write_script
+from tests.agent.service_processes import TOKEN, connect, start_server
+from tests.processes import process_running
 
 FLOOD_BYTES = 300_000_000
 # Writes its pid, then a line a tenth of a second to grow.txt, forever.

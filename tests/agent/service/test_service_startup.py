@@ -14,7 +14,8 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.agent.conftest import TOKEN, one_turn, start_server, write_script
+from tests.agent.scripted_model import write_script
+from tests.agent.service_processes import TOKEN, one_turn, start_server
 from warpcode.agent.cli.serve import TOKEN_FILE_NAME
 from warpcode.tools import Workspace, run_command
 from warpcode.tools.process import COMMAND_MARKER

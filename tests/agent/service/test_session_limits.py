@@ -16,7 +16,8 @@ import pytest
 from acp import RequestError
 from acp.schema import AgentMessageChunk, UserMessageChunk
 
-from tests.agent.conftest import TOKEN, RecordingClient, connect
+from tests.agent.acp_clients import RecordingClient
+from tests.agent.service_processes import TOKEN, connect
 from warpcode.agent.service.agent import AcpService, ServiceConfig
 from warpcode.agent.service.open_sessions import MAX_IDLE_LOADED, TOO_MANY_SESSIONS
 from warpcode.agent.service.ws_server import AcpWebSocketServer, Guard

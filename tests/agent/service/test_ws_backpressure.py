@@ -14,8 +14,8 @@ import pytest
 import websockets
 from acp import RequestError
 
-from tests.agent.conftest import AUTH, RecordingClient, connect
-from tests.agent.service.test_ws_limits import serving
+from tests.agent.acp_clients import HeldPermissions, RecordingClient
+from tests.agent.service_processes import AUTH, connect, serving
 from warpcode.agent.service.request_limit import TOO_MANY_REQUESTS
 
 pytestmark = pytest.mark.asyncio
@@ -158,17 +158,3 @@ async def test_requests_over_the_limit_are_refused_while_permission_answers_and_
         assert sorted(r.stop_reason for r in results) == ["cancelled"] + ["end_turn"] * 63
         assert (await connection.list_sessions()).sessions
         await connection.close()
-
-
-class HeldPermissions(RecordingClient):
-    """Answers permission requests (allow once) only once `answer` is set."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.asked: list[str] = []
-        self.answer = asyncio.Event()
-
-    async def request_permission(self, session_id: str, tool_call, options, **kwargs):
-        self.asked.append(session_id)
-        await self.answer.wait()
-        return await super().request_permission(session_id, tool_call, options, **kwargs)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.agent.service.test_ws_limits import Server
+from tests.agent.service_processes import Server
 
 TOKEN = "tökén-0123456789"
 GOOD = {

@@ -1,13 +1,9 @@
 """`warpcode serve` with what used to break it, against the SDK's own client: big edits and long texts (every
-frame stays under the client's 1 MiB limit), and clients that vanish mid-turn (the session is released at once).
-`Server` and `serving` run a real server whose stderr is collected, for these and other service tests."""
+frame stays under the client's 1 MiB limit), and clients that vanish mid-turn (the session is released at once)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import subprocess
-import threading
 from pathlib import Path
 
 import acp
@@ -15,50 +11,14 @@ import pytest
 from acp import RequestError, schema
 from acp.ws import create_websocket_stream
 
-from tests.agent.conftest import AUTH, TOKEN, RecordingClient, connect, start_server, write_script
+from tests.agent.acp_clients import RecordingClient
+from tests.agent.service_processes import AUTH, connect, serving
 
 pytestmark = pytest.mark.asyncio
 
 
 def numbered_lines(size: int, text: str = "some text of the line") -> str:
     return "".join(f"{n:07d} {text}\n" for n in range(size // (len(text) + 9)))
-
-
-class Server:
-    """`warpcode serve` with its stderr collected by a thread (a chatty server never blocks on a full pipe)."""
-
-    def __init__(self, tmp_path: Path, turns: list[dict], *options: str) -> None:
-        self.process, self.url = start_server(tmp_path, write_script(tmp_path / "model.json", turns), *options)
-        self.log: list[str] = []
-        self._collector = threading.Thread(target=self._collect, daemon=True)
-        self._collector.start()
-
-    def _collect(self) -> None:
-        for line in self.process.stderr:
-            self.log.append(line)
-
-    def rss_kib(self) -> int:
-        status = Path(f"/proc/{self.process.pid}/status").read_text()
-        return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")))
-
-    def stop(self) -> str:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:  # a connection that never finishes closing holds the shutdown up
-            self.process.kill()
-            raise
-        self._collector.join(timeout=5)  # the last lines
-        return "".join(self.log)
-
-
-@contextlib.asynccontextmanager
-async def serving(tmp_path: Path, turns: list[dict], *options: str):
-    server = Server(tmp_path, turns, "--token", TOKEN, *options)
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

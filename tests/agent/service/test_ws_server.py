@@ -15,7 +15,9 @@ import pytest
 import websockets
 from acp.schema import ToolCallProgress, ToolCallStart
 
-from tests.agent.conftest import AUTH, TOKEN, RecordingClient, connect, start_server, write_script
+from tests.agent.acp_clients import RecordingClient
+from tests.agent.scripted_model import write_script
+from tests.agent.service_processes import AUTH, TOKEN, connect, start_server
 
 
 @pytest.fixture

@@ -12,8 +12,9 @@ import httpx
 import openai
 import pytest
 
-from tests.model_runtime.conftest import CHAT_TEMPLATE, INJECTION, reference_prompt_ids
-from tests.model_runtime.openai_server.conftest import CHAT_MODEL
+from tests.model_runtime.checkpoints import CHAT_TEMPLATE
+from tests.model_runtime.openai_server.servers import CHAT_MODEL
+from tests.model_runtime.prompt_reference import INJECTION, reference_prompt_ids
 
 READ_FILE = {
     "type": "function",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import openai
 
-from tests.model_runtime.openai_server.conftest import CHAT_MODEL, RANDOM_MODEL, sse_chunks
+from tests.model_runtime.openai_server.servers import CHAT_MODEL, RANDOM_MODEL, sse_chunks
 
 
 def complete(url: str, **body) -> dict:

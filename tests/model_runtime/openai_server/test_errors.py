@@ -6,7 +6,7 @@ import httpx
 import openai
 import pytest
 
-from tests.model_runtime.openai_server.conftest import CHAT_MODEL, CONTEXT, serving, sse_chunks
+from tests.model_runtime.openai_server.servers import CHAT_MODEL, CONTEXT, serving, sse_chunks
 
 CHAT = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
 COMPLETION = {"prompt": "def", "max_tokens": 2}

@@ -15,7 +15,7 @@ import hypothesis
 import pytest
 from hypothesis import strategies
 
-from tests.model_runtime.openai_server.conftest import serving
+from tests.model_runtime.openai_server.servers import serving
 from warpcode.model_runtime.detokenize import StopStringFilter
 from warpcode.model_runtime.openai_server import RequestLimits
 from warpcode.model_runtime.openai_server.guard import MAX_JSON_DEPTH
@@ -81,7 +81,7 @@ def test_top_k_past_the_vocabulary_is_no_filter(chat_url):
 
 
 def test_health_says_when_the_engine_stopped_serving(tmp_path, fast_tokenizer):
-    from tests.model_runtime.conftest import save_chat_checkpoint
+    from tests.model_runtime.checkpoints import save_chat_checkpoint
     from warpcode.model_runtime import load
 
     engine = load(save_chat_checkpoint(tmp_path, fast_tokenizer), device="cpu", show_progress=False)

@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 
-from tests.model_runtime.openai_server.conftest import serving
+from tests.model_runtime.openai_server.servers import serving
 
 LONG = 60_000  # tokens: minutes of CPU decoding, unless the request is cancelled
 

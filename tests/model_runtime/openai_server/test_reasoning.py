@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.agent.forced_output import save_forced_checkpoint
-from tests.model_runtime.openai_server.conftest import serving, sse_chunks
+from tests.model_runtime.openai_server.servers import serving, sse_chunks
 from warpcode.agent.backends import Finish, TextDelta, ThoughtDelta, ToolCallReady
 from warpcode.agent.backends.openai import OpenAIBackend
 from warpcode.model_runtime.chat.messages import Message

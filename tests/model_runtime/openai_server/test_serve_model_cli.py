@@ -11,7 +11,7 @@ import sys
 import httpx
 import pytest
 
-from tests.model_runtime.openai_server.conftest import start_model_server, stop
+from tests.model_runtime.openai_server.servers import start_model_server, stop
 
 
 @pytest.mark.slow

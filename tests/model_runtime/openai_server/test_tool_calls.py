@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.model_runtime.chat.published_toolcall_cases import CASE_TOOLS, CASES, FORMAT_TEMPLATE, check, splits
-from tests.model_runtime.conftest import CHAT_TEMPLATE
+from tests.model_runtime.checkpoints import CHAT_TEMPLATE
 from warpcode.model_runtime.openai_server.chat import ChatDelta, ToolCallStream
 
 READ_FILE = {
@@ -100,7 +100,7 @@ def test_text_that_only_looks_like_a_marker_start_is_released():
 @pytest.fixture(scope="module")
 def coder_engine(tmp_path_factory, fast_tokenizer):
     """The tiny chat checkpoint on CPU, its tokenizer_config carrying the published Qwen3-Coder template."""
-    from tests.model_runtime.conftest import save_chat_checkpoint
+    from tests.model_runtime.checkpoints import save_chat_checkpoint
     from warpcode.model_runtime import load
 
     path = save_chat_checkpoint(tmp_path_factory.mktemp("coder"), fast_tokenizer, max_position_embeddings=4096)
@@ -119,8 +119,8 @@ def test_a_real_serve_model_renders_past_calls_with_the_real_qwen3_coder_templat
     that template selects."""
     import httpx
 
-    from tests.model_runtime.conftest import reference_prompt_ids
-    from tests.model_runtime.openai_server.conftest import serving
+    from tests.model_runtime.openai_server.servers import serving
+    from tests.model_runtime.prompt_reference import reference_prompt_ids
 
     submitted: list[list[int]] = []
     submit = coder_engine.submit

@@ -1,0 +1,97 @@
+"""The client end of ACP tests, driven by the SDK: clients that record what the agent sends and answer its
+permission and file requests."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import acp
+from acp import schema as acp_schema
+from acp.schema import AgentMessageChunk
+
+
+class AcpTestClient:
+    """The client end of ACP tests, driven by the SDK: records every session/update, answers permission
+    questions with the given option ids in order (then reject_once), and when given `buffers` (absolute path ->
+    text) serves fs/read_text_file and fs/write_text_file from them, like an editor's unsaved buffers."""
+
+    def __init__(self, answers: list[str] | None = None, buffers: dict[str, str] | None = None) -> None:
+        self.answers = list(answers or [])
+        self.buffers = buffers
+        self.updates: list[Any] = []
+        self.permission_requests: list[Any] = []
+        self.file_requests: list[tuple[str, str]] = []  # ("read" | "write", path)
+
+    def on_connect(self, conn: Any) -> None:
+        self.conn = conn
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.updates.append(update)
+
+    async def request_permission(self, options: list, session_id: str, tool_call: Any, **kwargs: Any) -> Any:
+        self.permission_requests.append((tool_call, [o.option_id for o in options]))
+        choice = self.answers.pop(0) if self.answers else "reject_once"
+        return acp_schema.RequestPermissionResponse(
+            outcome=acp_schema.AllowedOutcome(option_id=choice, outcome="selected")
+        )
+
+    async def read_text_file(self, path: str, session_id: str, **kwargs: Any) -> Any:
+        self.file_requests.append(("read", path))
+        if self.buffers is None or path not in self.buffers:
+            return acp_schema.ReadTextFileResponse(content=Path(path).read_text())
+        return acp_schema.ReadTextFileResponse(content=self.buffers[path])
+
+    async def write_text_file(self, path: str, content: str, session_id: str, **kwargs: Any) -> Any:
+        assert self.buffers is not None, "the client did not advertise fs.writeTextFile"
+        self.file_requests.append(("write", path))
+        self.buffers[path] = content
+        return acp_schema.WriteTextFileResponse()
+
+    def of(self, kind: str) -> list[Any]:
+        return [u for u in self.updates if u.session_update == kind]
+
+    def text(self) -> str:
+        return "".join(u.content.text for u in self.of("agent_message_chunk"))
+
+    def capabilities(self) -> Any:
+        served = self.buffers is not None
+        fs = acp_schema.FileSystemCapabilities(read_text_file=served, write_text_file=served)
+        return acp_schema.ClientCapabilities(fs=fs)
+
+
+class RecordingClient:
+    """An ACP client that records every session update and allows every permission request once."""
+
+    def __init__(self) -> None:
+        self.updates: dict[str, list] = {}
+
+    async def session_update(self, session_id: str, update, **kwargs) -> None:
+        self.updates.setdefault(session_id, []).append(update)
+
+    async def request_permission(self, session_id: str, tool_call, options, **kwargs):
+        allow = next(option for option in options if option.kind == "allow_once")
+        return acp.schema.RequestPermissionResponse(
+            outcome=acp.schema.AllowedOutcome(outcome="selected", option_id=allow.option_id)
+        )
+
+    def on_connect(self, conn) -> None:
+        self.connection = conn
+
+    def text(self, session_id: str) -> str:
+        return "".join(u.content.text for u in self.updates.get(session_id, []) if isinstance(u, AgentMessageChunk))
+
+
+class HeldPermissions(RecordingClient):
+    """Answers permission requests (allow once) only once `answer` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[str] = []
+        self.answer = asyncio.Event()
+
+    async def request_permission(self, session_id: str, tool_call, options, **kwargs):
+        self.asked.append(session_id)
+        await self.answer.wait()
+        return await super().request_permission(session_id, tool_call, options, **kwargs)
