@@ -8,6 +8,7 @@ from dataclasses import asdict, fields
 from pathlib import Path
 
 import pytest
+import torch
 
 from warpcode.kernels import tuning
 from warpcode.kernels.attention_splits import attention_settings, launch_config
@@ -114,3 +115,11 @@ def test_bad_entries_name_the_file_section_and_key(tmp_path):
     with pytest.raises(ValueError, match=r"route: .*warps"):
         route_settings(tables)
     assert {field.name for field in fields(GemvConfig)} >= set(H200.section("gemv")["5120,2048"]["1"])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="off the GPU only")
+def test_off_the_gpu_the_heuristics_silently(caplog):
+    """The interpreter and the CPU have nothing to tune: no tables, no warning."""
+    with caplog.at_level(logging.WARNING, logger="warpcode.kernels.tuning"):
+        assert tuning.device_tables() is tuning.NO_TABLES
+    assert not caplog.records
