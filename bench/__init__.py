@@ -2,7 +2,7 @@
 
 - Kernels: `moe` (one MoE layer per path), `gemv` (dense projections against cuBLAS), `timing` (CUDA-graph timing
   and copy bandwidth); the tuners `tune_warp_decode` and `tune_expert_centric` write the tuned tables the kernels
-  read (warpcode.kernels' config files).
+  read (warpcode.kernels' device config files, through `config_file`).
 - The runtime: `decode` (whole-model decode against the copy-bandwidth roofline, cold prefill), `serve` (the serving
   engine under concurrent streams), `profile_decode` (where a step's time goes), `mx_accuracy` (what MXFP8 costs in
   quality).

@@ -7,15 +7,15 @@
 With `--weights mxfp8` (M up to 2048 by default) each (shape, M) times the MXFP8 paths: gemv with MX weights
 (M <= 16, swept over MX configs), mx_linear (the Triton GEMM, swept over a few tiles), dequantise + cuBLAS
 (kernels/mx_linear.dequantize_weight then F.linear, per call) and, for scale, cuBLAS on bf16 weights. It prints
-MX_TUNED_CONFIGS candidates for kernels/gemv.py and, per shape, the largest M where mx_linear beats dequantise +
-cuBLAS (kernels/mx_linear.MX_LINEAR_MAX_ROWS).
+candidate entries of the device config file's "gemv_mx" section and, per shape, the largest M where mx_linear beats
+dequantise + cuBLAS (its "mx_linear" section's max_rows; kernels/configs/, kernels/tuning.py).
 
 Every path is timed by CUDA-graph replay over enough rotated weight copies to exceed L2 several times. GB/s counts
 the unique bytes a call must move (weights, inputs, outputs once); % is of the device-to-device copy bandwidth
 measured in the same run. gemv is swept over a candidate grid (then other pipeline depths for the best when it uses
-tl.dot, the only loads Triton pipelines). The best config per (shape, batch) is printed as `TUNED_CONFIGS` entries
-for kernels/gemv.py. Configs that fail to compile or give wrong results are skipped with a note. PDL is on for gemv
-(as in the model), off for cuBLAS.
+tl.dot, the only loads Triton pipelines). The best config per (shape, batch) is printed as candidate entries of the
+device config file's "gemv" section. Configs that fail to compile or give wrong results are skipped with a note. PDL
+is on for gemv (as in the model), off for cuBLAS.
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ import torch
 import torch.nn.functional as F
 import triton
 
+from warpcode.bench.config_file import config_entry
 from warpcode.bench.timing import L2_BYTES, measure_copy_bandwidth, time_per_call
 from warpcode.kernels.gemv import MAX_BATCH, GemvConfig, default_gemv_config, gemv
 from warpcode.kernels.launch import sm_count
 from warpcode.kernels.mx import quantize_mxfp8_torch
 from warpcode.kernels.mx_linear import (
-    DECODE_MAX_ROWS,
     MxLinearConfig,
     default_mx_linear_config,
     dequantize_weight,
@@ -46,6 +46,7 @@ from warpcode.kernels.tuning import token_bucket
 
 MAX_COPIES = 512
 DEVICE = "cuda"
+DECODE_MAX_ROWS = 32  # decode batches: mx_linear's candidates are narrow tiles with K split
 
 
 def _fits(block_n: int, block_k: int, num_warps: int, rows_b: int) -> bool:
@@ -295,6 +296,12 @@ def bench_mx_batch(weights, plain, m, args, copy_bw, emit) -> dict:
     return {path: time_path() for path, time_path in paths.items() if path in args.paths}
 
 
+def candidate_entry(n: int, hidden: int, batch: int, values: dict) -> str:
+    """One measured config as a line of the config file's section: "N,H" / bucket: fields."""
+    entry = config_entry(GemvConfig(**values))
+    return f'"{n},{hidden}" / "{token_bucket(batch)}" (B = {batch}): {json.dumps(entry, sort_keys=True)}'
+
+
 def report_mx(best: dict, stream) -> None:
     print("\n# MXFP8, best per (shape, M): us", file=stream)
     tuned_lines, crossover = [], {}
@@ -302,16 +309,16 @@ def report_mx(best: dict, stream) -> None:
         cells = ", ".join(f"{path} " + ("failed" if row is None else f"{row['us']:.2f}") for path, row in cell.items())
         print(f"# {n}x{hidden} M={m}: {cells}", file=stream)
         if cell.get("gemv") is not None:
-            tuned_lines.append(f"    ({n}, {hidden}, {token_bucket(m)}): {GemvConfig(**cell['gemv']['config'])!r},")
+            tuned_lines.append(candidate_entry(n, hidden, m, cell["gemv"]["config"]))
         if "mx_linear" not in cell or "dequant_cublas" not in cell:
             continue
         triton_row, cublas_row = cell["mx_linear"], cell["dequant_cublas"]
         if triton_row is not None and (cublas_row is None or triton_row["us"] <= cublas_row["us"]):
             crossover[(n, hidden)] = max(crossover.get((n, hidden), 0), m)
-    print("# MX_TUNED_CONFIGS candidates for kernels/gemv.py (the fastest MX gemv config per batch):", file=stream)
+    print('# "gemv_mx" candidates for the device config file (the fastest MX gemv config per batch):', file=stream)
     print("\n".join(tuned_lines), file=stream)
     for (n, hidden), m in crossover.items():
-        print(f"# {n}x{hidden}: mx_linear beats dequantise + cuBLAS up to M = {m} (MX_LINEAR_MAX_ROWS)", file=stream)
+        print(f"# {n}x{hidden}: mx_linear beats dequantise + cuBLAS up to M = {m} (mx_linear's max_rows)", file=stream)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -364,9 +371,8 @@ def main(argv: list[str] | None = None) -> None:
                 cells.append(f"{path} " + ("failed" if row is None else f"{row['us']:.2f} ({row['pct_copy']:.0f}%)"))
             print(f"# {n}x{hidden} B={batch}: " + ", ".join(cells), file=sys.stderr if args.json else sys.stdout)
             if best["gemv"] is not None:
-                config = GemvConfig(**best["gemv"]["config"])
-                tuned_lines.append(f"    ({n}, {hidden}, {token_bucket(batch)}): {config!r},")
-    print("# TUNED_CONFIGS candidates (the fastest gemv config; pick one per batch bucket):", file=sys.stderr)
+                tuned_lines.append(candidate_entry(n, hidden, batch, best["gemv"]["config"]))
+    print('# "gemv" candidates for the device config file (the fastest config; one per batch bucket):', file=sys.stderr)
     print("\n".join(tuned_lines), file=sys.stderr)
 
 

@@ -2,7 +2,7 @@
 past warp decode's crossover, and prefill).
 
     python -m warpcode.bench.tune_expert_centric --shape 2048,768,128,8 --batch 16,32,64,128 \
-        --write kernels/warp_decode_configs.json [--weights mxfp8] [--register-caps 168,128]
+        --write kernels/configs/NVIDIA_H200.json [--weights mxfp8] [--register-caps 168,128]
 
 Each candidate times the whole path (align, both grouped GEMMs, activation, reduction: CUDA-graph replay over
 rotated layers, `timing.time_per_call`); the fastest per bucket is merged into the config file's "expert_centric"
@@ -25,6 +25,7 @@ from dataclasses import replace
 import torch
 import triton
 
+from warpcode.bench.config_file import config_entry, update_config_file
 from warpcode.bench.moe import MoeShape, layer_count, make_layers, parse_tuner_args
 from warpcode.bench.timing import time_per_call
 from warpcode.kernels.expert_centric import moe_expert_centric
@@ -32,11 +33,9 @@ from warpcode.kernels.mx import quantize_mxfp8_torch
 from warpcode.kernels.tuning import (
     GROUPED_GEMM_BUCKETS,
     GroupedGemmConfig,
-    config_entry,
     grouped_gemm_config,
     shape_key,
     token_bucket,
-    update_config_file,
 )
 
 CAPPED_TILES = 4  # the fastest tiles timed again under each register cap

@@ -1,6 +1,6 @@
 """Sweeps the warp-decode launch parameters of each kernel on the GPU, per token count, and finds the crossover.
 
-    python -m warpcode.bench.tune_warp_decode --shape 2048,768,128,8 --write kernels/warp_decode_configs.json
+    python -m warpcode.bench.tune_warp_decode --shape 2048,768,128,8 --write kernels/configs/NVIDIA_H200.json
     python -m warpcode.bench.tune_warp_decode --weights mxfp8 --shape 2048,768,128,8 --write ...
 
 Each kernel is timed alone (CUDA-graph replay over rotated layers); the winners are timed together against the
@@ -21,10 +21,11 @@ from dataclasses import asdict, replace
 import torch
 import triton
 
+from warpcode.bench.config_file import config_entry, update_config_file
 from warpcode.bench.moe import MoeShape, layer_count, make_layers, parse_tuner_args
 from warpcode.bench.timing import time_per_call
 from warpcode.kernels.expert_centric import moe_expert_centric
-from warpcode.kernels.tuning import WarpDecodeConfig, config_entry, shape_key, token_bucket, update_config_file
+from warpcode.kernels.tuning import WarpDecodeConfig, shape_key, token_bucket
 from warpcode.kernels.warp_decode import intermediate_dtype, launch_down, launch_gate_up, moe_warp_decode
 
 MAX_ELEMENTS_PER_THREAD = 256  # larger tiles spill registers
@@ -143,8 +144,8 @@ def main(argv: list[str] | None = None) -> None:
     print(json.dumps({"shape": args.shape, "weights": args.weights, "crossover": crossover}), flush=True)
     if args.write:
         key = shape_key(shape.hidden, shape.intermediate, shape.experts, shape.top_k, mx)
-        update_config_file(args.write, "configs", key, configs, replace=True)
-        update_config_file(args.write, "crossover", key, crossover, replace=True)
+        update_config_file(args.write, "warp_decode", key, configs, replace=True)
+        update_config_file(args.write, "warp_decode_crossover", key, crossover, replace=True)
 
 
 if __name__ == "__main__":

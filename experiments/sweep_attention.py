@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import argparse
 import itertools
+from dataclasses import replace
 
 import torch
 import triton
 
 from warpcode.bench.timing import time_per_call
-from warpcode.kernels import attention_splits
-from warpcode.kernels import decode_attention as attention_module
-from warpcode.kernels.decode_attention import MERGE_KERNEL_MIN_SPLITS, decode_attention_triton
+from warpcode.kernels.attention_splits import attention_settings
+from warpcode.kernels.decode_attention import decode_attention_triton
 
 HQ, HKV, D, LAYERS = 32, 4, 128, 48
 
@@ -32,30 +32,27 @@ def caches_for(batch: int, capacity: int) -> list[tuple[torch.Tensor, torch.Tens
 def sweep_launch_params() -> None:
     """Batch 1 at 512 and 8,192 keys: every (keys per tile, warps, stages) of the streaming splits (one-tile splits
     off); shared-memory or register overflows are reported as such."""
-    defaults = attention_splits.BLOCK_N, attention_splits.NUM_WARPS, attention_splits.NUM_STAGES
-    one_tile_blocks, attention_splits.ONE_TILE_BLOCKS = attention_splits.ONE_TILE_BLOCKS, ()
     for length, capacity in ((513, 768), (8193, 8448)):
         caches = caches_for(1, capacity)
         q = torch.randn(1, HQ, D, device="cuda", dtype=torch.bfloat16)
         lens = torch.full((1,), length, device="cuda", dtype=torch.int32)
         kv_bytes = 2 * HKV * length * D * 2
         for block_n, warps, stages in itertools.product((32, 64, 128), (1, 2, 4, 8), (1, 2, 3, 4)):
-            attention_splits.BLOCK_N, attention_splits.NUM_WARPS, attention_splits.NUM_STAGES = (
-                block_n,
-                warps,
-                stages,
+            settings = replace(
+                attention_settings(), one_tile_blocks=(), block_n=block_n, num_warps=warps, num_stages=stages
             )
             label = f"len={length} block_n={block_n} warps={warps} stages={stages}"
             try:
                 seconds, _ = time_per_call(
-                    lambda k, v, q=q, lens=lens: decode_attention_triton(q, k, v, lens, D**-0.5), caches
+                    lambda k, v, q=q, lens=lens, s=settings: decode_attention_triton(
+                        q, k, v, lens, D**-0.5, settings=s
+                    ),
+                    caches,
                 )
             except triton.runtime.errors.OutOfResources as error:
                 print(f"{label}: {error}", flush=True)
                 continue
             print(f"{label}: {seconds * 1e6:.2f} us ({kv_bytes / seconds / 1e9:.0f} GB/s)", flush=True)
-    attention_splits.BLOCK_N, attention_splits.NUM_WARPS, attention_splits.NUM_STAGES = defaults
-    attention_splits.ONE_TILE_BLOCKS = one_tile_blocks
 
 
 def main() -> None:
@@ -71,19 +68,18 @@ def main() -> None:
         kv_bytes = 2 * batch * HKV * length * D * 2
         results = []
         for separate_merge in (True, False):
-            attention_module.MERGE_KERNEL_MIN_SPLITS = 2 if separate_merge else 10**9
+            settings = replace(attention_settings(), merge_kernel_min_splits=2 if separate_merge else 10**9)
             results.append("merge kernel:" if separate_merge else "| merge in the split kernel:")
             for splits in (None, 8, 16, 32, 64, 128):
                 if splits is not None and splits > -(-capacity // 64):
                     continue
                 seconds, _ = time_per_call(
-                    lambda k, v, s=splits, q=q, lens=lens: decode_attention_triton(
-                        q, k, v, lens, D**-0.5, num_splits=s
+                    lambda k, v, s=splits, q=q, lens=lens, settings=settings: decode_attention_triton(
+                        q, k, v, lens, D**-0.5, num_splits=s, settings=settings
                     ),
                     caches,
                 )
                 results.append(f"{splits or 'default'}: {seconds * 1e6:.2f} us ({kv_bytes / seconds / 1e9:.0f} GB/s)")
-        attention_module.MERGE_KERNEL_MIN_SPLITS = MERGE_KERNEL_MIN_SPLITS
         print(f"B={batch} len={length} cap={capacity}: " + "; ".join(results), flush=True)
 
 

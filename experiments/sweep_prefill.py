@@ -1,11 +1,10 @@
 """Cold prefill through the serving engine at several chunk budgets, and where a long prefill's time goes.
 
 python3 experiments/sweep_prefill.py [--lengths 2048,16384] [--budgets 2048,4096,8192,16384] [--profile 16384]
-    [--balanced-routing] [--weights bf16|mxfp8]
+    [--weights bf16|mxfp8]
 
---profile N also times agent turns (N cached tokens + 300 new) and profiles one. --balanced-routing then times the
-same turns with every token's experts spread evenly over all of them, as a trained router spreads them (the random
-model's router sends a chunk's tokens to a skewed subset, so its turns read fewer expert weights).
+--profile N also times agent turns (N cached tokens + 300 new) and profiles one. (The random model's router sends a
+chunk's tokens to a skewed subset of the experts, so its turns read fewer expert weights than a trained model's.)
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from dataclasses import replace
 
 import torch
 
-import warpcode.model_runtime.moe_block as moe_block
 from warpcode.model_runtime import load_random
 
 
@@ -42,24 +40,12 @@ def cached_turns(engine, history: list[int], label: str, first_id: int) -> None:
         print(f"cached turn{label}: {handle.stats.cached_tokens} cached + 300 new: {milliseconds:.1f} ms", flush=True)
 
 
-ROUTE = moe_block.route
-
-
-def balanced_route(logits: torch.Tensor, k: int, normalize: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """The router's weights, with token t's experts (41 t + j E / k) mod E, j < k: every expert gets T k / E slots."""
-    weights, _ = ROUTE(logits, k, normalize)
-    tokens, experts = logits.shape
-    rows = torch.arange(tokens, device=logits.device)[:, None]
-    return weights, (rows * 41 + torch.arange(k, device=logits.device)[None, :] * (experts // k)) % experts
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--preset", default="qwen3-30b-a3b")
     parser.add_argument("--lengths", default="2048,16384")
     parser.add_argument("--budgets", default="2048,4096,8192,16384")
     parser.add_argument("--profile", type=int, default=16384, help="prompt length to profile (0: none)")
-    parser.add_argument("--balanced-routing", action="store_true", help="also time the turns with a balanced router")
     parser.add_argument("--weights", choices=("bf16", "mxfp8"), default="bf16")
     args = parser.parse_args()
     engine = load_random(args.preset, device="cuda", kv_cache_gb=8, weights=args.weights)
@@ -91,10 +77,6 @@ def main() -> None:
             engine.submit(turn, 1, stop_token_ids=[]).result()
         print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=20, max_name_column_width=70))
         print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=12, max_name_column_width=70))
-        if args.balanced_routing:
-            moe_block.route = balanced_route
-            engine.shutdown()  # the next request starts a new core, whose graphs capture the balanced router
-            cached_turns(engine, history.tolist(), " (balanced routing)", 5001)
     engine.shutdown()
 
 

@@ -15,10 +15,9 @@ and split count come from attention_splits.py):
     m_i = max s_n,  l_i = sum 2^(s_n - m_i),  acc_i = sum 2^(s_n - m_i) V_n     online softmax over BLOCK_N keys
 Non-empty splits are a prefix, i < cdiv(L, chunk), and only they write partials (fp32 workspaces). The merge
     M = max_i m_i,  out = sum_i 2^(m_i - M) acc_i / sum_i 2^(m_i - M) l_i         over the non-empty splits
-runs in one of two places, by the number of splits (MERGE_KERNEL_MIN_SPLITS, read at every call):
+runs in one of two places, by the number of splits (DecodeAttentionSettings.merge_kernel_min_splits):
 - many splits: in a second kernel (attention_merge.py, grid (B, Hq), launched with PDL), one program per query head,
-  so the merge spreads over B*Hq programs instead of the B*Hkv serial tails below (batch 1, 8K keys, 66 splits on
-  the H200: 11.2 us against 14.3 in one launch);
+  so the merge spreads over B*Hq programs instead of the B*Hkv serial tails below;
 - few splits: in the same launch (a second launch would cost more than the short tail it saves), "last program
   finishes": every program of a (row, KV head) group, empty split or not, increments the group's int32 counter
   (acq_rel, after a barrier), and the one that sees NUM_SPLITS - 1 earlier arrivals merges the group's G heads
@@ -39,18 +38,11 @@ import torch
 import triton
 import triton.language as tl
 
-from warpcode.kernels import attention_splits
 from warpcode.kernels.attention_merge import _merge_group, _merge_splits_kernel, _split_chunk
+from warpcode.kernels.attention_splits import DecodeAttentionSettings, attention_settings, launch_config
 from warpcode.kernels.counters import arrival_counters, arrive
-from warpcode.kernels.launch import INTERPRETER, pdl_options, wait_for_inputs
+from warpcode.kernels.launch import INTERPRETER, pdl_options, sm_count, wait_for_inputs
 
-# From this many splits on, a merge kernel over (row, query head) follows the split kernel; below it the last program
-# of each (row, KV head) merges in the same launch. H200, `experiments/sweep_attention.py` (one launch vs two kernels):
-# batch 1, 512 keys (12 splits) 5.0 vs 5.4 us, 8K keys with 32 splits 14.0 vs 14.5, with 64-66 splits 13.3-14.3 vs
-# 11.2-11.8; batch 8, 8K keys (8 splits) 39.9 vs 42.4. Read at every call (captured graphs keep their path).
-MERGE_KERNEL_MIN_SPLITS = 33
-_MERGE_ELEMENTS = 8192  # partial-accumulator elements (heads x splits x D) a merge program reads per step
-_MERGE_NUM_WARPS = 4  # H200, batch 1, 8K keys (33 splits), step in its graph: 2.63 ms; 1, 2, 8 warps: 2.84, 2.65, 2.68
 _FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 _TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}
 
@@ -246,9 +238,9 @@ def _check_args(q, k_cache, v_cache, seq_lens, dtypes, block_tables) -> None:
         raise ValueError(f"all tensors must be on one device, got {sorted(map(str, devices))}")
 
 
-def _merge_step(num_splits: int, elements_per_split: int) -> int:
-    """Splits a merge reads at once: all of them, or as many as keep the step within _MERGE_ELEMENTS."""
-    return min(triton.next_power_of_2(num_splits), max(1, _MERGE_ELEMENTS // elements_per_split))
+def _merge_step(num_splits: int, elements_per_split: int, merge_elements: int) -> int:
+    """Splits a merge reads at once: all of them, or as many as keep the step within merge_elements."""
+    return min(triton.next_power_of_2(num_splits), max(1, merge_elements // elements_per_split))
 
 
 def decode_attention_triton(
@@ -261,6 +253,8 @@ def decode_attention_triton(
     out: torch.Tensor | None = None,  # [B, Hq, D] q.dtype, e.g. a static buffer for CUDA graphs
     *,
     block_tables: torch.Tensor | None = None,  # int32 [>= B, max_blocks], any strides, read only on the device
+    settings: DecodeAttentionSettings | None = None,  # tiles, splits and merge (default: the device's)
+    sms: int | None = None,  # the SMs the splits fill (default: the device's)
 ) -> torch.Tensor:  # [B, Hq, D], q.dtype
     _check_args(q, k_cache, v_cache, seq_lens, _FLOAT_DTYPES, block_tables)
     for name, tensor in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
@@ -277,8 +271,9 @@ def decode_attention_triton(
         raise ValueError(f"out must be a {tuple(q.shape)} {q.dtype} tensor on {q.device} with unit last stride")
     if num_splits is not None and (not isinstance(num_splits, int) or num_splits < 1):
         raise ValueError(f"num_splits must be a positive int, got {num_splits!r}")
-    block_n, num_warps, num_stages, num_splits = attention_splits.launch_config(
-        batch, kv_heads, slots, attention_splits.sms(q.device), num_splits
+    settings = settings or attention_settings()
+    block_n, num_warps, num_stages, num_splits = launch_config(
+        batch, kv_heads, slots, sm_count(q.device) if sms is None else sms, num_splits, settings
     )
     if batch == 0:
         return out
@@ -289,8 +284,8 @@ def decode_attention_triton(
     dot_precision = "ieee" if dot_dtype == tl.float32 else "tf32"  # fp32 logits stay fp32 (no TF32 rounding)
     block_d = max(16, triton.next_power_of_2(head_dim))  # tl.dot needs every dimension >= 16
     merge_g = triton.next_power_of_2(group)
-    merge_s = _merge_step(num_splits, merge_g * block_d)
-    separate_merge = num_splits > 1 and num_splits >= MERGE_KERNEL_MIN_SPLITS
+    merge_s = _merge_step(num_splits, merge_g * block_d, settings.merge_elements)
+    separate_merge = num_splits > 1 and num_splits >= settings.merge_kernel_min_splits
     if num_splits == 1:  # the kernel writes out directly: no partials, no counters (never dereferenced)
         m = l = acc = counters = out
         stride_m = stride_a = (0, 0, 0)
@@ -327,8 +322,8 @@ def decode_attention_triton(
             stride_a[0], stride_a[1], stride_a[2],
             out.stride(0), out.stride(1),
             NUM_SPLITS=num_splits, BLOCK_N=block_n, BLOCK_D=block_d,
-            BLOCK_S=_merge_step(num_splits, block_d),
-            num_warps=_MERGE_NUM_WARPS, **pdl_options(q.device),
+            BLOCK_S=_merge_step(num_splits, block_d, settings.merge_elements),
+            num_warps=settings.merge_warps, **pdl_options(q.device),
         )  # fmt: skip
     return out
 
@@ -352,8 +347,12 @@ def decode_attention_reference(q, k_cache, v_cache, seq_lens, scale: float, *, b
     return torch.einsum("bhgs,bhsd->bhgd", probs, v).reshape(batch, q_heads, head_dim).to(q.dtype)
 
 
-def decode_attention(q, k_cache, v_cache, seq_lens, scale: float, *, block_tables=None) -> torch.Tensor:
-    """The Triton kernel on CUDA, the PyTorch reference elsewhere."""
+def decode_attention(
+    q, k_cache, v_cache, seq_lens, scale: float, *, block_tables=None, settings: DecodeAttentionSettings | None = None
+) -> torch.Tensor:
+    """The Triton kernel on CUDA (with the device's settings, or these), the PyTorch reference elsewhere."""
     if q.is_cuda:
-        return decode_attention_triton(q, k_cache, v_cache, seq_lens, scale, block_tables=block_tables)
+        return decode_attention_triton(
+            q, k_cache, v_cache, seq_lens, scale, block_tables=block_tables, settings=settings
+        )
     return decode_attention_reference(q, k_cache, v_cache, seq_lens, scale, block_tables=block_tables)

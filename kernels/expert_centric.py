@@ -27,8 +27,7 @@ import triton.language as tl
 
 from warpcode.kernels.launch import INTERPRETER, register_cap
 from warpcode.kernels.moe_args import check_kernel_layout, check_moe_args, output_buffer
-from warpcode.kernels.mx import BLOCK as MX_GROUP
-from warpcode.kernels.mx import MXTensor, is_mx
+from warpcode.kernels.mx import SCALE_GROUP, MXTensor, is_mx
 from warpcode.kernels.mx_tile import dot_operand_tile, require_16_bit_tile_range
 from warpcode.kernels.tuning import GroupedGemmConfig, grouped_gemm_config
 
@@ -293,8 +292,10 @@ def moe_expert_centric(
         return out
     mx = is_mx(w13)
     config = config or grouped_gemm_config(hidden_size, two_i // 2, experts, top_k, tokens, mx)
-    if mx and config.block_k < MX_GROUP:
-        raise ValueError(f"MX weights need GroupedGemmConfig.block_k >= {MX_GROUP} (whole scale groups), got {config}")
+    if mx and config.block_k < SCALE_GROUP:
+        raise ValueError(
+            f"MX weights need GroupedGemmConfig.block_k >= {SCALE_GROUP} (whole scale groups), got {config}"
+        )
     if mx:
         require_16_bit_tile_range(w13, x.dtype)
         require_16_bit_tile_range(w2, x.dtype)

@@ -3,7 +3,7 @@ rounded once to x.dtype.
 
 One program per block of BLOCK_N weight rows, holding all B input rows: every weight element is read once per call,
 in 16-byte loads along H, marked first to evict in L2 (so the stream does not push out what is read again: the
-inputs, the KV cache; H200 decode step at batch 1: -0.2 to -0.5%). Inputs are tiny and L2-resident, so every program
+inputs, the KV cache). Inputs are tiny and L2-resident, so every program
 re-reads them (no split-K, no atomics). A program walks H in BLOCK_K tiles, loading the next weight tile after using
 the current one; Triton does not pipeline these (non-dot) loads, so with several tiles per row a program keeps only
 about one tile in flight, while BLOCK_K >= H makes the whole row one tile, fetched at once. The product is a
@@ -22,22 +22,21 @@ end: no serial pass over x before the first multiply. The normalised input is th
 before the product, as the eager model rounds it (one rounding fewer, closer to float64; the tensor-core path rounds
 x * gamma once). One more program, whose weight rows are all masked off (no weight traffic), may also store
 RMSNorm(x) rounded as kernels/norm.py rounds (normed_out, for the other readers of the normed input), in a second
-pass over x after its sums: done by a program of the product, it made that program the last to finish (H200,
-batch-1 decode step: -0.3 to -0.4%). gamma is a weight: its first tile is fetched before `gdc_wait` with the first
-weight tile. Each output element has one owner program, the only one that reads its residual element (right after
-the wait, so the load overlaps the product), so `out` may be `residual` itself.
+pass over x after its sums: done by a program of the product, it made that program the last to finish. gamma is a
+weight: its first tile is fetched before `gdc_wait` with the first weight tile. Each output element has one owner
+program, the only one that reads its residual element (right after the wait, so the load overlaps the product), so
+`out` may be `residual` itself.
 
 MXFP8 weights (kernels/mx.py, weight-only: x, bias, gamma, residual and y keep x.dtype), under the IS_MX switch: w
 is data fp8 [N, H] plus scales uint8 [N, ceil(H / 32)], and each weight tile comes with its scale tile [BLOCK_N,
 BLOCK_K / 32], loaded alike (first tiles before the wait, the next after using the current). The broadcast product
 reads the data as int32 words, a tile [BLOCK_N, BLOCK_K / 32, 8] (a 16-byte load is 16 weights of one group),
 converts each word in its register (mx_tile.word_products: a chain of FMAs with the four partners of x) and scales
-each 32-group's sum (H200, q/k/v at one row with the norm prologue, 8 x 2048 tiles: 6.1 us against 8.0-8.5 us
-for fp8 tiles whose every byte Triton unpacks into a register of its own). H must then be a multiple of 4 (every
-real model's is); otherwise, and from B = 8 on, the tensor-core product dequantises each tile, w[n, k] =
-data[n, k] * 2**(scales[n, k // 32] - 127) (mx_tile.py), in x.dtype (exact in bf16 but for values below bf16's
-subnormals). A 16-byte load is 16 fp8 weights, so MX configs carry twice the block_k for the same bytes in flight
-(default_mx_gemv_config, MX_TUNED_CONFIGS).
+each 32-group's sum (faster than fp8 tiles whose every byte Triton unpacks into a register of its own). H must then
+be a multiple of 4 (every real model's is); otherwise, and from B = 8 on, the tensor-core product dequantises each
+tile, w[n, k] = data[n, k] * 2**(scales[n, k // 32] - 127) (mx_tile.py), in x.dtype (exact in bf16 but for values
+below bf16's subnormals). A 16-byte load is 16 fp8 weights, so MX configs carry twice the block_k for the same bytes
+in flight (default_mx_gemv_config, the device's "gemv_mx" tiles).
 """
 
 from __future__ import annotations
@@ -50,11 +49,10 @@ import triton
 import triton.language as tl
 
 from warpcode.kernels.launch import INTERPRETER, pdl_options
-from warpcode.kernels.mx import BLOCK as MX_GROUP
-from warpcode.kernels.mx import MXTensor, dequantize_any, is_mx
+from warpcode.kernels.mx import SCALE_GROUP, MXTensor, dequantize_any, is_mx
 from warpcode.kernels.mx_tile import dequantize_tile, scale_values, split_by_word_byte, word_products
 from warpcode.kernels.norm import SUPPORTED_DTYPES, round_to, rounded_rmsnorm
-from warpcode.kernels.tuning import require_powers_of_two, token_bucket
+from warpcode.kernels.tuning import TunedTables, bucket_entry, device_tables, require_powers_of_two, token_bucket
 
 MAX_BATCH = 16  # beyond this, callers use cuBLAS
 
@@ -77,44 +75,25 @@ class GemvConfig:
             raise ValueError(f"GemvConfig.use_dot needs block_n >= 8, got {self.block_n}")
 
 
-# Measured on the H200 by `python -m warpcode.bench.gemv`: {(N, H, tuning.token_bucket(B)): GemvConfig}.
-# Qwen3-30B-A3B's q/k/v, o_proj and router shapes, 2026-11-29 (BENCHMARKS.md, decode): at B = 1 gemv beats cuBLAS
-# on all three (6.8 vs 7.9 us, 6.7 vs 9.3 us, 1.2 vs 5.4 us), at B = 4 only on the router (2.1 vs 5.4 us).
-# The B = 1 q/k/v and router entries were re-chosen on 2026-11-30 inside the decode step's CUDA graph, where
-# both run with the RMSNorm prologue (a wider router program holds the gamma and x tiles without spilling). The
-# router at B = 8: 2.4 us against cuBLAS's 5.6 (2026-12-02).
-TUNED_CONFIGS: dict[tuple[int, int, int], GemvConfig] = {
-    (5120, 2048, 1): GemvConfig(block_n=4, block_k=1024, num_warps=1),
-    (5120, 2048, 4): GemvConfig(block_n=4, block_k=2048, num_warps=4),
-    (2048, 4096, 1): GemvConfig(block_n=4, block_k=4096, num_warps=8),
-    (2048, 4096, 4): GemvConfig(block_n=2, block_k=4096, num_warps=4),
-    (128, 2048, 1): GemvConfig(block_n=1, block_k=2048, num_warps=4),
-    (128, 2048, 4): GemvConfig(block_n=4, block_k=2048, num_warps=8),
-    (128, 2048, 8): GemvConfig(block_n=1, block_k=2048, num_warps=8),
-}
-
-
-# MXFP8 weights (fp8 data + one scale byte per 32): the q/k/v shape at one row with the RMSNorm prologue, the best of
-# 18 tiles by experiments/sweep_mx_kernels.py (H200, 2026-12-02: 5.50 us; whole rows 8 x 2048 6.05-6.20, the
-# heuristic's 16 x 1024 8.0-8.5); at two rows the best of `bench_gemv --weights mxfp8`'s sweep (7.77 us against
-# mx_linear's 8.9 and the heuristic's 25.4).
-MX_TUNED_CONFIGS: dict[tuple[int, int, int], GemvConfig] = {
-    (5120, 2048, 1): GemvConfig(block_n=8, block_k=1024, num_warps=4, num_stages=2),
-    (5120, 2048, 2): GemvConfig(block_n=4, block_k=512, num_warps=1),
-}
-
-
-def has_tuned_mx_config(n: int, h: int, batch: int) -> bool:
-    """Whether MX_TUNED_CONFIGS holds a measured tile for this shape and batch (its token bucket)."""
-    return (n, h, token_bucket(batch)) in MX_TUNED_CONFIGS
-
-
-def default_gemv_config(n: int, h: int, batch: int, mx: bool = False) -> GemvConfig:
-    """A tuned entry (TUNED_CONFIGS, or MX_TUNED_CONFIGS for MX weights) when there is one, else a heuristic."""
-    tuned = (MX_TUNED_CONFIGS if mx else TUNED_CONFIGS).get((n, h, token_bucket(batch)))
+def default_gemv_config(n: int, h: int, batch: int, mx: bool = False, tables: TunedTables | None = None) -> GemvConfig:
+    """The measured tile of the device's tables (section "gemv", or "gemv_mx" for MX weights; keys "N,H" and the
+    token bucket of the batch, measured by `python -m warpcode.bench.gemv`) when there is one, else a heuristic."""
+    tuned = measured_gemv_config(n, h, batch, mx, tables)
     if tuned is not None:
         return tuned
     return default_mx_gemv_config(n, h, batch) if mx else _heuristic_config(n, h, batch)
+
+
+def measured_gemv_config(
+    n: int, h: int, batch: int, mx: bool = False, tables: TunedTables | None = None
+) -> GemvConfig | None:
+    section = "gemv_mx" if mx else "gemv"
+    return bucket_entry(GemvConfig, section, f"{n},{h}", token_bucket(batch), tables or device_tables())
+
+
+def has_tuned_mx_config(n: int, h: int, batch: int, tables: TunedTables | None = None) -> bool:
+    """Whether the device's tables hold a measured MX tile for this shape and batch (its token bucket)."""
+    return measured_gemv_config(n, h, batch, True, tables) is not None
 
 
 def _heuristic_config(n: int, h: int, batch: int) -> GemvConfig:
@@ -139,7 +118,7 @@ def default_mx_gemv_config(n: int, h: int, batch: int) -> GemvConfig:
     flight), at least one scale group (32) and at most the row; warps so that a thread holds <= 64 weights, as in
     the bf16 heuristic (they are widened to fp32 in registers either way)."""
     base = _heuristic_config(n, h, batch)
-    block_k = max(MX_GROUP, min(2 * base.block_k, triton.next_power_of_2(h)))
+    block_k = max(SCALE_GROUP, min(2 * base.block_k, triton.next_power_of_2(h)))
     num_warps = max(base.num_warps, min(8, base.block_n * block_k // (32 * 64)))
     return dataclasses.replace(base, block_k=block_k, num_warps=num_warps)
 
@@ -401,8 +380,10 @@ def gemv(
     _check_rows("out", out, (batch, n), x)
     check_apart("out", out, "x", x)
     config = config or default_gemv_config(n, hidden, batch, mx=mx)
-    if mx and config.block_k < MX_GROUP:
-        raise ValueError(f"MX weights need GemvConfig.block_k >= {MX_GROUP} (whole scale groups), got {config.block_k}")
+    if mx and config.block_k < SCALE_GROUP:
+        raise ValueError(
+            f"MX weights need GemvConfig.block_k >= {SCALE_GROUP} (whole scale groups), got {config.block_k}"
+        )
     if mx and not config.use_dot:
         if hidden % 4 or data.stride(0) % 4 or data.data_ptr() % 4:  # rows of whole int32 words: else tensor cores
             config = dataclasses.replace(config, use_dot=True, block_n=max(8, config.block_n))

@@ -26,8 +26,10 @@ from dataclasses import dataclass
 
 import torch
 
+from warpcode.kernels.mx_quantize import quantize_rows
+
 WEIGHT_FORMATS = ("bf16", "mxfp8")  # "bf16": a model's weights in its dtype, whatever it is; "mxfp8": this module's
-BLOCK = 32  # elements per scale, along K
+SCALE_GROUP = 32  # elements per scale, along K: the one name of the MX group size
 E4M3_MAX = 448.0
 SCALE_BIAS = 127
 MIN_EXPONENT, MAX_EXPONENT = -127, 127
@@ -101,7 +103,7 @@ class NonFiniteWeights(ValueError):
 
 
 def scale_columns(k: int) -> int:
-    return -(-k // BLOCK)
+    return -(-k // SCALE_GROUP)
 
 
 def is_mx(weight: object) -> bool:
@@ -116,11 +118,20 @@ def quantize_mxfp8(w: torch.Tensor) -> MXTensor:
         raise ValueError(f"quantize_mxfp8 takes a weight [..., N, K], got shape {tuple(w.shape)}")
     if not bool(torch.isfinite(w).all()):  # a load-time check: MXFP8 has no inf, and a NaN would poison its block
         raise NonFiniteWeights("the weight holds inf or NaN values, which MXFP8 cannot represent")
-    if w.is_cuda:
-        from warpcode.kernels.mx_quantize import quantize_mxfp8_triton
+    return quantize_mxfp8_triton(w) if w.is_cuda else quantize_mxfp8_torch(w)
 
-        return quantize_mxfp8_triton(w)
-    return quantize_mxfp8_torch(w)
+
+def quantize_mxfp8_triton(w: torch.Tensor) -> MXTensor:
+    """w [..., N, K] float (on the GPU, or anywhere under TRITON_INTERPRET) -> MXTensor, by kernels/mx_quantize.py."""
+    *lead, k = w.shape
+    flat = w.reshape(-1, k)
+    if flat.stride(-1) != 1:
+        flat = flat.contiguous()
+    groups = scale_columns(k)
+    data = torch.empty((flat.shape[0], k), device=w.device, dtype=torch.float8_e4m3fn)
+    scales = torch.empty((flat.shape[0], groups), device=w.device, dtype=torch.uint8)
+    quantize_rows(flat, data.view(torch.uint8), scales, SCALE_GROUP)
+    return MXTensor(data.view(*lead, k), scales.view(*lead, groups))
 
 
 def quantize_mxfp8_torch(w: torch.Tensor) -> MXTensor:
@@ -128,11 +139,11 @@ def quantize_mxfp8_torch(w: torch.Tensor) -> MXTensor:
     *lead, k = w.shape
     columns = scale_columns(k)
     w32 = w.to(torch.float32)  # exact for bf16/fp16; fp64 rounds once here
-    padded = torch.nn.functional.pad(w32, (0, columns * BLOCK - k))
-    blocks = padded.reshape(*lead, columns, BLOCK)
+    padded = torch.nn.functional.pad(w32, (0, columns * SCALE_GROUP - k))
+    blocks = padded.reshape(*lead, columns, SCALE_GROUP)
     exponent = block_exponent(blocks.abs().amax(dim=-1))  # int32 [..., N, columns]
     data = blocks * exp2_float32(-exponent)[..., None]  # exact: a power-of-two scaling of fp32 values
-    data = data.reshape(*lead, columns * BLOCK)[..., :k].to(torch.float8_e4m3fn)  # round to nearest even
+    data = data.reshape(*lead, columns * SCALE_GROUP)[..., :k].to(torch.float8_e4m3fn)  # round to nearest even
     return MXTensor(data.contiguous(), (exponent + SCALE_BIAS).to(torch.uint8).contiguous())
 
 
@@ -164,7 +175,7 @@ def scale_values(scales: torch.Tensor) -> torch.Tensor:
 def dequantize_mxfp8(mx: MXTensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """MXTensor -> [..., N, K] in `dtype` (float32 by default: every MXFP8 value is exact in it)."""
     k = mx.data.shape[-1]
-    scales = scale_values(mx.scales).repeat_interleave(BLOCK, dim=-1)[..., :k]
+    scales = scale_values(mx.scales).repeat_interleave(SCALE_GROUP, dim=-1)[..., :k]
     return (mx.data.to(torch.float32) * scales).to(dtype)
 
 

@@ -15,7 +15,7 @@ Weight-only MXFP8 (kernels/mx.py): x, bias and y are bf16/fp16/fp32; w is data f
     dequantise+cuBLAS: dequantize_weight (one Triton pass: 1 byte read, 2 written per element) then F.linear, whose
                       GEMM reads the 2-byte weights again: more traffic, but cuBLAS's tensor-core efficiency.
 
-linear_mx picks by M: the Triton GEMM up to MX_LINEAR_MAX_ROWS rows, where the weight bytes dominate, else
+linear_mx picks by M: the Triton GEMM up to MxLinearSettings.max_rows rows, where the weight bytes dominate, else
 dequantise + cuBLAS, where the FLOPs do. `python -m warpcode.bench.gemv --weights mxfp8` times both
 (and gemv for M <= 16) per M, to confirm or move the threshold.
 """
@@ -31,16 +31,10 @@ import triton.language as tl
 
 from warpcode.kernels.counters import arrival_counters, arrive
 from warpcode.kernels.launch import INTERPRETER, as_int64, pdl_options, sm_count, wait_for_inputs
-from warpcode.kernels.mx import BLOCK as MX_GROUP
-from warpcode.kernels.mx import MXTensor, dequantize_mxfp8, is_mx
+from warpcode.kernels.mx import SCALE_GROUP, MXTensor, dequantize_mxfp8, is_mx
 from warpcode.kernels.mx_tile import dot_operand_tile, require_16_bit_tile_range
 from warpcode.kernels.norm import SUPPORTED_DTYPES, round_to
-from warpcode.kernels.tuning import require_powers_of_two
-
-# linear_mx: the Triton GEMM up to this many rows, dequantise + cuBLAS beyond. H200, `bench_gemv --weights mxfp8`
-# (2026-12-02): q/k/v 5120 x 2048 at 32 rows 11.0 us against 13.8, at 64 16.2 against 14.8, at 320 32.7 against 24.5;
-# o_proj 2048 x 4096 at 32 rows 10.9 against 14.9, at 64 32.7 against 15.5.
-MX_LINEAR_MAX_ROWS = 32
+from warpcode.kernels.tuning import TunedTables, kernel_settings, require_powers_of_two
 
 
 @dataclass(frozen=True)
@@ -55,55 +49,68 @@ class MxLinearConfig:
 
     def __post_init__(self) -> None:
         require_powers_of_two(self, ("block_m", "block_n", "block_k", "num_warps", "group_m"))
-        if min(self.block_m, self.block_n) < 16 or self.block_k < MX_GROUP:
+        if min(self.block_m, self.block_n) < 16 or self.block_k < SCALE_GROUP:
             raise ValueError(f"MxLinearConfig needs block_m, block_n >= 16 (tl.dot) and block_k >= 32, got {self}")
         if self.num_stages < 1 or self.split_k < 1:
             raise ValueError(f"MxLinearConfig.num_stages and split_k must be >= 1, got {self}")
 
 
-# Programs wanted per SM when few rows leave few output tiles: the K splits supply the rest. H200, decode batches,
-# `bench_gemv`-style sweep over tiles and splits: q/k/v 5120 x 2048 at 8 rows 8.3 us with 32 x 128 tiles and 4
-# shares (11.0 unsplit, cuBLAS bf16 7.7), o_proj 2048 x 4096 7.5 us with 8 shares (17.5 unsplit, cuBLAS 9.3).
-PROGRAMS_PER_SM = 4
-DECODE_MAX_ROWS = 32  # up to this many rows default_mx_linear_config takes decode-batch tiles and splits K
+@dataclass(frozen=True)
+class MxLinearTile:
+    """One rule of the tile table: the tile for up to max_rows rows (None: any), of narrowing projections only
+    (outputs <= inputs, o_proj's shape) where `narrowing`; K split until the SMs hold about split_programs_per_sm
+    programs each (None: unsplit)."""
+
+    config: MxLinearConfig
+    max_rows: int | None = None
+    narrowing: bool = False
+    split_programs_per_sm: int | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.config, dict):  # as the data file holds it
+            object.__setattr__(self, "config", MxLinearConfig(**self.config))
+
+    def matches(self, m: int, n: int, k: int) -> bool:
+        return (self.max_rows is None or m <= self.max_rows) and (not self.narrowing or n <= k)
 
 
-def narrowing(n: int, k: int) -> bool:
-    """Whether a projection of k inputs to n outputs has no more outputs than inputs (o_proj's shape, not q/k/v's):
-    at decode batches the two take different tiles."""
-    return n <= k
+@dataclass(frozen=True)
+class MxLinearSettings:
+    """linear_mx's choice and mx_linear's tiles. The defaults are the heuristic for devices without measurements:
+    narrow tiles with K split to about 4 programs an SM for decode batches (the few output tiles leave the SMs
+    idle otherwise), short wide tiles up to 64 rows (the weights dominate), square tiles beyond. The H200's file holds
+    the decode tiles decided in the model (64 columns on 4 warps up to 2 rows, and up to 8 for narrowing projections;
+    half the programs an SM for 32-row tiles: BENCHMARKS.md)."""
+
+    max_rows: int = 32  # linear_mx: the Triton GEMM up to this many rows, dequantise + cuBLAS beyond
+    tiles: tuple[MxLinearTile, ...] = (
+        MxLinearTile(MxLinearConfig(16, 32, 128, num_warps=2, num_stages=3), 16, split_programs_per_sm=4),
+        MxLinearTile(MxLinearConfig(32, 32, 128, num_warps=2, num_stages=3), 32, split_programs_per_sm=4),
+        MxLinearTile(MxLinearConfig(64, 64, 128, num_warps=4, num_stages=4), 64),
+        MxLinearTile(MxLinearConfig(128, 128, 64, num_warps=8, num_stages=3)),
+    )
+
+    def __post_init__(self) -> None:
+        tiles = tuple(MxLinearTile(**tile) if isinstance(tile, dict) else tile for tile in self.tiles)
+        if not tiles or tiles[-1].max_rows is not None or tiles[-1].narrowing:
+            raise ValueError("MxLinearSettings.tiles must end with a rule for any rows and any shape")
+        object.__setattr__(self, "tiles", tiles)
 
 
-def decode_programs_per_sm(m: int) -> int:
-    """The programs an SM that the K split aims at for m rows: half as many for the 32-row tiles above 16 rows. H200,
-    MX decode of qwen3-30b-a3b in the model, batch 32 +0.45 % at 512 and at 8K keys (three calls: +0.45-0.6 % at 512);
-    at 16 rows the half was -0.1 to -0.2 % (BENCHMARKS.md, twenty-second session)."""
-    return PROGRAMS_PER_SM if m <= 16 else PROGRAMS_PER_SM // 2
+def mx_linear_settings(tables: TunedTables | None = None) -> MxLinearSettings:
+    """The device's measured "mx_linear" section, else the heuristic defaults."""
+    return kernel_settings(MxLinearSettings, "mx_linear", tables)
 
 
-def default_mx_linear_config(m: int, n: int = 4096, k: int = 4096, sms: int = 132) -> MxLinearConfig:
-    """For decode batches (m <= DECODE_MAX_ROWS) narrow tiles and K split in a power of two of shares until the
-    `sms` SMs hold about decode_programs_per_sm(m) programs each (two K tiles a share at least); short row blocks up
-    to 64 rows (the weights dominate: wide, deep tiles keep them streaming), square tiles once the rows fill them."""
-    if m <= DECODE_MAX_ROWS:
-        # 64 columns on four warps with 2 stages up to 2 rows, and up to 8 rows where the outputs are fewer than the
-        # inputs (o_proj); else 32 columns on two warps with 3 stages. H200, MX decode of qwen3-30b-a3b, decided in the
-        # model (PDL neighbours), same-call A/Bs: batch 2 (o_proj here; q/k/v is on the GEMV) +1.7 / +0.5 % at 512 /
-        # 8K keys for the wider tile, then +0.5 / +0.3 % for 2 stages; batches 3 / 4 / 8 +2.4 / +2.5 / +1.0 % at 512
-        # keys, -0.3 to -0.4 % at 8K (3 stages: -0.6 to -0.7 %). The q/k/v tile loses at 8K, and 16 and 32 rows are
-        # slower (BENCHMARKS.md, twenty-second and twenty-third sessions).
-        wide = m <= 2 or (m <= 8 and narrowing(n, k))
-        config = MxLinearConfig(
-            block_m=16 if m <= 16 else 32,
-            block_n=64 if wide else 32,
-            block_k=128,
-            num_warps=4 if wide else 2,
-            num_stages=2 if wide else 3,
-        )
-        return with_decode_split(config, m, n, k, sms, decode_programs_per_sm(m))
-    if m <= 64:
-        return MxLinearConfig(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=4)
-    return MxLinearConfig(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=3)
+def default_mx_linear_config(
+    m: int, n: int = 4096, k: int = 4096, sms: int = 132, settings: MxLinearSettings | None = None
+) -> MxLinearConfig:
+    """The first tile rule that matches m rows of an n x k projection, K split in a power of two of shares until
+    the `sms` SMs hold about the rule's programs each (two K tiles a share at least) where it says so."""
+    tile = next(tile for tile in (settings or mx_linear_settings()).tiles if tile.matches(m, n, k))
+    if tile.split_programs_per_sm is None:
+        return tile.config
+    return with_decode_split(tile.config, m, n, k, sms, tile.split_programs_per_sm)
 
 
 def with_decode_split(config: MxLinearConfig, m: int, n: int, k: int, sms: int, programs_per_sm: int) -> MxLinearConfig:
@@ -183,6 +190,7 @@ def mx_linear(
     weight: MXTensor,  # data [N, K], scales [N, ceil(K / 32)]
     bias: torch.Tensor | None = None,  # [N] x.dtype
     config: MxLinearConfig | None = None,
+    settings: MxLinearSettings | None = None,  # the tile table config comes from when not given
 ) -> torch.Tensor:  # [M, N] x.dtype
     """y = x @ dequant(weight).T (+ bias), fp32 accumulation rounded once (the Triton GEMM of the module docstring)."""
     if x.dim() != 2 or x.dtype not in SUPPORTED_DTYPES or (x.shape[1] > 1 and x.stride(1) != 1):
@@ -199,7 +207,7 @@ def mx_linear(
     y = torch.empty((m, n), device=x.device, dtype=x.dtype)
     if m == 0 or n == 0:
         return y
-    config = config or default_mx_linear_config(m, n, k, sm_count(x.device))
+    config = config or default_mx_linear_config(m, n, k, sm_count(x.device), settings)
     bias_arg = x if bias is None else bias.contiguous()
     tiles = triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n)
     partial, counters = y, y  # never dereferenced unsplit
@@ -252,12 +260,15 @@ def dequantize_weight(weight: MXTensor, dtype: torch.dtype) -> torch.Tensor:
     return out
 
 
-def linear_mx(x: torch.Tensor, weight: MXTensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """y [..., N] = x [..., K] @ dequant(weight).T (+ bias) in x.dtype: mx_linear up to MX_LINEAR_MAX_ROWS rows
+def linear_mx(
+    x: torch.Tensor, weight: MXTensor, bias: torch.Tensor | None = None, settings: MxLinearSettings | None = None
+) -> torch.Tensor:
+    """y [..., N] = x [..., K] @ dequant(weight).T (+ bias) in x.dtype: mx_linear up to settings.max_rows rows
     (all leading dimensions together), else dequantize_weight then cuBLAS (F.linear)."""
+    settings = settings or mx_linear_settings()
     rows = x.reshape(-1, x.shape[-1])
-    if rows.shape[0] <= MX_LINEAR_MAX_ROWS:
-        y = mx_linear(rows if rows.stride(-1) == 1 else rows.contiguous(), weight, bias)
+    if rows.shape[0] <= settings.max_rows:
+        y = mx_linear(rows if rows.stride(-1) == 1 else rows.contiguous(), weight, bias, settings=settings)
     else:
         y = F.linear(rows, dequantize_weight(weight, x.dtype), bias)
     return y.reshape(*x.shape[:-1], y.shape[-1])

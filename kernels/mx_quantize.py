@@ -1,5 +1,5 @@
-"""The MXFP8 quantiser on the GPU: what loading runs on each weight as it reaches the device (kernels/mx.py has the
-rule and the PyTorch definition; both give the same bits).
+"""The MXFP8 quantiser's kernel: what loading runs on each weight as it reaches the device (kernels/mx.py has the
+rule, the PyTorch definition and the MXTensor; both give the same bits).
 
 One program per (block of BLOCK_R rows, one 32-wide group of K):
     amax = max |w| over the group (columns past K read as 0)
@@ -15,8 +15,6 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-
-from warpcode.kernels.mx import BLOCK, MXTensor, scale_columns
 
 BLOCK_R = 64
 
@@ -74,18 +72,12 @@ def _e4m3_codes(v):
     return sign | code.to(tl.uint8)
 
 
-def quantize_mxfp8_triton(w: torch.Tensor) -> MXTensor:
-    """w [..., N, K] float (on the GPU, or anywhere under TRITON_INTERPRET) -> MXTensor, see the module docstring."""
-    *lead, k = w.shape
-    flat = w.reshape(-1, k)
-    if flat.stride(-1) != 1:
-        flat = flat.contiguous()
-    rows, groups = flat.shape[0], scale_columns(k)
-    data = torch.empty((rows, k), device=w.device, dtype=torch.float8_e4m3fn)
-    scales = torch.empty((rows, groups), device=w.device, dtype=torch.uint8)
+def quantize_rows(flat: torch.Tensor, data: torch.Tensor, scales: torch.Tensor, group: int) -> None:
+    """flat [R, K] float (on the GPU, or anywhere under TRITON_INTERPRET) -> data [R, K] (E4M3 codes as uint8) and
+    scales [R, ceil(K / group)] uint8, written in place (the module docstring's rule; kernels/mx.py allocates them
+    and owns the group size and the MXTensor)."""
+    rows, k = flat.shape
     if rows and k:
-        _quantize_mxfp8_kernel[(triton.cdiv(rows, BLOCK_R), groups)](
-            flat, data.view(torch.uint8), scales, rows, k, flat.stride(0), data.stride(0), scales.stride(0),
-            BLOCK_R=BLOCK_R, GROUP=BLOCK,
-        )  # fmt: skip
-    return MXTensor(data.view(*lead, k), scales.view(*lead, groups))
+        _quantize_mxfp8_kernel[(triton.cdiv(rows, BLOCK_R), scales.shape[1])](
+            flat, data, scales, rows, k, flat.stride(0), data.stride(0), scales.stride(0), BLOCK_R=BLOCK_R, GROUP=group
+        )

@@ -3,8 +3,7 @@
 Two ways to use a tile. Dequantising it (`dequantize_tile`; `dot_operand_tile` for the tensor-core GEMMs;
 `f16_operand_tile`, relative to each row's largest scale, for warp decode's tensor-core kernel 2) feeds tl.dot.
 For a product on CUDA cores, `scaled_group_sums` sums each 32-group's products first and scales the sums: the
-scale tile then meets a tile 32x smaller than the weights (H200, warp decode at one token: 9.3 / 8.3 us against
-13.2 / 14.9 us for gate_up / down with every weight scaled first).
+scale tile then meets a tile 32x smaller than the weights (faster than scaling every weight first: BENCHMARKS.md).
 
 Weights read as int32 words (four e4m3 bytes each) are converted in the register they were loaded in
 (`e4m3_words_to_f32`, `word_products`); Triton's cast of an fp8 tensor moves every byte into a register of its own
@@ -25,7 +24,6 @@ import triton.language as tl
 
 from warpcode.kernels.launch import INTERPRETER
 
-GROUP = 32  # elements per scale along K (kernels/mx.py BLOCK)
 _INTERPRETED = tl.constexpr(INTERPRETER)
 
 

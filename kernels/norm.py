@@ -111,6 +111,7 @@ def add_rmsnorm_triton(
     *,
     out: torch.Tensor | None = None,  # [N, H] for normed; allocated when omitted
     summed_out: torch.Tensor | None = None,  # [N, H] for x + residual; may be x or residual itself (in place)
+    num_warps: int | None = None,  # a program's warps (default: by the row's width)
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(normed, summed); summed is x itself when there is no residual."""
     if not isinstance(eps, (int, float)):
@@ -150,7 +151,7 @@ def add_rmsnorm_triton(
             x, x if residual is None else residual, weight, out, summed,
             hidden, float(eps), x.stride(0), x.stride(0) if residual is None else residual.stride(0), out.stride(0),
             summed.stride(0),
-            BLOCK_H=block_h, HAS_RESIDUAL=residual is not None, num_warps=_num_warps(block_h),
+            BLOCK_H=block_h, HAS_RESIDUAL=residual is not None, num_warps=num_warps or _num_warps(block_h),
             **pdl_options(x.device),
         )  # fmt: skip
     return out, summed

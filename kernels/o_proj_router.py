@@ -9,8 +9,8 @@ the post-attention norm weight and Wr the router)
 and z needs only what the projection itself reads: the router's rows run beside o_proj's, from the folded weights
 Wr diag(gamma) [E, H] and Wr diag(gamma) Wo [E, K] (router_fold), instead of as a GEMV after it. The route kernel
 then scales z by rstd(h_new) (route.py, rms_of) and stores the experts' input RMSNorm(h_new) (normed_out): it
-loads h_new for rstd anyway (normalising inside warp decode's gate/up kernel instead measured 4 us slower per
-layer: a reduction in every tile of its loop). The folded product is rounded to the weights' dtype once, and
+loads h_new for rstd anyway (normalising inside warp decode's gate/up kernel instead was slower: a reduction in
+every tile of its loop). The folded product is rounded to the weights' dtype once, and
 z uses h + Wo attn before the two roundings of h_new: the logits differ from the eager model's by bf16 rounding.
 
 Grid: cdiv(H, BLOCK_N) programs of o_proj rows (whole rows of Wo: one tile each, fetched before the PDL wait), then
@@ -24,6 +24,8 @@ dequantised Wo (router_fold), so z is that of the MX model.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import triton
 import triton.language as tl
@@ -34,9 +36,21 @@ from warpcode.kernels.moe_args import check_like_x
 from warpcode.kernels.mx import MXTensor, dequantize_any, is_mx
 from warpcode.kernels.mx_tile import scaled_group_sums
 from warpcode.kernels.norm import round_to
+from warpcode.kernels.tuning import TunedTables, kernel_settings
 
-BLOCK_N = 4  # o_proj rows per program: the tuned batch-1 o_proj GEMV tile (kernels/gemv.py)
-NUM_WARPS = 8
+
+@dataclass(frozen=True)
+class OProjRouterSettings:
+    """The defaults (as measured on the H200) serve devices without measurements."""
+
+    block_n: int = 4  # o_proj rows per program: the batch-1 o_proj GEMV tile (kernels/gemv.py)
+    num_warps: int = 8
+
+
+def o_proj_router_settings(tables: TunedTables | None = None) -> OProjRouterSettings:
+    return kernel_settings(OProjRouterSettings, "o_proj_router", tables)
+
+
 MAX_TILE = 16384  # elements of one program's weight tile: beyond it, the unfused kernels
 
 
@@ -102,7 +116,10 @@ def router_fold(
 
 def fits(hidden: int, k: int) -> bool:
     """Whether one launch holds these shapes: whole-row tiles of at most MAX_TILE elements."""
-    return BLOCK_N * triton.next_power_of_2(k) <= MAX_TILE and triton.next_power_of_2(hidden) <= MAX_TILE
+    return (
+        o_proj_router_settings().block_n * triton.next_power_of_2(k) <= MAX_TILE
+        and triton.next_power_of_2(hidden) <= MAX_TILE
+    )
 
 
 def o_proj_router(
@@ -140,11 +157,12 @@ def o_proj_router(
     check_apart("out", out, "x", x)
     z = torch.empty((1, experts), device=x.device, dtype=torch.float32)
     data, scales = (o_proj.data, o_proj.scales) if mx else (o_proj, o_proj)
-    _o_proj_router_kernel[(triton.cdiv(hidden, BLOCK_N) + experts,)](
+    settings = o_proj_router_settings()
+    _o_proj_router_kernel[(triton.cdiv(hidden, settings.block_n) + experts,)](
         x, data, scales, h, out, folded_attn, folded_h, z,
         hidden, k, experts,
         data.stride(0), scales.stride(0), folded_attn.stride(0), folded_h.stride(0),
-        BLOCK_N=BLOCK_N, BLOCK_K=max(32 if mx else 1, triton.next_power_of_2(k)),
-        BLOCK_H=triton.next_power_of_2(hidden), IS_MX=mx, num_warps=NUM_WARPS, **pdl_options(x.device),
+        BLOCK_N=settings.block_n, BLOCK_K=max(32 if mx else 1, triton.next_power_of_2(k)),
+        BLOCK_H=triton.next_power_of_2(hidden), IS_MX=mx, num_warps=settings.num_warps, **pdl_options(x.device),
     )  # fmt: skip
     return out, z

@@ -20,6 +20,7 @@ KV heads, splits), each writing fp32 partials (m_i, l_i, acc_i) that a second ke
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
@@ -27,10 +28,30 @@ import triton
 import triton.language as tl
 
 from warpcode.kernels.launch import INTERPRETER, register_cap, sm_count
+from warpcode.kernels.tuning import TunedTables, kernel_settings
 
 _TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}
-_MAX_SPLITS = 8
-MERGE_WARPS = 4  # H200, 300-1,024 tokens: 2 and 8 within noise
+
+
+@dataclass(frozen=True)
+class PrefillAttentionSettings:
+    """The default launch of a chunk; the defaults (as measured on the H200) serve devices without measurements:
+    128 rows, 64 keys, 8 warps, 3 stages capped at 128 registers a thread (two programs share an SM, so one's
+    softmax runs beside the other's tensor-core work); splits of the keys until about programs_per_sm programs
+    wait per SM."""
+
+    rows: int = 128
+    block_n: int = 64  # at most the cache block
+    warps: int = 8
+    stages: int = 3
+    max_registers: int | None = 128
+    max_splits: int = 8
+    programs_per_sm: int = 4
+    merge_warps: int = 4
+
+
+def prefill_attention_settings(tables: TunedTables | None = None) -> PrefillAttentionSettings:
+    return kernel_settings(PrefillAttentionSettings, "prefill_attention", tables)
 
 
 class PrefillAttentionConfig(NamedTuple):
@@ -201,8 +222,11 @@ def paged_prefill_attention(
     if out.shape != q.shape or out.stride(-1) != 1:
         raise ValueError(f"out must be {tuple(q.shape)} with a contiguous head dimension")
     group = q_heads // kv_heads
+    settings = prefill_attention_settings()
     rows_per_program, block_n, warps, stages, splits, max_registers = (
-        PrefillAttentionConfig(*config) if config else _config(tokens, group, kv_heads, cache_block, q)
+        PrefillAttentionConfig(*config)
+        if config
+        else default_config(tokens, group, kv_heads, cache_block, sm_count(q.device) if q.is_cuda else None, settings)
     )
     token_tile = max(1, rows_per_program // group)
     if cache_block % block_n:
@@ -235,18 +259,23 @@ def paged_prefill_attention(
             m, l, acc, start if rows is None else rows, out, tokens, out.stride(0), out.stride(1),
             D=dim, G=group, HQ=q_heads, NUM_SPLITS=splits, BLOCK_G=triton.next_power_of_2(group),
             BLOCK_S=triton.next_power_of_2(splits), BLOCK_D=triton.next_power_of_2(dim),
-            ROWS_ON_DEVICE=rows is not None, num_warps=MERGE_WARPS,
+            ROWS_ON_DEVICE=rows is not None, num_warps=settings.merge_warps,
         )  # fmt: skip
     return out
 
 
-def _config(tokens: int, group: int, kv_heads: int, cache_block: int, q: torch.Tensor) -> PrefillAttentionConfig:
-    """H200 (sweep_prefill_attention.py --configs; 64-1,024 tokens after 2-31K): 128 rows, 64 keys, 8 warps, 3
-    stages capped at 128 registers a thread fastest everywhere (two programs share an SM, so one's softmax runs
-    beside the other's tensor-core work); splits of the keys until about four programs wait per SM."""
-    programs = triton.cdiv(tokens, max(1, 128 // group)) * kv_heads
-    slots = 4 * sm_count(q.device) if q.is_cuda else programs
-    return PrefillAttentionConfig(128, min(64, cache_block), 8, 3, max(1, min(_MAX_SPLITS, slots // programs)), 128)
+def default_config(
+    tokens: int, group: int, kv_heads: int, cache_block: int, sms: int | None, settings: PrefillAttentionSettings
+) -> PrefillAttentionConfig:
+    """The settings' tiles, and splits of the keys until about settings.programs_per_sm programs wait on each of
+    `sms` SMs (None: off the GPU, one split)."""
+    programs = triton.cdiv(tokens, max(1, settings.rows // group)) * kv_heads
+    slots = programs if sms is None else settings.programs_per_sm * sms
+    splits = max(1, min(settings.max_splits, slots // programs))
+    block_n = min(settings.block_n, cache_block)
+    return PrefillAttentionConfig(
+        settings.rows, block_n, settings.warps, settings.stages, splits, settings.max_registers
+    )
 
 
 def paged_prefill_attention_reference(q, k_pool, v_pool, block_table, start: int, scale: float | None = None):

@@ -10,17 +10,20 @@ p = softmax(rstd * logits[t]). With normed_out a second program per token stores
 
 With prefetch (the [E, 2I, H] gate/up weights warp decode reads next) more programs per token pick the same experts
 from the raw logits (a positive scale and the softmax keep their order; on ties or NaN they may pick others, which
-costs only the hint) and each asks L2 for ROWS_PER_PROGRAM rows of one routed expert's gate and up weights
-(l2_prefetch.py): the first PREFETCH_ROWS rows of each, the rows warp decode's first programs read. Device memory
-idles from the moment the experts are known until warp decode's own loads arrive (this kernel's end, the PDL wait,
-the ids' load, then the weights' latency); the prefetch moves some of the experts' bytes into that gap. Of MXFP8
-weights (an `MXTensor`) the data rows are prefetched (half the bytes of bf16 rows), not the scales (1/32 of them).
+costs only the hint) and each asks L2 for rows_per_program rows of one routed expert's gate and up weights
+(l2_prefetch.py): the first prefetch_rows (RouteSettings) rows of each, the rows warp decode's first programs read.
+Device memory idles from the moment the experts are known until warp decode's own loads arrive (this kernel's end,
+the PDL wait, the ids' load, then the weights' latency); the prefetch moves some of the experts' bytes into that gap.
+Of MXFP8 weights (an `MXTensor`) the data rows are prefetched (half the bytes of bf16 rows), not the scales (1/32 of
+them).
 
 Grid (T, 1 + normed + prefetch programs): program (t, 0) routes, (t, 1) stores the normed row (with normed_out),
 the rest prefetch.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -31,14 +34,22 @@ from warpcode.kernels.launch import pdl_options, wait_for_inputs
 from warpcode.kernels.moe_args import check_like_x
 from warpcode.kernels.mx import MXTensor, is_mx
 from warpcode.kernels.norm import rounded_rmsnorm
+from warpcode.kernels.tuning import TunedTables, kernel_settings
 
-_NUM_WARPS = 1  # the K rounds of max are warp-shuffle reductions only: 1.8 us against 3.0 with 4 warps (H200)
-# H200, qwen3 batch-1 step in its graph (512 / 8K keys): 64 rows (4 MB a layer) 2.192-2.204 / 2.439-2.444 ms against
-# 2.203-2.216 / 2.440-2.448 without; 32-96 rows alike; 128 rows 2.221, 192-384 rows 2.269-2.363 (a kernel's end seems
-# to wait for its prefetches: the larger ones delay warp decode's start); per-line `prefetch.global.L2` instead of
-# bulk copies: no better. At several tokens the route kernel takes no prefetch (decode_step).
-PREFETCH_ROWS = 64  # rows of gate and of up prefetched per routed expert (0: none)
-ROWS_PER_PROGRAM = 16  # of gate and of up, one bulk prefetch per row and lane: 8 rows 2.262 ms, 32 rows 2.241 (at 128)
+
+@dataclass(frozen=True)
+class RouteSettings:
+    """The route kernel's launch settings; the defaults (as measured on the H200) for devices without measurements."""
+
+    num_warps: int = 1  # the K rounds of max are warp-shuffle reductions only
+    # Rows of gate and of up prefetched per routed expert (0: none): enough for warp decode's first programs; more
+    # delay the kernel's end, which seems to wait for its prefetches, and so warp decode's start.
+    prefetch_rows: int = 64
+    rows_per_program: int = 16  # of gate and of up, one bulk prefetch per row and lane
+
+
+def route_settings(tables: TunedTables | None = None) -> RouteSettings:
+    return kernel_settings(RouteSettings, "route", tables)
 
 
 @triton.jit
@@ -130,7 +141,7 @@ def _route_kernel(
         tl.store(weights_ptr + token * K + slots, picked_weights, mask=slots < K)
         tl.store(ids_ptr + token * K + slots, picked_ids.to(tl.int64), mask=slots < K)
     if STORE_NORMED:  # noqa: SIM102 (a compile-time branch: without normed_out its body must not be compiled)
-        if tl.program_id(1) == 1:  # beside the routing program: in it, the store took 1.5 us more per layer
+        if tl.program_id(1) == 1:  # beside the routing program: in it, the store lengthened the routing
             r = tl.load(rms_ptr + token * stride_r + cols, mask=cols < H, other=0.0).to(tl.float32)
             rstd = tl.rsqrt(tl.sum(r * r, axis=0) / H + eps)
             normed = rounded_rmsnorm(r, rstd, norm_weight, normed_ptr.dtype.element_ty)
@@ -157,6 +168,7 @@ def route_triton(
     normed_out: torch.Tensor | None = None,  # [T, H] rms_of.dtype <- RMSNorm(rms_of) * norm_weight
     prefetch: torch.Tensor | MXTensor | None = None,  # [E, 2I, H] gate/up weights: L2-prefetch the routed experts'
     # first rows
+    settings: RouteSettings | None = None,  # launch settings (default: the device's)
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """[T, E] logits (any float dtype) -> (fp32 weights [T, K], int64 ids [T, K])."""
     if router_logits.dim() != 2:
@@ -176,7 +188,8 @@ def route_triton(
         check_prefetch(prefetch, router_logits)
     if is_mx(prefetch):
         prefetch = prefetch.data
-    rows = prefetched_rows(prefetch)
+    settings = settings or route_settings()
+    rows = prefetched_rows(prefetch, settings)
     if rows == 0:  # never dereferenced
         w13, intermediate, row_bytes, stride_we, stride_wr = router_logits, 0, 0, 0, 0
     else:
@@ -185,7 +198,7 @@ def route_triton(
     if tokens:
         hidden = 1 if rms_of is None else rms_of.shape[1]
         first_prefetch = 1 + (normed_out is not None)
-        _route_kernel[(tokens, first_prefetch + k * triton.cdiv(rows, ROWS_PER_PROGRAM))](
+        _route_kernel[(tokens, first_prefetch + k * triton.cdiv(rows, settings.rows_per_program))](
             router_logits, router_logits if rms_of is None else rms_of,
             *((router_logits, router_logits) if normed_out is None else (norm_weight, normed_out)), weights, ids, w13,
             experts, hidden, intermediate, rows, row_bytes, float(eps),
@@ -194,13 +207,14 @@ def route_triton(
             K=k, BLOCK_E=triton.next_power_of_2(experts), BLOCK_K=triton.next_power_of_2(k),
             BLOCK_H=triton.next_power_of_2(hidden), NORMALIZE=normalize, HAS_RMS=rms_of is not None,
             STORE_NORMED=normed_out is not None, PREFETCH=rows > 0, FIRST_PREFETCH=first_prefetch,
-            ROWS_PER_PROGRAM=ROWS_PER_PROGRAM, num_warps=_NUM_WARPS, **pdl_options(router_logits.device),
+            ROWS_PER_PROGRAM=settings.rows_per_program, num_warps=settings.num_warps,
+            **pdl_options(router_logits.device),
         )  # fmt: skip
     return weights, ids
 
 
-def prefetched_rows(prefetch: torch.Tensor | None) -> int:
-    """Rows of gate and of up the route kernel prefetches per routed expert: PREFETCH_ROWS (at most I) where the
+def prefetched_rows(prefetch: torch.Tensor | None, settings: RouteSettings | None = None) -> int:
+    """Rows of gate and of up the route kernel prefetches per routed expert: prefetch_rows (at most I) where the
     device can prefetch and every row starts and ends on 16 bytes (bulk copies need it), else 0."""
     if prefetch is None or not supports_bulk_prefetch(prefetch.device):
         return 0
@@ -208,7 +222,7 @@ def prefetched_rows(prefetch: torch.Tensor | None) -> int:
     if any(v % 16 for v in (prefetch.data_ptr(), prefetch.stride(0) * size, prefetch.stride(1) * size,
                             prefetch.shape[2] * size)):  # fmt: skip
         return 0
-    return min(PREFETCH_ROWS, prefetch.shape[1] // 2)
+    return min((settings or route_settings()).prefetch_rows, prefetch.shape[1] // 2)
 
 
 def check_prefetch(prefetch: torch.Tensor | MXTensor, router_logits: torch.Tensor) -> None:

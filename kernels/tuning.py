@@ -1,33 +1,131 @@
-"""Launch parameters of the MoE kernels (warp decode, the expert-centric grouped GEMMs) and the token count where
-the dispatcher switches paths.
+"""Tuned launch parameters: one data file per device, the lookups that read it, and the MoE kernels' configs.
 
-Measured values live in `warp_decode_configs.json` beside this file, written on the GPU by the tuners in bench/:
-`python -m warpcode.bench.tune_warp_decode --write kernels/warp_decode_configs.json` ("configs",
-"crossover") and `python -m warpcode.bench.tune_expert_centric --write kernels/warp_decode_configs.json`
-("expert_centric"), see BENCHMARKS.md. Keys are "H,I,E,K" plus a token-count bucket; warp decode's entries for
-MXFP8 weights are keyed "H,I,E,K,mx" (`--weights mxfp8`). Shapes that were never measured get a heuristic (MXFP8:
-the bf16 config with twice the columns, the same bytes per tile).
+A device's measured tables live in `configs/<device name>.json` beside this file, the name as
+`torch.cuda.get_device_name()` gives it with spaces as underscores (vLLM's rule): `configs/NVIDIA_H200.json`.
+Each kernel reads its own section (TunedTables.section): "warp_decode" and "warp_decode_crossover", written by
+`python -m warpcode.bench.tune_warp_decode --write FILE`; "expert_centric", by `python -m
+warpcode.bench.tune_expert_centric --write FILE`; "gemv" and "gemv_mx" (kernels/gemv.py), "mx_linear"
+(kernels/mx_linear.py), "decode_attention" (kernels/attention_splits.py), "prefill_attention", "route" and
+"o_proj_router" (their kernels), measured by `python -m warpcode.bench.gemv` and the sweeps of experiments/ (see
+BENCHMARKS.md). Keys of the MoE sections are "H,I,E,K" plus a token-count bucket, with the suffix ",mx" for MXFP8
+weights. Shapes and devices without an entry get each kernel's heuristic (MXFP8 warp decode: the bf16 config with
+twice the columns, the same bytes per tile).
+
+The file is read once per process, for the device the process runs on; WARPCODE_TUNED_CONFIG_FOLDER names another
+folder of such files (a variant to measure, as experiments/config_variant.py writes). A GPU without a file gets the
+heuristics and one warning; off the GPU and in Triton's CPU interpreter there is nothing to tune: the heuristics,
+silently. Tests and experiments pass a TunedTables (load_tables) explicitly instead.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeVar
 
+import torch
 import triton
 
-from warpcode.kernels.launch import check_register_cap
+from warpcode.kernels.launch import INTERPRETER, check_register_cap
 
-CONFIG_FILE = Path(__file__).parent / "warp_decode_configs.json"
+CONFIG_FOLDER = Path(__file__).parent / "configs"
+FOLDER_VARIABLE = "WARPCODE_TUNED_CONFIG_FOLDER"
+TUNE_COMMAND = "python -m warpcode.bench.tune_warp_decode --write FILE (and the other tuners in warpcode.bench)"
 TOKEN_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 # Prefill chunks are padded to these row counts (model_runtime/prefill_graphs.py): past 256 the projections and the
 # experts' GEMMs do work in proportion to the padded rows, so they step by 64 to 512 and by 128 to 1,024.
 PREFILL_BUCKETS = (16, 32, 64, 128, 192, 256, 320, 384, 448, 512, 640, 768, 896, 1024)
 # The grouped GEMMs serve decode batches and prefill chunks.
 GROUPED_GEMM_BUCKETS = tuple(sorted({*TOKEN_BUCKETS, *PREFILL_BUCKETS}))
+
+logger = logging.getLogger(__name__)
+Config = TypeVar("Config")
+
+
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity: the lookups' caches key on the tables
+class TunedTables:
+    """One device's measured tables: {section: entries} as the data file holds them."""
+
+    path: Path | None = None  # None: no file (the heuristics everywhere)
+    sections: dict = field(default_factory=dict)
+
+    def section(self, name: str) -> dict:
+        return self.sections.get(name, {})
+
+
+NO_TABLES = TunedTables()
+
+
+def device_file_name(device_name: str) -> str:
+    """ "NVIDIA H200" -> "NVIDIA_H200.json"."""
+    return device_name.replace(" ", "_") + ".json"
+
+
+def load_tables(path: Path) -> TunedTables:
+    data = json.loads(Path(path).read_text())
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a tuned-config file holds an object of sections, got {type(data).__name__}")
+    return TunedTables(Path(path), data)
+
+
+@functools.cache  # once per process: a launch never reads the file or the environment
+def device_tables() -> TunedTables:
+    """The tables of the GPU this process runs on (module docstring)."""
+    if INTERPRETER or not torch.cuda.is_available():
+        return NO_TABLES
+    return tables_for(torch.cuda.get_device_name(), os.environ.get(FOLDER_VARIABLE))
+
+
+def tables_for(device_name: str, named_folder: str | None = None) -> TunedTables:
+    """The tables of the named device from the named folder (None: the shipped files); a device without a file
+    gets none, and a warning."""
+    path = Path(named_folder or CONFIG_FOLDER) / device_file_name(device_name)
+    if path.exists():
+        return load_tables(path)
+    if named_folder:  # a variant that does not exist would silently measure the heuristics
+        raise FileNotFoundError(
+            f"{FOLDER_VARIABLE}={named_folder} holds no {path.name}: write it, or unset the variable"
+        )
+    logger.warning(
+        "no tuned launch parameters for this GPU (%s): heuristics everywhere; tune with %s", path, TUNE_COMMAND
+    )
+    return NO_TABLES
+
+
+def entry(cls: type[Config], section: str, key: str | None, values: dict, tables: TunedTables) -> Config:
+    """cls(**values), a field it lacks or a bad value named with the file, section and key."""
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as error:
+        where = " / ".join(part for part in (section, key) if part)
+        raise ValueError(f"{tables.path}: {where}: {error}") from None
+
+
+@functools.cache
+def kernel_settings(cls: type[Config], section: str, tables: TunedTables | None = None) -> Config:
+    """A kernel's launch settings: cls's defaults (the heuristic choices) with the section's measured values."""
+    tables = tables or device_tables()
+    return entry(cls, section, None, tables.section(section), tables)
+
+
+@functools.cache
+def bucket_entry(cls: type[Config], section: str, key: str, bucket: int, tables: TunedTables) -> Config | None:
+    """The section's entry for a shape key and a bucket, if measured."""
+    values = tables.section(section).get(key, {}).get(str(bucket))
+    return None if values is None else entry(cls, section, f"{key} / {bucket}", values, tables)
+
+
+def shape_key(hidden: int, intermediate: int, experts: int, top_k: int, mx: bool = False) -> str:
+    """ "H,I,E,K", with the suffix ",mx" for MXFP8-weight entries."""
+    return f"{hidden},{intermediate},{experts},{top_k}" + (",mx" if mx else "")
+
+
+def token_bucket(tokens: int, buckets: tuple[int, ...] = TOKEN_BUCKETS) -> int:
+    return next((bucket for bucket in buckets if tokens <= bucket), buckets[-1])
 
 
 def require_powers_of_two(config: object, names: tuple[str, ...]) -> None:
@@ -91,79 +189,29 @@ class GroupedGemmConfig:
         check_register_cap(self, "max_registers")
 
 
-# The config file's sections of launch configs, and the class of their entries.
-CONFIG_SECTIONS = {"configs": WarpDecodeConfig, "expert_centric": GroupedGemmConfig}
-
-
-def config_entry(config: WarpDecodeConfig | GroupedGemmConfig) -> dict:
-    """The config's fields as the config file holds them: options left off (None, as no register cap, or False, as
-    kernel 2 on CUDA cores) left out."""
-    return {name: value for name, value in asdict(config).items() if value is not None and value is not False}
-
-
-def shape_key(hidden: int, intermediate: int, experts: int, top_k: int, mx: bool = False) -> str:
-    """ "H,I,E,K", with the suffix ",mx" for MXFP8-weight entries."""
-    return f"{hidden},{intermediate},{experts},{top_k}" + (",mx" if mx else "")
-
-
-def token_bucket(tokens: int, buckets: tuple[int, ...] = TOKEN_BUCKETS) -> int:
-    return next((bucket for bucket in buckets if tokens <= bucket), buckets[-1])
-
-
-def update_config_file(path: Path, section: str, key: str, entries: object, replace: bool) -> None:
-    """Writes `entries` under data[section][key] of the JSON config file at `path` (created if missing), replacing
-    what the key held or merging into it; the file's other sections and keys stay as they were."""
-    data = json.loads(path.read_text()) if path.exists() else {}
-    held = data.setdefault(section, {})
-    if replace:
-        held[key] = entries
-    else:
-        held.setdefault(key, {}).update(entries)
-    write_config_file(path, data)
-
-
-def write_config_file(path: Path, data: dict) -> None:
-    """The config file's text: sorted keys, one space of indent (diffs stay small), created with its folder."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-
-
-@functools.cache
-def measured() -> dict:
-    """{"configs": {shape_key: {bucket: config fields}}, "crossover": {shape_key: tokens}, "expert_centric":
-    {shape_key: {bucket: config fields}}} from the config file (or the file named by WARPCODE_WARP_DECODE_CONFIGS)."""
-    path = Path(os.environ.get("WARPCODE_WARP_DECODE_CONFIGS") or CONFIG_FILE)
-    if not path.exists():
-        return {"configs": {}, "crossover": {}, "expert_centric": {}}
-    data = json.loads(path.read_text())
-    for section, config_class in CONFIG_SECTIONS.items():
-        known = {field.name for field in fields(config_class)}
-        for shape, buckets in data.get(section, {}).items():
-            for bucket, values in buckets.items():
-                if set(values) - known:
-                    raise ValueError(
-                        f"{path}: {section} {shape} / {bucket} has unknown fields {sorted(set(values) - known)}"
-                    )
-    return {section: data.get(section, {}) for section in ("configs", "crossover", "expert_centric")}
-
-
 def warp_decode_config(
-    hidden: int, intermediate: int, experts: int, top_k: int, tokens: int, mx: bool = False
+    hidden: int,
+    intermediate: int,
+    experts: int,
+    top_k: int,
+    tokens: int,
+    mx: bool = False,
+    tables: TunedTables | None = None,
 ) -> WarpDecodeConfig:
     """The measured entry of the token count's bucket (MXFP8 weights: the shape's ",mx" entries), else a heuristic."""
-    return _config_for_bucket(hidden, intermediate, experts, top_k, token_bucket(tokens), mx)
+    return _config_for_bucket(hidden, intermediate, experts, top_k, token_bucket(tokens), mx, tables or device_tables())
 
 
 @functools.cache  # asked for every MoE layer of every decode step: look each shape and bucket up once
 def _config_for_bucket(
-    hidden: int, intermediate: int, experts: int, top_k: int, bucket: int, mx: bool = False
+    hidden: int, intermediate: int, experts: int, top_k: int, bucket: int, mx: bool, tables: TunedTables
 ) -> WarpDecodeConfig:
-    tuned = measured()["configs"].get(shape_key(hidden, intermediate, experts, top_k, mx), {})
-    values = tuned.get(str(bucket))
-    if values is not None:
-        return WarpDecodeConfig(**values)
+    key = shape_key(hidden, intermediate, experts, top_k, mx)
+    tuned = bucket_entry(WarpDecodeConfig, "warp_decode", key, bucket, tables)
+    if tuned is not None:
+        return tuned
     if mx:  # the bf16 tile of the same bytes: twice the fp8 columns, whole scale groups (>= 32), no wider than K
-        plain = _config_for_bucket(hidden, intermediate, experts, top_k, bucket)
+        plain = _config_for_bucket(hidden, intermediate, experts, top_k, bucket, False, tables)
         return replace(
             plain,
             gate_up_cols=max(32, min(2 * plain.gate_up_cols, triton.next_power_of_2(hidden))),
@@ -178,11 +226,13 @@ def _config_for_bucket(
 
 
 @functools.cache
-def warp_decode_max_tokens(hidden: int, intermediate: int, experts: int, top_k: int, mx: bool = False) -> int:
-    """The largest token count at which warp decode beats the expert-centric path: measured where the config
-    file has the shape (MXFP8 weights: its ",mx" entry, else the bf16 one), else while each expert sees about two
+def warp_decode_max_tokens(
+    hidden: int, intermediate: int, experts: int, top_k: int, mx: bool = False, tables: TunedTables | None = None
+) -> int:
+    """The largest token count at which warp decode beats the expert-centric path: measured where the tables
+    have the shape (MXFP8 weights: its ",mx" entry, else the bf16 one), else while each expert sees about two
     tokens on average."""
-    crossovers = measured()["crossover"]
+    crossovers = (tables or device_tables()).section("warp_decode_crossover")
     for key in (shape_key(hidden, intermediate, experts, top_k, mx), shape_key(hidden, intermediate, experts, top_k)):
         if key in crossovers:
             return int(crossovers[key])
@@ -190,30 +240,32 @@ def warp_decode_max_tokens(hidden: int, intermediate: int, experts: int, top_k: 
 
 
 def grouped_gemm_config(
-    hidden: int, intermediate: int, experts: int, top_k: int, tokens: int, mx: bool = False
+    hidden: int,
+    intermediate: int,
+    experts: int,
+    top_k: int,
+    tokens: int,
+    mx: bool = False,
+    tables: TunedTables | None = None,
 ) -> GroupedGemmConfig:
     """The measured entry of the token count's bucket (GROUPED_GEMM_BUCKETS, prefill chunks included), else by the
     slots each expert sees on average (more: taller blocks). Past the largest bucket the heuristic decides. MXFP8
     weights (mx) have entries of their own (key suffix ",mx"; `tune_expert_centric --weights mxfp8`), else bf16's
     tiles with block_k at least one scale group (32)."""
     if tokens <= GROUPED_GEMM_BUCKETS[-1]:
+        tables = tables or device_tables()
         bucket = token_bucket(tokens, GROUPED_GEMM_BUCKETS)
-        tuned = _measured_grouped_gemm_config(hidden, intermediate, experts, top_k, bucket, mx)
-        if tuned is None and mx:
-            tuned = _measured_grouped_gemm_config(hidden, intermediate, experts, top_k, bucket)
-        if tuned is not None:
-            return replace(tuned, block_k=max(32, tuned.block_k)) if mx else tuned
+        own, plain = (
+            shape_key(hidden, intermediate, experts, top_k, mx),
+            shape_key(hidden, intermediate, experts, top_k),
+        )
+        for key in (own, plain) if mx else (own,):
+            tuned = bucket_entry(GroupedGemmConfig, "expert_centric", key, bucket, tables)
+            if tuned is not None:
+                return replace(tuned, block_k=max(32, tuned.block_k)) if mx else tuned
     slots_per_expert = tokens * top_k / experts  # the heuristic's block_k (>= 64) holds whole MX scale groups
     if slots_per_expert <= 16:
         return GroupedGemmConfig(block_m=16, block_n=64, block_k=128, num_warps=4, num_stages=4)
     if slots_per_expert <= 64:
         return GroupedGemmConfig(block_m=32, block_n=64, block_k=64, num_warps=4, num_stages=4)
     return GroupedGemmConfig(block_m=64, block_n=128, block_k=64, num_warps=8, num_stages=3)
-
-
-@functools.cache
-def _measured_grouped_gemm_config(
-    hidden: int, intermediate: int, experts: int, top_k: int, bucket: int, mx: bool = False
-) -> GroupedGemmConfig | None:
-    values = measured()["expert_centric"].get(shape_key(hidden, intermediate, experts, top_k, mx), {}).get(str(bucket))
-    return None if values is None else GroupedGemmConfig(**values)

@@ -42,8 +42,7 @@ import triton.language as tl
 
 from warpcode.kernels.launch import pdl_options, register_cap
 from warpcode.kernels.moe_args import check_kernel_layout, check_like_x, check_moe_args, output_buffer
-from warpcode.kernels.mx import BLOCK as MX_BLOCK
-from warpcode.kernels.mx import MXTensor, is_mx
+from warpcode.kernels.mx import SCALE_GROUP, MXTensor, is_mx
 from warpcode.kernels.mx_down import launch_down_mma
 from warpcode.kernels.mx_tile import scale_values
 from warpcode.kernels.norm import round_to
@@ -52,8 +51,7 @@ from warpcode.kernels.tuning import WarpDecodeConfig, warp_decode_config
 FP16_MAX = tl.constexpr(65504.0)
 # At one token every weight is read once: marked first to evict in L2, so that the layer's 75 MB stream does not push
 # out what is read again (activations, the KV cache). With more tokens, experts shared between them are read by
-# several programs, the later ones from L2: those keep the normal policy. H200, batch-1 decode step: -0.6% / -0.8%
-# at 512 / 8,192 keys.
+# several programs, the later ones from L2: those keep the normal policy.
 ONE_TOKEN_EVICTION = "evict_first"
 
 
@@ -322,8 +320,8 @@ def weight_arguments(w: torch.Tensor | MXTensor, cols: int, name: str) -> tuple:
     never-read scales. MX tiles hold whole scale groups: `cols` (the config's tile width) must be a multiple of 32."""
     if not is_mx(w):
         return w, w, 0, 0
-    if cols < MX_BLOCK:
-        raise ValueError(f"MXFP8 weights need WarpDecodeConfig.{name} >= {MX_BLOCK} (one scale group), got {cols}")
+    if cols < SCALE_GROUP:
+        raise ValueError(f"MXFP8 weights need WarpDecodeConfig.{name} >= {SCALE_GROUP} (one scale group), got {cols}")
     return w.data, w.scales, w.scales.stride(0), w.scales.stride(1)
 
 

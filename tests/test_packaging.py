@@ -74,8 +74,7 @@ def test_regular_wheel_holds_only_the_warpcode_namespace(tmp_path):
     assert top_level == {"warpcode", wheel.name.split("-py")[0] + ".dist-info"}, top_level
     for folder, package in FOLDERS.items():
         assert f"{package.replace('.', '/')}/__init__.py" in names, f"{folder}/ missing from the wheel"
-    assert "warpcode/kernels/warp_decode_configs.json" in names, "the measured kernel configs must ship"
-    assert "warpcode/kernels/warp_decode_configs.json" in names, "the measured kernel configs must ship"
+    assert "warpcode/kernels/configs/NVIDIA_H200.json" in names, "the measured kernel configs must ship"
 
 
 def test_the_service_installs_without_torch_and_the_readme_says_how_to_get_the_cpu_build():

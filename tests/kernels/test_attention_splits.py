@@ -21,7 +21,7 @@ def test_launch_config():
     256; streaming 64-key tiles past that, and whenever the caller sets the split count."""
     one_tile = {(1, 768): (128, 6), (1, 8448): (256, 33), (4, 1024): (128, 8), (8, 768): (256, 3)}
     for (batch, slots), (block_n, num_splits) in one_tile.items():
-        expected = (block_n, splits.ONE_TILE_WARPS, 1, num_splits)
+        expected = (block_n, splits.DecodeAttentionSettings().one_tile_warps, 1, num_splits)
         assert splits.launch_config(batch, 4, slots, 132, None) == expected
         assert splits.fetches_before_wait(batch, 4, slots, torch.device("cpu")) is False  # one SM off the GPU
         assert splits.one_tile_block(batch, 4, slots, 132) == block_n
@@ -32,8 +32,10 @@ def test_launch_config():
     assert splits.launch_config(1, 4, 768, 132, 5) == (64, 2, 2, 5)
 
 
-def test_the_rope_kernel_lets_attention_start_early_exactly_for_one_tile_splits(monkeypatch):
-    monkeypatch.setattr(splits, "sms", lambda device: 132)
-    cuda = torch.device("cuda", 0)  # only its SM count is asked for, and that is patched
-    assert splits.fetches_before_wait(1, 4, 8448, cuda) and splits.fetches_before_wait(8, 4, 768, cuda)
-    assert not splits.fetches_before_wait(1, 4, 16384, cuda) and not splits.fetches_before_wait(32, 4, 768, cuda)
+def test_the_rope_kernel_lets_attention_start_early_exactly_for_one_tile_splits():
+    cuda = torch.device("cuda", 0)  # never asked for its SM count: the call says 132
+    assert splits.fetches_before_wait(1, 4, 8448, cuda, sms=132) and splits.fetches_before_wait(
+        8, 4, 768, cuda, sms=132
+    )
+    assert not splits.fetches_before_wait(1, 4, 16384, cuda, sms=132)
+    assert not splits.fetches_before_wait(32, 4, 768, cuda, sms=132)

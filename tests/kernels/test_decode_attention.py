@@ -4,9 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from warpcode.kernels import attention_splits as splits_module
 from warpcode.kernels import counters as counters_module
-from warpcode.kernels import decode_attention as module
+from warpcode.kernels.attention_splits import DecodeAttentionSettings, one_tile_block
 from warpcode.kernels.decode_attention import decode_attention, decode_attention_reference, decode_attention_triton
 
 # (B, Hq, Hkv, D, S): GQA groups of 4, 4, 2 and 1; head dims below, at and above 16; S below, across and past
@@ -35,6 +34,17 @@ def make_case(
     return q, k_cache, v_cache, seq_lens, head_dim**-0.5
 
 
+MERGE_MIN_SPLITS = DecodeAttentionSettings().merge_kernel_min_splits
+# The launch settings and SM count this test's fixtures choose (below), passed to every launch explicitly.
+LAUNCH = {}
+
+
+def attend(*args, **kwargs):
+    """decode_attention_triton with the fixtures' settings (the heuristic defaults for the rest)."""
+    settings = DecodeAttentionSettings(**{name: value for name, value in LAUNCH.items() if name != "sms"})
+    return decode_attention_triton(*args, settings=settings, sms=LAUNCH.get("sms"), **kwargs)
+
+
 def float64_reference(q, k_cache, v_cache, seq_lens, scale):
     return decode_attention_reference(q.double(), k_cache.double(), v_cache.double(), seq_lens, scale)
 
@@ -48,20 +58,20 @@ def assert_matches(out, reference, dtype):
 @pytest.fixture
 def small_tiles(monkeypatch):
     """16-key tiles and one split per merge step: several iterations of both loops at these small S."""
-    monkeypatch.setattr(splits_module, "BLOCK_N", 16)
-    monkeypatch.setattr(module, "_MERGE_ELEMENTS", 1)
+    monkeypatch.setitem(LAUNCH, "block_n", 16)
+    monkeypatch.setitem(LAUNCH, "merge_elements", 1)
 
 
 @pytest.fixture(params=[True, False], ids=["two-kernel", "one-launch"])
 def separate_merge(request, monkeypatch):
     """Both merge paths: the merge kernel over (row, query head), or the last program of each group merging."""
-    monkeypatch.setattr(module, "MERGE_KERNEL_MIN_SPLITS", 2 if request.param else 10**9)
+    monkeypatch.setitem(LAUNCH, "merge_kernel_min_splits", 2 if request.param else 10**9)
     return request.param
 
 
 @pytest.fixture
 def one_launch(monkeypatch):
-    monkeypatch.setattr(module, "MERGE_KERNEL_MIN_SPLITS", 10**9)
+    monkeypatch.setitem(LAUNCH, "merge_kernel_min_splits", 10**9)
 
 
 @DTYPES
@@ -69,26 +79,26 @@ def one_launch(monkeypatch):
 def test_matches_float64_reference(shape, dtype):
     """Default tiles and splits; NaN past every length and in the cache rows past B."""
     case = make_case(*shape, dtype, seed=sum(shape))
-    assert_matches(decode_attention_triton(*case), float64_reference(*case), dtype)
+    assert_matches(attend(*case), float64_reference(*case), dtype)
 
 
 @pytest.mark.parametrize(("num_splits", "dtype"), [(2, torch.bfloat16), (5, torch.float32)], ids=["2-bf16", "5-fp32"])
 def test_small_tiles_and_explicit_splits(small_tiles, separate_merge, num_splits, dtype):
     case = make_case(3, 8, 2, 32, 70, dtype, seed=num_splits)
-    assert_matches(decode_attention_triton(*case, num_splits=num_splits), float64_reference(*case), dtype)
+    assert_matches(attend(*case, num_splits=num_splits), float64_reference(*case), dtype)
 
 
 def test_huge_values_past_the_lengths_are_ignored(small_tiles, separate_merge):
     """Finite garbage would win the softmax if any masked slot leaked into it."""
     case = make_case(2, 6, 3, 16, 129, torch.float32, extra_rows=2, garbage=1e30)
-    assert_matches(decode_attention_triton(*case, num_splits=3), float64_reference(*case), torch.float32)
+    assert_matches(attend(*case, num_splits=3), float64_reference(*case), torch.float32)
 
 
 @pytest.mark.parametrize("num_splits", [4, 17])
 def test_more_splits_than_chunks(separate_merge, num_splits):
     """S = 37 is one 64-key tile: every split but the first is empty (and 17 pads the combine's vector to 32)."""
     case = make_case(2, 4, 1, 16, 37, torch.float32)
-    assert_matches(decode_attention_triton(*case, num_splits=num_splits), float64_reference(*case), torch.float32)
+    assert_matches(attend(*case, num_splits=num_splits), float64_reference(*case), torch.float32)
 
 
 @pytest.fixture
@@ -116,10 +126,10 @@ def test_many_splits_most_of_them_empty(small_tiles, separate_merge, fresh_count
     """12 splits of 16-key tiles over S = 129: rows of length 1, 129, 126 and 87 use 1, 9, 8 and 6 of them, so the
     program that arrives last and merges is often one of an empty split, and the merge kernel's last step of 4
     splits (D = 32) is partly masked; the counters end at zero."""
-    monkeypatch.setattr(module, "_MERGE_ELEMENTS", merge_elements)
+    monkeypatch.setitem(LAUNCH, "merge_elements", merge_elements)
     case = make_case(4, 8, 2, 32, 129, torch.float32, seed=0)
     assert case[3].tolist() == [1, 129, 126, 87]
-    assert_matches(decode_attention_triton(*case, num_splits=12), float64_reference(*case), torch.float32)
+    assert_matches(attend(*case, num_splits=12), float64_reference(*case), torch.float32)
     assert_counters_reset(fresh_counters, separate_merge)
 
 
@@ -130,7 +140,7 @@ def test_repeated_calls_with_new_lengths(small_tiles, separate_merge, fresh_coun
     q, k_cache, v_cache, seq_lens, scale = make_case(3, 8, 2, 32, 70, torch.bfloat16, garbage=0.0)
     for lengths in ([70, 1, 33], [5, 70, 69], [17, 2, 1]):
         seq_lens.copy_(torch.tensor(lengths, dtype=torch.int32))
-        out = decode_attention_triton(q, k_cache, v_cache, seq_lens, scale, num_splits=4)
+        out = attend(q, k_cache, v_cache, seq_lens, scale, num_splits=4)
         assert_matches(out, float64_reference(q, k_cache, v_cache, seq_lens, scale), torch.bfloat16)
         assert_counters_reset(fresh_counters, separate_merge)
     assert len(fresh_counters) == (0 if separate_merge else 1)
@@ -142,14 +152,14 @@ def test_calls_with_other_batches_grow_the_counters_and_keep_the_old_ones(small_
     alive for graphs captured with it), then 2 again, served by the larger tensor."""
     for batch, seed in [(1, 1), (5, 2), (1, 3)]:
         case = make_case(batch, 8, 2, 32, 70, torch.float32, seed=seed)
-        assert_matches(decode_attention_triton(*case, num_splits=3), float64_reference(*case), torch.float32)
+        assert_matches(attend(*case, num_splits=3), float64_reference(*case), torch.float32)
         assert_counters_reset(fresh_counters)
     assert sorted(size for _, size in fresh_counters) == [8, 16]
 
 
 def test_one_split_writes_out_without_workspaces_or_counters(small_tiles, separate_merge, fresh_counters):
     case = make_case(3, 8, 2, 32, 70, torch.float32, seed=4)
-    assert_matches(decode_attention_triton(*case, num_splits=1), float64_reference(*case), torch.float32)
+    assert_matches(attend(*case, num_splits=1), float64_reference(*case), torch.float32)
     assert not fresh_counters
 
 
@@ -163,7 +173,7 @@ def test_writes_every_element_of_a_strided_out_buffer_and_reads_strided_caches(s
     q_strided = torch.cat([q, torch.zeros_like(q)], dim=1)[:, :q_heads]
     storage = torch.full((batch, q_heads + 1, head_dim), float("nan"), dtype=torch.bfloat16)
     out = storage[:, 1:]
-    result = decode_attention_triton(q_strided, k_strided, v_strided, seq_lens, scale, num_splits, out=out)
+    result = attend(q_strided, k_strided, v_strided, seq_lens, scale, num_splits, out=out)
     assert result.data_ptr() == out.data_ptr()
     assert storage[:, 0].isnan().all(), "wrote outside out"
     assert_matches(out, float64_reference(q, k_cache, v_cache, seq_lens, scale), torch.bfloat16)
@@ -173,7 +183,7 @@ def test_zero_length_rows_give_zeros_not_nan(separate_merge):
     """Outside the contract (lengths >= 1), but padded batch rows of a captured graph may carry 0."""
     q, k_cache, v_cache, seq_lens, scale = make_case(3, 8, 2, 32, 70, torch.float32)
     seq_lens[1] = 0
-    out = decode_attention_triton(q, k_cache, v_cache, seq_lens, scale, num_splits=2)
+    out = attend(q, k_cache, v_cache, seq_lens, scale, num_splits=2)
     assert torch.equal(out[1], torch.zeros_like(out[1]))
     keep = [0, 2]
     expected = float64_reference(q[keep], k_cache[keep], v_cache[keep], seq_lens[keep], scale)
@@ -182,7 +192,7 @@ def test_zero_length_rows_give_zeros_not_nan(separate_merge):
 
 def test_fp16():
     case = make_case(2, 6, 3, 16, 129, torch.float16)
-    torch.testing.assert_close(decode_attention_triton(*case).double(), float64_reference(*case), atol=2e-3, rtol=2e-3)
+    torch.testing.assert_close(attend(*case).double(), float64_reference(*case), atol=2e-3, rtol=2e-3)
 
 
 def test_dispatcher_uses_the_reference_off_the_gpu():
@@ -211,8 +221,8 @@ def test_reference_matches_sdpa(dtype):
 @pytest.fixture
 def one_tile_splits(monkeypatch):
     """One-tile splits in the interpreter: tiles of 16 or 32 keys, 24 SMs."""
-    monkeypatch.setattr(splits_module, "ONE_TILE_BLOCKS", (16, 32))
-    monkeypatch.setattr(splits_module, "sms", lambda device: 24)
+    monkeypatch.setitem(LAUNCH, "one_tile_blocks", (16, 32))
+    monkeypatch.setitem(LAUNCH, "sms", 24)
 
 
 @DTYPES
@@ -226,9 +236,9 @@ def test_one_tile_splits_match_float64(one_tile_splits, separate_merge, fresh_co
     q, k_cache, v_cache, seq_lens, scale = make_case(len(lengths), 8, 2, 32, slots, dtype, seed=slots)
     assert (torch.tensor(lengths) <= seq_lens).all()  # shorter rows: slots past them hold finite keys, not NaN
     seq_lens.copy_(torch.tensor(lengths, dtype=torch.int32))
-    assert splits_module.one_tile_block(len(lengths), 2, slots, 24) == block_n
+    assert one_tile_block(len(lengths), 2, slots, 24, DecodeAttentionSettings(one_tile_blocks=(16, 32))) == block_n
     case = q, k_cache, v_cache, seq_lens, scale
-    assert_matches(decode_attention_triton(*case), float64_reference(*case), dtype)
+    assert_matches(attend(*case), float64_reference(*case), dtype)
     if block_n is not None and not separate_merge:
         assert_counters_reset(fresh_counters)
 
@@ -269,27 +279,27 @@ BAD_INPUTS = {
 @pytest.mark.parametrize("mutate", BAD_INPUTS.values(), ids=BAD_INPUTS.keys())
 def test_bad_inputs_raise(mutate):
     with pytest.raises(ValueError):
-        decode_attention_triton(*mutate(*good_args()))
+        attend(*mutate(*good_args()))
 
 
 def test_bad_out_and_num_splits_raise():
     args = good_args()
     with pytest.raises(ValueError, match="out"):
-        decode_attention_triton(*args, out=torch.empty(2, 4, 16, dtype=torch.bfloat16))
+        attend(*args, out=torch.empty(2, 4, 16, dtype=torch.bfloat16))
     with pytest.raises(ValueError, match="num_splits"):
-        decode_attention_triton(*args, num_splits=0)
+        attend(*args, num_splits=0)
     with pytest.raises(ValueError, match="multiple"):
         decode_attention_reference(args[0][:, :3], *args[1:])
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("num_splits", [module.MERGE_KERNEL_MIN_SPLITS - 1, module.MERGE_KERNEL_MIN_SPLITS])
+@pytest.mark.parametrize("num_splits", [MERGE_MIN_SPLITS - 1, MERGE_MIN_SPLITS])
 def test_the_split_count_decides_where_the_merge_runs(small_tiles, fresh_counters, num_splits):
-    """Below MERGE_KERNEL_MIN_SPLITS the split kernel merges (arrival counters in use), from it on a merge kernel
+    """Below merge_kernel_min_splits the split kernel merges (arrival counters in use), from it on a merge kernel
     does (no counters); both right."""
     case = make_case(1, 4, 1, 16, 16 * num_splits, torch.float32, seed=1)  # a full row: every split has keys
-    assert_matches(decode_attention_triton(*case, num_splits=num_splits), float64_reference(*case), torch.float32)
-    assert len(fresh_counters) == (0 if num_splits >= module.MERGE_KERNEL_MIN_SPLITS else 1)
+    assert_matches(attend(*case, num_splits=num_splits), float64_reference(*case), torch.float32)
+    assert len(fresh_counters) == (0 if num_splits >= MERGE_MIN_SPLITS else 1)
 
 
 # ------------------------------------------------------------------------------------------------ paged KV cache
@@ -321,7 +331,7 @@ def test_paged_cache_matches_the_static_float64(shape, block_size, dtype, block_
     """Default tiles and splits; the capacity max_blocks * block_size passes S where block_size does not divide it."""
     case = make_case(*shape, dtype, seed=block_size, lengths=paged_lengths(shape[0], shape[-1], block_size))
     paged, table = page(case, block_size, block_table, paged_pool, seed=block_size)
-    assert_matches(decode_attention_triton(*paged, block_tables=table), float64_reference(*case), dtype)
+    assert_matches(attend(*paged, block_tables=table), float64_reference(*case), dtype)
 
 
 @pytest.mark.slow
@@ -336,7 +346,7 @@ def test_paged_cache_with_forced_splits(
     newest key opens a split's first tile, re-read through the table); blocks of 5 straddle the tiles."""
     case = make_case(4, 4, 1, 16, 129, dtype, seed=num_splits, lengths=paged_lengths(4, 129, block_size))
     paged, table = page(case, block_size, block_table, paged_pool, seed=num_splits)
-    out = decode_attention_triton(*paged, num_splits=num_splits, block_tables=table)
+    out = attend(*paged, num_splits=num_splits, block_tables=table)
     assert_matches(out, float64_reference(*case), dtype)
     if num_splits > 1:
         assert_counters_reset(fresh_counters, separate_merge)
@@ -344,12 +354,12 @@ def test_paged_cache_with_forced_splits(
 
 @pytest.mark.slow
 def test_paged_cache_through_the_merge_kernel(small_tiles, fresh_counters, block_table, paged_pool):
-    """MERGE_KERNEL_MIN_SPLITS splits: the merge kernel, which clamps the lengths to the same capacity (530 slots in
+    """merge_kernel_min_splits splits: the merge kernel, which clamps the lengths to the same capacity (530 slots in
     blocks of 5 for S = 528), recomputes the same chunks."""
-    num_splits = module.MERGE_KERNEL_MIN_SPLITS
+    num_splits = MERGE_MIN_SPLITS
     case = make_case(2, 4, 1, 16, 16 * num_splits, torch.float32, lengths=[16 * num_splits, 16 * num_splits - 7])
     paged, table = page(case, 5, block_table, paged_pool)
-    out = decode_attention_triton(*paged, num_splits=num_splits, block_tables=table)
+    out = attend(*paged, num_splits=num_splits, block_tables=table)
     assert_matches(out, float64_reference(*case), torch.float32)
     assert not fresh_counters
 
@@ -361,8 +371,8 @@ def test_paged_one_tile_splits(one_tile_splits, separate_merge, block_size, bloc
     case = make_case(3, 8, 2, 32, 70, torch.bfloat16, lengths=[64, 47, 1])
     paged, table = page(case, block_size, block_table, paged_pool)
     capacity = table.shape[1] * block_size
-    assert splits_module.one_tile_block(3, 2, capacity, 24) == 32
-    assert_matches(decode_attention_triton(*paged, block_tables=table), float64_reference(*case), torch.bfloat16)
+    assert one_tile_block(3, 2, capacity, 24, DecodeAttentionSettings(one_tile_blocks=(16, 32))) == 32
+    assert_matches(attend(*paged, block_tables=table), float64_reference(*case), torch.bfloat16)
 
 
 def test_paged_cache_ignores_huge_values_and_reads_a_column_major_table(
@@ -374,7 +384,7 @@ def test_paged_cache_ignores_huge_values_and_reads_a_column_major_table(
     paged, table = page(case, 5, block_table, paged_pool, fill=1e30)
     table = table.t().contiguous().t()
     assert table.stride() == (1, 3)
-    out = decode_attention_triton(*paged, num_splits=3, block_tables=table)
+    out = attend(*paged, num_splits=3, block_tables=table)
     assert_matches(out, float64_reference(*case), torch.float32)
 
 
@@ -384,7 +394,7 @@ def test_rows_may_share_pool_blocks(separate_merge):
     k_cache[:], v_cache[:] = k_cache[0], v_cache[0]
     k_pool, v_pool = (cache[0].view(2, 2, 16, 32).transpose(0, 1) for cache in (k_cache, v_cache))  # [2, Hkv, 16, D]
     table = torch.tensor([[0, 1]] * 3, dtype=torch.int32)
-    out = decode_attention_triton(q, k_pool, v_pool, seq_lens, scale, num_splits=2, block_tables=table)
+    out = attend(q, k_pool, v_pool, seq_lens, scale, num_splits=2, block_tables=table)
     assert_matches(out, float64_reference(q, k_cache, v_cache, seq_lens, scale), torch.float32)
 
 
@@ -410,8 +420,8 @@ def test_bad_block_tables_raise():
     }
     for message, (pool, tables) in bad.items():
         with pytest.raises(ValueError, match=message):
-            decode_attention_triton(q, pool, pool, seq_lens, scale, block_tables=tables)
+            attend(q, pool, pool, seq_lens, scale, block_tables=tables)
         with pytest.raises(ValueError, match=message):
             decode_attention_reference(q, pool, pool, seq_lens, scale, block_tables=tables)
     # A pool of fewer blocks than rows is no error (rows may share blocks).
-    decode_attention_triton(q, k_cache[:1], v_cache[:1], seq_lens, scale, block_tables=table)
+    attend(q, k_cache[:1], v_cache[:1], seq_lens, scale, block_tables=table)

@@ -1,11 +1,13 @@
 """Flash-decoding attention at Qwen3-30B-A3B shapes on the GPU (run on the device: pytest -m gpu tests/kernels)."""
 
+import dataclasses
+
 import pytest
 import torch
 
 from warpcode.bench.timing import time_per_call
 from warpcode.kernels import counters as counters_module
-from warpcode.kernels import decode_attention as module
+from warpcode.kernels.attention_splits import attention_settings
 from warpcode.kernels.decode_attention import decode_attention, decode_attention_reference, decode_attention_triton
 
 pytestmark = pytest.mark.gpu
@@ -18,8 +20,20 @@ BLOCK_SIZE = 64  # slots per block of the paged cache
 @pytest.fixture(autouse=True, params=[True, False], ids=["two-kernel", "one-launch"])
 def separate_merge(request, monkeypatch):
     """Every test on both merge paths: the merge kernel over (row, query head), or the last program of each group."""
-    monkeypatch.setattr(module, "MERGE_KERNEL_MIN_SPLITS", 2 if request.param else 10**9)
+    monkeypatch.setitem(LAUNCH, "merge_kernel_min_splits", 2 if request.param else 10**9)
     return request.param
+
+
+# The settings this test's fixture changes from the device's, passed to every launch explicitly.
+LAUNCH = {}
+
+
+def attend(*args, **kwargs):
+    return decode_attention_triton(*args, settings=dataclasses.replace(attention_settings(), **LAUNCH), **kwargs)
+
+
+def dispatch(*args, **kwargs):
+    return decode_attention(*args, settings=dataclasses.replace(attention_settings(), **LAUNCH), **kwargs)
 
 
 def make_case(batch, slots, dtype=torch.bfloat16, extra_rows=3, seed=0):
@@ -54,10 +68,10 @@ def assert_matches(out, reference, atol=2e-2, rtol=2e-2):
 @pytest.mark.parametrize("batch", [1, 8, 32])
 def test_matches_float64_at_qwen3_shapes(batch, slots):
     q, k_cache, v_cache, seq_lens = make_case(batch, slots, seed=batch + slots)
-    out = decode_attention_triton(q, k_cache, v_cache, seq_lens, SCALE, out=torch.full_like(q, float("nan")))
+    out = attend(q, k_cache, v_cache, seq_lens, SCALE, out=torch.full_like(q, float("nan")))
     assert out.dtype == torch.bfloat16
     assert_matches(out, float64_reference(q, k_cache, v_cache, seq_lens))
-    torch.testing.assert_close(decode_attention(q, k_cache, v_cache, seq_lens, SCALE), out, atol=0, rtol=0)
+    torch.testing.assert_close(dispatch(q, k_cache, v_cache, seq_lens, SCALE), out, atol=0, rtol=0)
 
 
 @pytest.mark.parametrize("slots", [512, 8192])
@@ -71,11 +85,11 @@ def test_paged_cache_matches_the_static_one_at_qwen3_shapes(batch, slots, block_
     table, num_blocks = block_table(lengths, BLOCK_SIZE, slots // BLOCK_SIZE, seed=batch, device="cuda")
     k_pool, v_pool = (paged_pool(c, table, lengths, BLOCK_SIZE, num_blocks, float("nan")) for c in (k_cache, v_cache))
     out = torch.full_like(q, float("nan"))
-    paged = decode_attention_triton(q, k_pool, v_pool, seq_lens, SCALE, out=out, block_tables=table)
+    paged = attend(q, k_pool, v_pool, seq_lens, SCALE, out=out, block_tables=table)
     assert_matches(paged, float64_reference(q, k_cache, v_cache, seq_lens))
-    static = decode_attention_triton(q, k_cache, v_cache, seq_lens, SCALE)
+    static = attend(q, k_cache, v_cache, seq_lens, SCALE)
     torch.testing.assert_close(paged, static, atol=1e-2, rtol=1e-2)
-    dispatched = decode_attention(q, k_pool, v_pool, seq_lens, SCALE, block_tables=table)
+    dispatched = dispatch(q, k_pool, v_pool, seq_lens, SCALE, block_tables=table)
     torch.testing.assert_close(dispatched, paged, atol=0, rtol=0)
 
 
@@ -83,7 +97,7 @@ def test_paged_cache_matches_the_static_one_at_qwen3_shapes(batch, slots, block_
 def test_explicit_splits_including_empty_ones(num_splits):
     """200 splits of an 8192-slot cache leave most of them empty at these lengths."""
     q, k_cache, v_cache, seq_lens = make_case(8, 8192, seed=num_splits)
-    out = decode_attention_triton(q, k_cache, v_cache, seq_lens, SCALE, num_splits=num_splits)
+    out = attend(q, k_cache, v_cache, seq_lens, SCALE, num_splits=num_splits)
     assert_matches(out, float64_reference(q, k_cache, v_cache, seq_lens))
 
 
@@ -91,7 +105,7 @@ def test_explicit_splits_including_empty_ones(num_splits):
 def test_fp32_and_fp16(dtype):
     """fp32 takes the IEEE (not TF32) tl.dot path; fp16 the tensor-core one."""
     q, k_cache, v_cache, seq_lens = make_case(8, 512, dtype=dtype)
-    out = decode_attention_triton(q, k_cache, v_cache, seq_lens, SCALE)
+    out = attend(q, k_cache, v_cache, seq_lens, SCALE)
     tolerance = 1e-5 if dtype == torch.float32 else 2e-3
     assert_matches(out, float64_reference(q, k_cache, v_cache, seq_lens), atol=tolerance, rtol=tolerance)
 
@@ -119,7 +133,7 @@ def test_cuda_graph_replays_with_new_lengths(batch):
 
     def step():
         for (q, k_cache, v_cache, _), out in zip(layers, outs, strict=True):
-            decode_attention_triton(q, k_cache, v_cache, seq_lens, SCALE, out=out)
+            attend(q, k_cache, v_cache, seq_lens, SCALE, out=out)
 
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -155,7 +169,7 @@ def test_back_to_back_calls_with_other_batches_and_splits():
     runs = []
     for index, (batch, num_splits) in enumerate([(8, 200), (1, None), (32, 7), (1, 1), (8, 64), (32, None), (1, 200)]):
         q, k_cache, v_cache, seq_lens = make_case(batch, 8192 if batch < 32 else 512, seed=100 + index)
-        out = decode_attention_triton(q, k_cache, v_cache, seq_lens, SCALE, num_splits=num_splits)
+        out = attend(q, k_cache, v_cache, seq_lens, SCALE, num_splits=num_splits)
         runs.append((out, q, k_cache, v_cache, seq_lens))
     for out, *case in runs:
         assert_matches(out, float64_reference(*case))
@@ -180,7 +194,7 @@ def test_long_context_reads_the_cache_at_high_bandwidth(separate_merge, paged, b
         argument_sets.append((q, k_cache, v_cache, seq_lens, SCALE, table))
 
     def call(q, k_cache, v_cache, seq_lens, scale, table):
-        return decode_attention_triton(q, k_cache, v_cache, seq_lens, scale, block_tables=table)
+        return attend(q, k_cache, v_cache, seq_lens, scale, block_tables=table)
 
     seconds, mode = time_per_call(call, argument_sets)
     cache_bytes = 2 * batch * KV_HEADS * slots * HEAD_DIM * 2

@@ -9,7 +9,7 @@ from warpcode.kernels.greedy import greedy_finish_triton
 from warpcode.kernels.moe_reference import route_reference
 from warpcode.kernels.norm import add_rmsnorm, add_rmsnorm_reference, add_rmsnorm_triton
 from warpcode.kernels.rope_cache import qk_norm_rope_cache, qk_norm_rope_cache_reference, qk_norm_rope_cache_triton
-from warpcode.kernels.route import PREFETCH_ROWS, prefetched_rows, route_triton
+from warpcode.kernels.route import prefetched_rows, route_settings, route_triton
 from warpcode.model_runtime.config import RopeScaling
 from warpcode.model_runtime.layers import rope_frequencies
 
@@ -187,7 +187,7 @@ def test_route_prefetch_changes_no_result(experts, top_k, intermediate, tokens):
     """The prefetch programs only hint L2: weights, ids and the normed row are those of the route without them, for
     NaN logits too; misaligned weights get no prefetch."""
     w13 = torch.randn(experts, 2 * intermediate, 2048, generator=generator(8), device=CUDA).bfloat16()
-    assert prefetched_rows(w13) == min(PREFETCH_ROWS, intermediate)
+    assert prefetched_rows(w13) == min(route_settings().prefetch_rows, intermediate)
     assert prefetched_rows(w13[:, :, 1:]) == 0
     h, weight, _ = norm_inputs(tokens, 2048)
     logits = torch.randn(tokens, experts, generator=generator(9), device=CUDA)

@@ -55,7 +55,7 @@ def test_expert_centric_mx_matches_float64(case, dtype, config):
     assert error < TOLERANCE[dtype], error
 
 
-def test_mx_config_choice_and_checks(tmp_path, monkeypatch):
+def test_mx_config_choice_and_checks(tmp_path):
     x, topk_weights, topk_ids, w13, w2 = make_case(4, 40, 24, 4, 2, torch.float32, seed=1)
     with pytest.raises(ValueError, match="block_k >= 32"):
         moe_expert_centric(x, topk_weights, topk_ids, w13, w2, config=dataclasses.replace(SMALL, block_k=16))
@@ -73,18 +73,11 @@ def test_mx_config_choice_and_checks(tmp_path, monkeypatch):
         assert config == dataclasses.replace(bf16, block_k=max(32, bf16.block_k))
     # a measured MX entry is read from its own key, never the bf16 one
     measured_mx = dict(block_m=32, block_n=128, block_k=256, num_warps=8, num_stages=2)
-    path = tmp_path / "configs.json"
+    path = tmp_path / "NVIDIA_H200.json"
     path.write_text(json.dumps({"expert_centric": {tuning.shape_key(2048, 768, 128, 8, mx=True): {"16": measured_mx}}}))
-    monkeypatch.setenv("WARPCODE_WARP_DECODE_CONFIGS", str(path))
-    for cached in (tuning.measured, tuning._measured_grouped_gemm_config):
-        cached.cache_clear()
-    try:
-        assert tuning.grouped_gemm_config(2048, 768, 128, 8, 9, mx=True) == GroupedGemmConfig(**measured_mx)
-        assert tuning.grouped_gemm_config(2048, 768, 128, 8, 9) != GroupedGemmConfig(**measured_mx)
-    finally:
-        monkeypatch.delenv("WARPCODE_WARP_DECODE_CONFIGS")
-        for cached in (tuning.measured, tuning._measured_grouped_gemm_config):
-            cached.cache_clear()
+    tables = tuning.load_tables(path)
+    assert tuning.grouped_gemm_config(2048, 768, 128, 8, 9, mx=True, tables=tables) == GroupedGemmConfig(**measured_mx)
+    assert tuning.grouped_gemm_config(2048, 768, 128, 8, 9, tables=tables) != GroupedGemmConfig(**measured_mx)
 
 
 def test_tuner_writes_mx_results_under_their_own_key(tmp_path, monkeypatch):

@@ -2,11 +2,12 @@
 prologue and residual epilogue against add_rmsnorm's reference, and bad inputs."""
 
 import dataclasses
+import json
 
 import pytest
 import torch
 
-from warpcode.kernels import gemv as gemv_module
+from warpcode.kernels import tuning
 from warpcode.kernels.gemv import GemvConfig, default_gemv_config, gemv, gemv_reference
 from warpcode.kernels.norm import add_rmsnorm_reference
 
@@ -101,22 +102,26 @@ def test_out_poisoned_with_nan_is_fully_written(config):
     assert y is out and not y.isnan().any()
 
 
-def test_default_config_heuristic_and_tuned_override(monkeypatch):
-    measured = dict(gemv_module.TUNED_CONFIGS)
-    monkeypatch.setattr(gemv_module, "TUNED_CONFIGS", {})  # the heuristic alone first
+def test_default_config_heuristic_and_tuned_override(tmp_path):
+    # the heuristic alone first (no tables)
     for n, hidden in [(5120, 2048), (2048, 4096), (128, 2048), (151936, 2048)]:
         for batch in (1, 2, 4, 8, 16):
-            config = default_gemv_config(n, hidden, batch)
+            config = default_gemv_config(n, hidden, batch, tables=tuning.NO_TABLES)
             assert -(-n // config.block_n) >= 64, "too few programs to fill the SMs"
             assert 8 <= config.block_n * config.block_k // (32 * config.num_warps) <= 64  # 16-byte loads, no spill
             assert config.use_dot == (batch >= 8 and n >= 2048)
-    assert default_gemv_config(128, 2048, 1) == GemvConfig(block_n=1, block_k=2048, num_warps=1)  # whole rows
-    monkeypatch.setattr(gemv_module, "TUNED_CONFIGS", measured)
-    assert all(default_gemv_config(*key) == config for key, config in measured.items())
+    whole_rows = GemvConfig(block_n=1, block_k=2048, num_warps=1)
+    assert default_gemv_config(128, 2048, 1, tables=tuning.NO_TABLES) == whole_rows
+    h200 = tuning.load_tables(tuning.CONFIG_FOLDER / "NVIDIA_H200.json")
+    measured = [(*map(int, shape.split(",")), int(bucket), GemvConfig(**values))
+                for shape, buckets in h200.section("gemv").items() for bucket, values in buckets.items()]  # fmt: skip
+    assert measured and all(default_gemv_config(n, h, b, tables=h200) == config for n, h, b, config in measured)
     tuned = GemvConfig(block_n=32, block_k=128, num_warps=2, num_stages=3)
-    monkeypatch.setitem(gemv_module.TUNED_CONFIGS, (5120, 2048, 4), tuned)
-    assert default_gemv_config(5120, 2048, 3) == tuned  # batch 3 is in bucket 4
-    assert default_gemv_config(5120, 2048, 5) != tuned
+    path = tmp_path / "NVIDIA_H200.json"
+    path.write_text(json.dumps({"gemv": {"5120,2048": {"4": dataclasses.asdict(tuned)}}}))
+    variant = tuning.load_tables(path)
+    assert default_gemv_config(5120, 2048, 3, tables=variant) == tuned  # batch 3 is in bucket 4
+    assert default_gemv_config(5120, 2048, 5, tables=variant) != tuned
 
 
 # ------------------------------------------------------------------------- fused RMSNorm prologue, residual epilogue

@@ -4,16 +4,16 @@ ragged K (not a multiple of 32 nor of block_k), odd N, the RMSNorm prologue and 
 import pytest
 import torch
 
+from warpcode.kernels import tuning
 from warpcode.kernels.gemv import (
-    MX_TUNED_CONFIGS,
     GemvConfig,
     default_gemv_config,
     default_mx_gemv_config,
     gemv,
     gemv_reference,
+    measured_gemv_config,
 )
 from warpcode.kernels.mx import dequantize_mxfp8, quantize_mxfp8
-from warpcode.kernels.tuning import token_bucket
 
 BF16_TOLERANCE = {"rtol": 2**-8, "atol": 1e-3}  # as tests/kernels/test_gemv.py: y rounded once from an fp32 sum
 FP32_ERROR = 1e-6
@@ -90,10 +90,11 @@ def test_mx_default_config_and_checks():
     x, w, _ = inputs(3, 5, 100, torch.bfloat16, seed=10)
     y = gemv(x, w)  # the MX default config
     assert_matches_float64(y, x.double(), dequantize_mxfp8(w, torch.float64), None, torch.bfloat16)
+    h200 = tuning.load_tables(tuning.CONFIG_FOLDER / "NVIDIA_H200.json")
     for n, hidden in [(5120, 2048), (2048, 4096), (128, 2048), (7, 37)]:
         for batch in (1, 2, 4, 8, 16):
-            config = default_gemv_config(n, hidden, batch, mx=True)
-            tuned = MX_TUNED_CONFIGS.get((n, hidden, token_bucket(batch)))
+            config = default_gemv_config(n, hidden, batch, mx=True, tables=h200)
+            tuned = measured_gemv_config(n, hidden, batch, mx=True, tables=h200)
             assert config == (tuned or default_mx_gemv_config(n, hidden, batch))
             assert config.block_k % 32 == 0 and config.block_k <= max(32, 2 * hidden)
             if tuned is None:

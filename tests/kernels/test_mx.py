@@ -7,8 +7,7 @@ import pytest
 import torch
 
 from warpcode.kernels import MXTensor, dequantize_mxfp8, quantize_mxfp8
-from warpcode.kernels.mx import quantize_mxfp8_torch
-from warpcode.kernels.mx_quantize import quantize_mxfp8_triton
+from warpcode.kernels.mx import quantize_mxfp8_torch, quantize_mxfp8_triton
 
 QUANTISERS = {"torch": quantize_mxfp8_torch, "triton": quantize_mxfp8_triton}
 

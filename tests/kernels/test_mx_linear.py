@@ -5,15 +5,18 @@ import pytest
 import torch
 
 from warpcode.kernels import mx_linear as mx_linear_module
+from warpcode.kernels import tuning
 from warpcode.kernels.counters import arrival_counters
 from warpcode.kernels.mx import MXTensor, dequantize_mxfp8, quantize_mxfp8
 from warpcode.kernels.mx_linear import (
     MxLinearConfig,
+    MxLinearSettings,
     default_mx_linear_config,
     dequantize_weight,
     linear_mx,
     mx_linear,
     mx_linear_reference,
+    mx_linear_settings,
 )
 from warpcode.kernels.mx_tile import MAX_BF16_TILE_SCALE
 
@@ -78,31 +81,32 @@ def test_linear_mx_picks_by_rows(monkeypatch):
     x, w, bias = inputs(12, 9, 70, torch.float32, seed=4)
     x3 = x.view(3, 4, 70)
     calls = []
-    monkeypatch.setattr(mx_linear_module, "mx_linear", lambda *a: calls.append("triton") or mx_linear(*a))
-    monkeypatch.setattr(mx_linear_module, "MX_LINEAR_MAX_ROWS", 12)
-    y = linear_mx(x3, w, bias)
+    monkeypatch.setattr(mx_linear_module, "mx_linear", lambda *a, **k: calls.append("triton") or mx_linear(*a, **k))
+    y = linear_mx(x3, w, bias, MxLinearSettings(max_rows=12))
     assert y.shape == (3, 4, 9) and calls == ["triton"]
     assert_matches_float64(y.view(12, 9), x, w, bias)
-    monkeypatch.setattr(mx_linear_module, "MX_LINEAR_MAX_ROWS", 11)
-    y = linear_mx(x3, w, bias)  # 12 rows: dequantise + F.linear
+    y = linear_mx(x3, w, bias, MxLinearSettings(max_rows=11))  # 12 rows: dequantise + F.linear
     assert calls == ["triton"]
     assert_matches_float64(y.view(12, 9), x, w, bias)
 
 
 def test_configs_and_bad_inputs():
+    h200 = mx_linear_settings(tuning.load_tables(tuning.CONFIG_FOLDER / "NVIDIA_H200.json"))
     for m in (1, 16, 33, 64, 1024):
-        config = default_mx_linear_config(m)
-        assert config.block_k % 32 == 0 and config.block_m >= 16
-    # decode batches: K split until the SMs hold about decode_programs_per_sm(m) programs, two K tiles a share at least
-    assert default_mx_linear_config(8, 5120, 2048, sms=132).split_k == 4  # 160 tiles, 16 K tiles
-    assert default_mx_linear_config(16, 2048, 4096, sms=132).split_k == 8  # 64 tiles, 32 K tiles
-    assert default_mx_linear_config(2, 2048, 4096, sms=132).split_k == 16  # 32 tiles 64 wide
-    assert default_mx_linear_config(32, 5120, 2048, sms=132).split_k == 2  # 32-row tiles: about 2 programs an SM
-    assert default_mx_linear_config(8, 2048, 256, sms=132).split_k == 1  # two K tiles
+        for settings in (None, h200):  # the heuristic, the H200's tiles
+            config = default_mx_linear_config(m, settings=settings)
+            assert config.block_k % 32 == 0 and config.block_m >= 16
+    # decode batches (the H200's tiles): K split until the SMs hold about the tile's programs (4 an SM, 2 for 32-row
+    # tiles), two K tiles a share at least
+    assert default_mx_linear_config(8, 5120, 2048, sms=132, settings=h200).split_k == 4  # 160 tiles, 16 K tiles
+    assert default_mx_linear_config(16, 2048, 4096, sms=132, settings=h200).split_k == 8  # 64 tiles, 32 K tiles
+    assert default_mx_linear_config(2, 2048, 4096, sms=132, settings=h200).split_k == 16  # 32 tiles 64 wide
+    assert default_mx_linear_config(32, 5120, 2048, sms=132, settings=h200).split_k == 2  # about 2 programs an SM
+    assert default_mx_linear_config(8, 2048, 256, sms=132, settings=h200).split_k == 1  # two K tiles
 
     # the tile decided in the model: 64 columns, 4 warps, 2 stages up to 2 rows, and up to 8 where outputs <= inputs
     def tile(m: int, n: int, k: int) -> tuple[int, int, int, int]:
-        config = default_mx_linear_config(m, n, k, sms=132)
+        config = default_mx_linear_config(m, n, k, sms=132, settings=h200)
         return config.block_n, config.num_warps, config.num_stages, config.split_k
 
     assert tile(2, 5120, 2048) == (64, 4, 2, 4)  # 80 tiles

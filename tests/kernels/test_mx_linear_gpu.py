@@ -6,11 +6,11 @@ import torch
 
 from warpcode.kernels.mx import MXTensor, dequantize_mxfp8, quantize_mxfp8_torch
 from warpcode.kernels.mx_linear import (
-    MX_LINEAR_MAX_ROWS,
     default_mx_linear_config,
     dequantize_weight,
     linear_mx,
     mx_linear,
+    mx_linear_settings,
 )
 from warpcode.kernels.mx_tile import MAX_BF16_TILE_SCALE
 
@@ -38,7 +38,7 @@ def test_dequantize_weight_on_the_gpu_is_exact():
     g = torch.Generator(device=CUDA).manual_seed(0)
     w = quantize_mxfp8_torch(torch.randn(2048, 4100, generator=g, device=CUDA))
     assert torch.equal(dequantize_weight(w, torch.float32), dequantize_mxfp8(w))
-    assert MX_LINEAR_MAX_ROWS >= 16
+    assert mx_linear_settings().max_rows >= 16
 
 
 def test_bf16_dequantisation_is_exact_for_every_code_and_scale():

@@ -204,17 +204,8 @@ def test_dispatcher_and_route_prefetch_take_mx_weights_off_the_gpu():
 
 
 @pytest.fixture
-def config_file(tmp_path, monkeypatch):
-    path = tmp_path / "configs.json"
-    monkeypatch.setenv("WARPCODE_WARP_DECODE_CONFIGS", str(path))
-
-    def clear():
-        for cached in (tuning.measured, tuning._config_for_bucket, tuning.warp_decode_max_tokens):
-            cached.cache_clear()
-
-    clear()
-    yield path
-    clear()
+def config_file(tmp_path):
+    return tmp_path / "NVIDIA_H200.json"
 
 
 def test_mx_configs_have_their_own_keys_and_default_to_the_bf16_tile_bytes(config_file):
@@ -222,20 +213,23 @@ def test_mx_configs_have_their_own_keys_and_default_to_the_bf16_tile_bytes(confi
     bf16 = {"gate_up_rows": 1, "gate_up_cols": 512, "gate_up_warps": 2, "down_rows": 2, "down_cols": 128}
     mx = {**bf16, "gate_up_cols": 2048, "down_rows": 4}
     config_file.write_text(
-        json.dumps({"configs": {"2048,768,128,8": {"1": bf16, "8": bf16}, "2048,768,128,8,mx": {"1": mx}},
-                    "crossover": {"2048,768,128,8": 8, "2048,1024,64,8,mx": 2, "2048,1024,64,8": 4}})
+        json.dumps({"warp_decode": {"2048,768,128,8": {"1": bf16, "8": bf16}, "2048,768,128,8,mx": {"1": mx}},
+                    "warp_decode_crossover": {"2048,768,128,8": 8, "2048,1024,64,8,mx": 2, "2048,1024,64,8": 4}})
     )  # fmt: skip
-    assert warp_decode_config(*qwen3, 1) == WarpDecodeConfig(**bf16)
-    assert warp_decode_config(*qwen3, 1, True) == WarpDecodeConfig(**mx)
+    tables = tuning.load_tables(config_file)
+    assert warp_decode_config(*qwen3, 1, tables=tables) == WarpDecodeConfig(**bf16)
+    assert warp_decode_config(*qwen3, 1, True, tables) == WarpDecodeConfig(**mx)
     # no MX entry for bucket 8: the tuned bf16 tile with twice the columns (the same bytes per tile)
-    assert warp_decode_config(*qwen3, 8, True) == WarpDecodeConfig(**{**bf16, "gate_up_cols": 1024, "down_cols": 256})
+    assert warp_decode_config(*qwen3, 8, True, tables) == WarpDecodeConfig(
+        **{**bf16, "gate_up_cols": 1024, "down_cols": 256}
+    )
     # an unmeasured shape: the bf16 heuristic, doubled, never wider than the next power of two of K, nor below 32
-    assert warp_decode_config(40, 12, 4, 2, 1, True) == WarpDecodeConfig(
+    assert warp_decode_config(40, 12, 4, 2, 1, True, tables) == WarpDecodeConfig(
         gate_up_rows=8, gate_up_cols=64, down_rows=4, down_cols=32
     )
-    assert warp_decode_max_tokens(*qwen3, True) == 8  # no MX crossover: the bf16 one
-    assert warp_decode_max_tokens(2048, 1024, 64, 8, True) == 2
-    assert warp_decode_max_tokens(2048, 1024, 64, 8) == 4
+    assert warp_decode_max_tokens(*qwen3, True, tables) == 8  # no MX crossover: the bf16 one
+    assert warp_decode_max_tokens(2048, 1024, 64, 8, True, tables) == 2
+    assert warp_decode_max_tokens(2048, 1024, 64, 8, tables=tables) == 4
 
 
 def test_mx_tuner_sweeps_wider_tiles_and_writes_mx_keys(config_file, monkeypatch):
@@ -250,14 +244,16 @@ def test_mx_tuner_sweeps_wider_tiles_and_writes_mx_keys(config_file, monkeypatch
     best = WarpDecodeConfig(gate_up_cols=1024, down_cols=256, gate_up_stages=2)
     times = {"total_us": 10.0, "expert_centric_us": 20.0}
     monkeypatch.setattr(tune_warp_decode, "tune", lambda shape, batch, mx, caps: (best, times))
-    config_file.write_text(json.dumps({"configs": {"2048,768,128,8": {"1": {}}}, "crossover": {"2048,768,128,8": 8}}))
+    config_file.write_text(
+        json.dumps({"warp_decode": {"2048,768,128,8": {"1": {}}}, "warp_decode_crossover": {"2048,768,128,8": 8}})
+    )
     argv = ["--weights", "mxfp8", "--shape", "2048,768,128,8", "--batch", "1,2", "--write", str(config_file)]
     tune_warp_decode.main(argv)
     data = json.loads(config_file.read_text())
-    assert data["configs"]["2048,768,128,8"] == {"1": {}}  # the bf16 entries stay
-    written = data["configs"]["2048,768,128,8,mx"]
+    assert data["warp_decode"]["2048,768,128,8"] == {"1": {}}  # the bf16 entries stay
+    written = data["warp_decode"]["2048,768,128,8,mx"]
     assert set(written) == {"1", "2"} and all(WarpDecodeConfig(**entry) == best for entry in written.values())
-    assert data["crossover"] == {"2048,768,128,8": 8, "2048,768,128,8,mx": 2}
+    assert data["warp_decode_crossover"] == {"2048,768,128,8": 8, "2048,768,128,8,mx": 2}
 
 
 def test_mx_expert_bytes_count_data_and_scales():

@@ -6,12 +6,14 @@ Each comparison runs with the model's own weights and with weights="mxfp8", wher
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
-from warpcode.kernels import dispatch, warp_decode
+from warpcode.kernels import dispatch, tuning, warp_decode
 from warpcode.kernels import gemv as gemv_module
-from warpcode.kernels.gemv import GemvConfig
+from warpcode.kernels.gemv import GemvConfig, has_tuned_mx_config
 from warpcode.kernels.mx import is_mx
 from warpcode.kernels.tuning import WarpDecodeConfig, warp_decode_max_tokens
 from warpcode.model_runtime import decode_step as step_module
@@ -32,6 +34,14 @@ WARP_DECODE_BLOCKS = WarpDecodeConfig(gate_up_rows=32, gate_up_cols=32, down_row
 MX_WARP_DECODE_BLOCKS = WarpDecodeConfig(gate_up_rows=32, gate_up_cols=32, down_rows=64, down_cols=32)
 # load()'s weight formats ("bf16": the model's weights in its dtype, whatever it is), by test id.
 WEIGHTS = {"plain": "bf16", "mxfp8": "mxfp8"}
+
+
+@pytest.fixture(autouse=True)
+def h200_gemv_tiles(monkeypatch):
+    """Where the GEMV wins follows the device's measured tiles (mx_weights.gemv_wins): off the GPU there are none,
+    so the H200's are given explicitly."""
+    h200 = tuning.load_tables(tuning.CONFIG_FOLDER / "NVIDIA_H200.json")
+    monkeypatch.setattr(mx_weights, "has_tuned_mx_config", functools.partial(has_tuned_mx_config, tables=h200))
 
 
 def gemv_rule(x, weight):
