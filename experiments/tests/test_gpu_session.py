@@ -30,7 +30,6 @@ def every_plan(tmp_path):
     options = Options(
         out=tmp_path / "out",
         config_variants=(variant,),
-        mx_linear_variants=("o64=oproj:block_n=64",),
         ab_command="python3 -m warpcode.agent bench decode --json",
         sweep_env=("SOME_SETTING=1",),
     )
