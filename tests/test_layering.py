@@ -42,21 +42,6 @@ HEAVY = {"torch", "triton"}
 MAY_IMPORT_HEAVY = {"model_runtime", "kernels", "bench"}
 NEVER_IMPORTED = {"tests", "experiments"}  # checkouts' folders, not shipped: a shipped module cannot import them
 
-# Violations on today's tree. Remove an entry when its fix merges: test_known_violations_are_still_there fails on an
-# entry that no longer happens, so the list only shrinks.
-KNOWN_TODAY = {
-    # wt-kernels: the MX format without a circle
-    "cycle among warpcode.kernels.mx, warpcode.kernels.mx_quantize",
-    # open: torch only behind model_runtime (these pick a device or a dtype; the runtime could answer for them)
-    "warpcode.agent.backends.local imports torch",
-    "warpcode.agent.batch.replicas imports torch",
-    "warpcode.agent.cli.bench imports torch",
-    "warpcode.agent.cli.generate imports torch",
-    "warpcode.agent.cli.serve_model imports torch",
-    # open: the service benchmark reads the listening line through the CLI (listening_url belongs below it)
-    "warpcode.bench.service imports the CLI (warpcode.agent.cli.serve)",
-}
-
 
 @dataclass
 class Module:
@@ -267,39 +252,29 @@ def report(found: dict[str, str], rule: str) -> str:
 GRAPH = import_graph(REPO_ROOT)
 
 
-def new(found: dict[str, str]) -> dict[str, str]:
-    return {violation: place for violation, place in found.items() if violation not in KNOWN_TODAY}
-
-
 def test_the_graph_covers_every_package():
     assert {package_of(name) for name in GRAPH} == set(MAY_IMPORT)
     assert len(GRAPH) > 100 and sum(len(module.imports) for module in GRAPH.values()) > 200
 
 
 def test_packages_import_downward_only():
-    found = new(upward_imports(GRAPH))
+    found = upward_imports(GRAPH)
     assert not found, report(found, "imports that run upward (agent -> {tools, model_runtime} -> kernels)")
 
 
 def test_the_cli_is_a_leaf():
-    found = new(cli_imports(GRAPH))
+    found = cli_imports(GRAPH)
     assert not found, report(found, f"only {CLI_ENTRY} imports {CLI}; move what they need out of the CLI")
 
 
 def test_no_module_imports_in_a_circle():
-    found = new(cycles(GRAPH))
+    found = cycles(GRAPH)
     assert not found, report(found, "import cycles (break them by moving the shared part into a module of its own)")
 
 
 def test_tests_share_helper_modules_not_tests_or_conftests():
-    found = new(imports_of_test_modules(REPO_ROOT))
+    found = imports_of_test_modules(REPO_ROOT)
     assert not found, report(found, "imports of a test module or a conftest (move what they share to a helper module)")
-
-
-def test_known_violations_are_still_there():
-    everything = upward_imports(GRAPH) | cli_imports(GRAPH) | cycles(GRAPH) | imports_of_test_modules(REPO_ROOT)
-    fixed = sorted(KNOWN_TODAY - everything.keys())
-    assert not fixed, f"fixed, so remove from KNOWN_TODAY: {fixed}"
 
 
 # What a fresh interpreter loads, beyond the static graph: the tools and the agent's toolbox (what a tool benchmark

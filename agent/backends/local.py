@@ -184,13 +184,11 @@ def _load_engine(path: Path, weights: str, context: int | None = None) -> Any:
 def load_agent_engine(path: Path, weights: str = "bf16", context: int | None = None) -> Any:
     """A new engine for the checkpoint in `path` (on the GPU when there is one) with `weights` ("bf16" or
     "mxfp8") and `context` tokens per sequence (None: the model's own), checked to serve an agent."""
-    import torch
-
     from warpcode.model_runtime import CheckpointError, UnsupportedConfigError, load
+    from warpcode.model_runtime.devices import resolve_device
 
     try:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        engine = load(path, device=device, weights=weights, show_progress=False, max_model_len=context)
+        engine = load(path, device=resolve_device(), weights=weights, show_progress=False, max_model_len=context)
     except (CheckpointError, UnsupportedConfigError, OSError, ValueError) as exc:
         raise BackendError(f"cannot load the model in {path}: {exc}") from exc
     if engine.tokenizer is None or not engine.tokenizer.chat_template:

@@ -203,11 +203,10 @@ def _load(model: ReplicaModel) -> Any:
         from warpcode.agent.backends.local import load_agent_engine
 
         return load_agent_engine(model.checkpoint, weights=model.weights)
-    import torch
-
     from warpcode.model_runtime import load_random
+    from warpcode.model_runtime.devices import resolve_device
 
-    return load_random(model.preset, device="cuda" if torch.cuda.is_available() else "cpu", weights=model.weights)
+    return load_random(model.preset, device=resolve_device(), weights=model.weights)
 
 
 def _cause(error: Exception) -> str:

@@ -151,11 +151,11 @@ def _run_moe(args: argparse.Namespace) -> int:
     return 0
 
 
-def _decode_device(device: str, preset: str, cuda_available: bool) -> str:
+def _decode_device(device: str, preset: str, has_gpu: bool) -> str:
     """`--device auto`: the GPU when there is one; without one, the CPU only for a preset small enough for it."""
     if device != "auto":
         return device
-    if cuda_available:
+    if has_gpu:
         return "cuda"
     if preset == "tiny":
         return "cpu"
@@ -167,17 +167,17 @@ def _decode_device(device: str, preset: str, cuda_available: bool) -> str:
 
 def _run_decode(args: argparse.Namespace) -> int:
     require_runtime("warpcode bench")
-    import torch
     from rich.console import Console
     from rich.table import Table
 
     from warpcode.bench import decode as bench_decode
     from warpcode.model_runtime import load_random
+    from warpcode.model_runtime.devices import cuda_available, release_cached_gpu_memory
 
     if not args.random_weights:
         raise ValueError("bench decode needs --random-weights (to time a checkpoint, use `warpcode generate`)")
     batches, contexts = _parse_ints(args.batch, "--batch"), _parse_ints(args.context, "--context")
-    args.device = _decode_device(args.device, args.preset, torch.cuda.is_available())
+    args.device = _decode_device(args.device, args.preset, cuda_available())
     if args.prefill:
         _check_fits(args.preset, {"--prefill": args.prefill + 1})
     console = Console(stderr=True)
@@ -228,7 +228,7 @@ def _run_decode(args: argparse.Namespace) -> int:
         del engine  # two copies of a large model may not fit together
         gc.collect()
         if device.type == "cuda":
-            torch.cuda.empty_cache()
+            release_cached_gpu_memory()
         with console.status("building and timing the same model in transformers..."):
             for context, batch in ((c, b) for c in contexts for b in batches):
                 row = bench_decode.transformers_decode_row(
@@ -276,17 +276,17 @@ def _serve_workload(args: argparse.Namespace):
 
 def _run_serve(args: argparse.Namespace) -> int:
     require_runtime("warpcode bench")
-    import torch
     from rich.console import Console
     from rich.table import Table
 
     from warpcode.bench import decode as bench_decode
     from warpcode.bench import serve as bench_serve
     from warpcode.model_runtime import load_random
+    from warpcode.model_runtime.devices import cuda_available
 
     if not args.random_weights:
         raise ValueError("bench serve needs --random-weights (to time a checkpoint, serve it with serve-model)")
-    args.device = _decode_device(args.device, args.preset, torch.cuda.is_available())
+    args.device = _decode_device(args.device, args.preset, cuda_available())
     workload = _serve_workload(args)
     console = Console(stderr=True)
     console.print(f"bench serve on {args.device}: {workload.describe()}", highlight=False)

@@ -59,9 +59,8 @@ def register(subparsers) -> None:
 
 def run_generate(args: argparse.Namespace) -> int:
     require_runtime("warpcode generate")
-    import torch
-
     from warpcode.model_runtime import load, load_random
+    from warpcode.model_runtime.devices import dtype_named, resolve_device
 
     if args.random_weights and not args.preset:
         raise ValueError("--random-weights needs --preset NAME")
@@ -72,8 +71,8 @@ def run_generate(args: argparse.Namespace) -> int:
             "--random-weights builds a model without a tokenizer: give the prompt as token ids, e.g. --prompt-ids 1,2,3"
         )
     prompt_ids = _token_ids(args.prompt_ids) if args.prompt_ids is not None else None
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
-    dtype = getattr(torch, name) if (name := DTYPES[args.dtype]) else None
+    device = resolve_device(args.device)
+    dtype = dtype_named(DTYPES[args.dtype])
     if args.random_weights:
         engine = load_random(args.preset, device=device, dtype=dtype, seed=args.seed or 0, weights=args.weights)
     else:

@@ -13,18 +13,11 @@ import sys
 from pathlib import Path
 
 from warpcode.agent.cli.options import add_agent_options
+from warpcode.agent.service.ws_server import LISTENING
 from warpcode.tools.workspace import ensure_private_dir
 
 TOKEN_FILE_NAME = "serve-token"
 TOKEN_VARIABLE = "WARPCODE_TOKEN"  # the token without putting it on a command line, which `ps` shows everyone
-LISTENING = "warpcode serve: ACP on"  # the start-up line on stderr; scripts and tests read the URL from it
-
-
-def listening_url(stderr_line: str) -> str | None:
-    """The ws:// URL from `serve`'s start-up line, None for any other line."""
-    if not stderr_line.startswith(LISTENING):
-        return None
-    return stderr_line[len(LISTENING) :].split()[0]
 
 
 def default_token_file(configured: str | None, state_dir: Path) -> Path:

@@ -81,9 +81,8 @@ def run_model_server(args: argparse.Namespace) -> int:
     sock = bind(args.host, args.port)  # before importing and loading: a port in use says so at once
     require_runtime("warpcode serve-model")
     require("warpcode serve-model", SERVER_MODULES, "runtime")
-    import torch
-
     from warpcode.model_runtime import load, load_random
+    from warpcode.model_runtime.devices import dtype_named, resolve_device
     from warpcode.model_runtime.openai_server import LISTENING, ModelServer, RequestLimits, base_url, create_app
 
     limits = RequestLimits(
@@ -91,8 +90,8 @@ def run_model_server(args: argparse.Namespace) -> int:
         allowed_hosts=frozenset(name.lower().rstrip(".") for name in args.allow_host),
         max_body_bytes=int(args.max_body_mb * 2**20),
     )
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
-    dtype = getattr(torch, name) if (name := DTYPES[args.dtype]) else None
+    device = resolve_device(args.device)
+    dtype = dtype_named(DTYPES[args.dtype])
     sizes = {"kv_cache_gb": args.kv_cache_gb, "max_model_len": args.max_model_len}
     if args.random_weights:
         engine = load_random(args.preset, device=device, dtype=dtype, weights=args.weights, **sizes)
