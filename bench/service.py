@@ -27,7 +27,7 @@ import acp
 from acp.schema import ToolCallProgress
 from acp.ws import create_websocket_stream
 
-from warpcode.agent.service.ws_server import listening_url
+from warpcode.agent.service.listening import listening_url
 
 TOKEN = "bench-token-" + "0" * 24
 STAMP = re.compile(r"\b(\d{10}\.\d{6,9})\b")

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from warpcode.agent.cli.options import add_agent_options
-from warpcode.agent.service.ws_server import LISTENING
+from warpcode.agent.service.listening import LISTENING
 from warpcode.tools.workspace import ensure_private_dir
 
 TOKEN_FILE_NAME = "serve-token"

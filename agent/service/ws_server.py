@@ -42,16 +42,6 @@ SINGLE_HEADERS = ("Host", "Origin", "Authorization")
 log = logging.getLogger("warpcode.serve")
 
 
-LISTENING = "warpcode serve: ACP on"  # `warpcode serve`'s start-up line on stderr, before the URL
-
-
-def listening_url(stderr_line: str) -> str | None:
-    """The ws:// URL from `warpcode serve`'s start-up line (scripts and tests read it), None for any other line."""
-    if not stderr_line.startswith(LISTENING):
-        return None
-    return stderr_line[len(LISTENING) :].split()[0]
-
-
 class FrameTooLarge(ValueError):
     """A request of ours that the client could not receive."""
 

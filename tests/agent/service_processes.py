@@ -17,7 +17,7 @@ from acp.ws import create_websocket_stream
 
 from tests.agent.acp_clients import AcpTestClient, RecordingClient
 from tests.agent.scripted_model import write_script
-from warpcode.agent.service.ws_server import listening_url
+from warpcode.agent.service.listening import listening_url
 
 TOKEN = "test-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
