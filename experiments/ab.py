@@ -157,7 +157,7 @@ def compare(
     values: dict[tuple, dict[str, list[float]]] = {}
     for measurement in found:
         row = measurement.row
-        case_fields = keys if keys is not None else [name for name, value in row.items() if not _is_metric(value)]
+        case_fields = keys if keys is not None else [name for name, value in row.items() if _names_the_case(value)]
         case = tuple((name, _hashable(row.get(name))) for name in case_fields)
         row_metrics = metrics if metrics is not None else [name for name, value in row.items() if _is_metric(value)]
         for metric in row_metrics:
@@ -196,6 +196,12 @@ def summary(comparisons: Sequence[Comparison], reference: str | None = None) -> 
 
 def _is_metric(value: object) -> bool:
     return isinstance(value, float)
+
+
+def _names_the_case(value: object) -> bool:
+    """Numbers other than floats and short words name a case; prose (a benchmark row's note, which quotes its own
+    measurements) would make every run's row a case of its own."""
+    return not _is_metric(value) and not (isinstance(value, str) and " " in value)
 
 
 def _hashable(value: object) -> object:
