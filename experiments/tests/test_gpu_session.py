@@ -83,7 +83,8 @@ def test_list_and_help_print_every_step():
 def test_dry_run_prints_the_commands_and_runs_none(tmp_path):
     result = run_script("gpu_session.py", "--dry-run", "--out", str(tmp_path), "install", "tests", "ab", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "python3 -m pytest -q -m gpu -p no:cacheprovider -rs --continue-on-collection-errors tests/kernels tests/model_runtime" in result.stdout
+    pytest = "python3 -m pytest -q -m gpu -p no:cacheprovider -rs --continue-on-collection-errors"
+    assert f"{pytest} tests/kernels tests/model_runtime" in result.stdout
     assert "cd /tmp/warpcode-ab-base && python3 -m warpcode.agent bench decode" in result.stdout
     assert list(tmp_path.iterdir()) == []
 
