@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +109,10 @@ class AcpSession:
     def running(self) -> bool:
         return not self._no_turn.is_set()
 
-    async def prompt(self, text: str) -> TurnResult:
+    async def prompt(
+        self, text: str, command: Callable[[], Coroutine[Any, Any, TurnResult]] | None = None
+    ) -> TurnResult:
+        """Run a prompt turn for `text`, or, given `command` (slash_commands.py), that command's work instead."""
         if self.running:
             raise SessionBusy(
                 f"Session {self.session_id!r} is already running a prompt turn: wait for its answer "
@@ -120,7 +123,7 @@ class AcpSession:
         result = TurnResult("cancelled")
         try:
             self._record({"type": "prompt", "text": text})
-            result = await self.agent.prompt(text)
+            result = await (self.agent.perform(command()) if command else self.agent.prompt(text))
             return result
         finally:
             messages = [message_record(m) for m in self.agent.messages[1:]]

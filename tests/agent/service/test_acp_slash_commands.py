@@ -1,0 +1,116 @@
+"""Slash commands over a real `warpcode acp`: advertised after session/new and session/load, run from the prompt
+instead of a model turn (the scripted model's turns show which prompts reached it), an unknown one sent to the
+model as text."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+
+import pytest
+from acp.helpers import text_block
+
+from tests.agent.acp_clients import AcpTestClient
+from tests.agent.service_processes import acp_process
+
+pytestmark = pytest.mark.asyncio
+
+EDIT = {"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}
+
+
+async def _commands(client: AcpTestClient) -> dict:
+    """The commands of the first available_commands_update, waited for (it follows the answer that set up the
+    session)."""
+    for _ in range(200):
+        if updates := client.of("available_commands_update"):
+            return {c.name: c for c in updates[0].available_commands}
+        await asyncio.sleep(0.01)
+    raise AssertionError("no available_commands_update")
+
+
+async def _say(conn, client: AcpTestClient, session_id: str, text: str) -> str:
+    client.updates.clear()
+    result = await conn.prompt(session_id=session_id, prompt=[text_block(text)])
+    assert result.stop_reason == "end_turn"
+    return client.text()
+
+
+async def test_undo_checkpoints_and_unknown_commands(tmp_path: Path, failing_repo: Path, scripted_model) -> None:
+    model = scripted_model([{"tool_calls": [EDIT]}, {"text": "Fixed."}, {"text": "The model answers /foo."}])
+    client = AcpTestClient()
+    async with acp_process(client, tmp_path / "state", "--model", model, "--mode", "auto") as (conn, _):
+        session_id = (await conn.new_session(cwd=str(failing_repo))).session_id
+        commands = await _commands(client)
+        assert list(commands) == ["undo", "checkpoints", "compact", "init", "mode", "model"]
+        assert commands["undo"].input.root.hint == "checkpoint id" and commands["compact"].input is None
+        assert all(c.description for c in commands.values())
+        assert "nothing to undo" in await _say(conn, client, session_id, "/undo")
+        await _say(conn, client, session_id, "Fix add()")
+        assert "a + b" in (failing_repo / "calc.py").read_text()
+
+        listed = await _say(conn, client, session_id, "/checkpoints")
+        assert "before: Fix add()" in listed
+        undone = await _say(conn, client, session_id, "/undo")
+        assert undone.startswith("Restored checkpoint") and "M calc.py" in undone
+        assert (failing_repo / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"
+        redo = undone.rsplit("/undo ", 1)[1].rstrip(".")
+        assert "Restored" in await _say(conn, client, session_id, f"/undo {redo}")  # the undo undone
+        assert "a + b" in (failing_repo / "calc.py").read_text()
+        assert "Unknown checkpoint" in await _say(conn, client, session_id, "/undo deadbeef")
+
+        # None of the commands used a model turn: the third scripted turn answers the unknown command.
+        assert await _say(conn, client, session_id, "/foo bar") == "The model answers /foo."
+
+
+async def test_mode_model_and_compact(tmp_path: Path, workspace: Path, scripted_model) -> None:
+    run = {"name": "run_command", "arguments": {"command": "echo ran > ran.txt"}}
+    model = scripted_model([{"text": "Hello."}, {"tool_calls": [run]}, {"text": "Done."}])
+    client = AcpTestClient()  # rejects every permission question
+    async with acp_process(client, tmp_path / "state", "--model", model) as (conn, _):
+        session_id = (await conn.new_session(cwd=str(workspace))).session_id
+        assert "no conversation" in await _say(conn, client, session_id, "/compact")
+        await _say(conn, client, session_id, "Say hello")
+        compacted = await _say(conn, client, session_id, "/compact")
+        assert compacted.startswith("Compacted the conversation: 2 messages")
+
+        assert (await _say(conn, client, session_id, "/mode")).startswith("Mode: ask.")
+        assert "Unknown mode 'yolo'" in await _say(conn, client, session_id, "/mode yolo")
+        await _say(conn, client, session_id, "/mode auto")
+        assert [u.current_mode_id for u in client.of("current_mode_update")] == ["auto"]
+        await _say(conn, client, session_id, "Run it")
+        assert client.permission_requests == [] and (workspace / "ran.txt").exists()  # auto asks nothing
+
+        assert model in await _say(conn, client, session_id, "/model")
+
+    reopened = AcpTestClient()
+    async with acp_process(reopened, tmp_path / "state", "--model", model) as (conn, _):
+        loaded = await conn.load_session(cwd=str(workspace), session_id=session_id)
+        assert loaded.modes.current_mode_id == "auto"  # /mode is a mode switch like session/set_mode
+        assert "compact" in await _commands(reopened)  # advertised after session/load too
+
+
+def _git_repo(root: Path) -> Path:
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / "src").mkdir()
+    (root / "test_it.py").write_text("def test_it():\n    pass\n")
+    return root
+
+
+async def test_init_writes_agents_md_only_when_allowed(tmp_path: Path, scripted_model) -> None:
+    repo = _git_repo(tmp_path / "repo")
+    client = AcpTestClient(answers=["reject_once", "allow_once"])
+    async with acp_process(client, tmp_path / "state", "--model", scripted_model([]), "--mode", "auto") as (conn, _):
+        session_id = (await conn.new_session(cwd=str(repo))).session_id
+        assert await _say(conn, client, session_id, "/init") == "AGENTS.md was not written."
+        assert not (repo / "AGENTS.md").exists()
+        assert [u.status for u in client.of("tool_call_update")] == ["failed"]
+
+        assert (await _say(conn, client, session_id, "/init")).startswith("Wrote AGENTS.md")
+        (request, options), _ = client.permission_requests  # asked even in auto mode
+        assert options == ["allow_once", "reject_once"] and request.content[0].type == "diff"
+        written = (repo / "AGENTS.md").read_text()
+        assert "- `src/`" in written and "`pytest -q`" in written and request.content[0].new_text == written
+        assert [u.status for u in client.of("tool_call_update")] == ["completed"]
+        assert "already exists" in await _say(conn, client, session_id, "/init")
