@@ -121,6 +121,7 @@ class Agent:
         self._cancelled = False
         self._ids_seen: set[str] = set()
         self._streaming: _StreamedOutput | None = None  # the running call's output
+        self._terminals: dict[str, str] = {}  # call id -> the editor terminal its command runs in (show_terminal)
         self._event_loop: asyncio.AbstractEventLoop | None = None
         self._checkpoint_message, self._checkpointed = "", False
 
@@ -225,11 +226,13 @@ class Agent:
             result = await self._execute(call, kind)
         except asyncio.CancelledError:
             observation = "Stopped: the user cancelled the turn before this call finished."
-            self.emit(events.tool_call_finished(call.id, False, observation, None, root))
+            terminal = self._terminals.pop(call.id, None)
+            self.emit(events.tool_call_finished(call.id, False, observation, None, root, terminal))
             self.messages.append(Message("tool", observation, tool_call_id=call.id, name=call.name))
             raise
         observation = context.cut_to_budget(result.content, self.limits.tool_output_tokens, self.backend.count_tokens)
-        self.emit(events.tool_call_finished(call.id, result.ok, observation, result.data, root))
+        terminal = self._terminals.pop(call.id, None)
+        self.emit(events.tool_call_finished(call.id, result.ok, observation, result.data, root, terminal))
         self.messages.append(Message("tool", observation, tool_call_id=call.id, name=call.name))
 
     async def _execute(self, call: ToolCall, kind: str) -> ToolResult:
@@ -297,6 +300,18 @@ class Agent:
         for call in self.messages[replies[-1]].tool_calls:
             if call.id not in answered:  # never announced to the client either: only the model needs to know
                 self.messages.append(Message("tool", observation, tool_call_id=call.id, name=call.name))
+
+    def show_terminal(self, terminal_id: str) -> None:
+        """From a tool's worker thread: the running call's command runs in this editor terminal (the ACP service's
+        client_terminal.py); the call embeds it now and in its final update. Scheduled like output, so it comes
+        before the call's end."""
+        streaming = self._streaming
+        if streaming is not None:
+            self._event_loop.call_soon_threadsafe(self._embed_terminal, streaming.call_id, terminal_id)
+
+    def _embed_terminal(self, call_id: str, terminal_id: str) -> None:
+        self._terminals[call_id] = terminal_id
+        self.emit(events.tool_call_terminal(call_id, terminal_id))
 
     def _tool_output_from_thread(self, chunk: str) -> None:
         streaming = self._streaming

@@ -150,6 +150,7 @@ class WarpcodeAcpAgent:
         config = service.config
         self.open = OpenSessions(self._release, config.sessions_per_connection, config.idle_sessions_in_memory)
         self.client_fs = schema.FileSystemCapabilities()
+        self.client_terminal = False  # whether the client runs commands in its terminals (client_terminal.py)
 
     @property
     def sessions(self) -> dict[str, AcpSession]:
@@ -164,6 +165,7 @@ class WarpcodeAcpAgent:
     ) -> schema.InitializeResponse:
         if client_capabilities and client_capabilities.fs:
             self.client_fs = client_capabilities.fs
+        self.client_terminal = bool(client_capabilities and client_capabilities.terminal)
         # We speak exactly one version: the answer is ours, and a client that cannot speak it disconnects.
         return schema.InitializeResponse(
             protocol_version=acp.PROTOCOL_VERSION,
@@ -318,6 +320,7 @@ class WarpcodeAcpAgent:
             self.service.pacer,
             workspace_state_dir(self.service.config.state_dir, cwd),
             self.service.sandbox,
+            self.client_terminal,
         )
 
     def _reserve(self, session_id: str) -> None:
