@@ -194,6 +194,7 @@ async def _init(ctx: CommandContext, argument: str) -> None:
         schema.PermissionOption(option_id="reject_once", name="Do not write it", kind="reject_once"),
     ]
     try:
+        await session.flush()  # the editor hears of the call before it is asked about it
         answer = await session.conn.request_permission(
             session_id=session.session_id, tool_call=request, options=options
         )
