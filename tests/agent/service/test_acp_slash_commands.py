@@ -5,7 +5,11 @@ model as text."""
 from __future__ import annotations
 
 import asyncio
+import json
+import select
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -13,8 +17,6 @@ from acp.helpers import text_block
 
 from tests.agent.acp_clients import AcpTestClient
 from tests.agent.service_processes import acp_process
-
-pytestmark = pytest.mark.asyncio
 
 EDIT = {"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}
 
@@ -36,9 +38,45 @@ async def _say(conn, client: AcpTestClient, session_id: str, text: str) -> str:
     return client.text()
 
 
-async def test_undo_checkpoints_and_unknown_commands(tmp_path: Path, failing_repo: Path, scripted_model) -> None:
+def _frames(stdout, count: int, timeout_s: float = 20.0) -> list[dict]:
+    """Up to `count` JSON lines, as many as come within `timeout_s` (unbuffered: select sees every byte)."""
+    frames, deadline = [], time.monotonic() + timeout_s
+    while len(frames) < count and select.select([stdout], [], [], max(deadline - time.monotonic(), 0))[0]:
+        frames.append(json.loads(stdout.readline()))
+    return frames
+
+
+def test_the_commands_follow_the_answer_that_names_the_session(tmp_path: Path, workspace: Path) -> None:
+    """On the wire (raw JSON lines to `warpcode acp`): the editor learns the session id before it hears of the
+    session's commands, so it can tell which session they are for."""
+    requests = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
+        {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": str(workspace), "mcpServers": []}},
+    ]
+    command = [sys.executable, "-m", "warpcode.agent", "acp", "--state-dir", str(tmp_path / "state")]
+    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0) as agent:
+        agent.stdin.write("".join(json.dumps(r) + "\n" for r in requests).encode())
+        frames = _frames(agent.stdout, 3)
+        agent.stdin.close()
+        agent.wait(20)
+    assert [f.get("id") for f in frames] == [1, 2, None]
+    session_id = frames[1]["result"]["sessionId"]
+    assert frames[2]["method"] == "session/update" and frames[2]["params"]["sessionId"] == session_id
+    assert frames[2]["params"]["update"]["sessionUpdate"] == "available_commands_update"
+
+
+def _git_repo(root: Path) -> Path:
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / "src").mkdir()
+    (root / "test_it.py").write_text("def test_it():\n    pass\n")
+    return root
+
+
+@pytest.mark.asyncio
+async def test_undo_checkpoints_init_and_unknown_commands(tmp_path: Path, failing_repo: Path, scripted_model) -> None:
     model = scripted_model([{"tool_calls": [EDIT]}, {"text": "Fixed."}, {"text": "The model answers /foo."}])
-    client = AcpTestClient()
+    client = AcpTestClient(answers=["reject_once", "allow_once"])  # for /init
     async with acp_process(client, tmp_path / "state", "--model", model, "--mode", "auto") as (conn, _):
         session_id = (await conn.new_session(cwd=str(failing_repo))).session_id
         commands = await _commands(client)
@@ -62,7 +100,22 @@ async def test_undo_checkpoints_and_unknown_commands(tmp_path: Path, failing_rep
         # None of the commands used a model turn: the third scripted turn answers the unknown command.
         assert await _say(conn, client, session_id, "/foo bar") == "The model answers /foo."
 
+        repo = _git_repo(tmp_path / "project")
+        session_id = (await conn.new_session(cwd=str(repo))).session_id
+        assert await _say(conn, client, session_id, "/init") == "AGENTS.md was not written."
+        assert not (repo / "AGENTS.md").exists()
+        assert [u.status for u in client.of("tool_call_update")] == ["failed"]
 
+        assert (await _say(conn, client, session_id, "/init")).startswith("Wrote AGENTS.md")
+        (request, options), _ = client.permission_requests  # asked even in auto mode
+        assert options == ["allow_once", "reject_once"] and request.content[0].type == "diff"
+        written = (repo / "AGENTS.md").read_text()
+        assert "- `src/`" in written and "`pytest -q`" in written and request.content[0].new_text == written
+        assert [u.status for u in client.of("tool_call_update")] == ["completed"]
+        assert "already exists" in await _say(conn, client, session_id, "/init")
+
+
+@pytest.mark.asyncio
 async def test_mode_model_and_compact(tmp_path: Path, workspace: Path, scripted_model) -> None:
     run = {"name": "run_command", "arguments": {"command": "echo ran > ran.txt"}}
     model = scripted_model([{"text": "Hello."}, {"tool_calls": [run]}, {"text": "Done."}])
@@ -88,29 +141,3 @@ async def test_mode_model_and_compact(tmp_path: Path, workspace: Path, scripted_
         loaded = await conn.load_session(cwd=str(workspace), session_id=session_id)
         assert loaded.modes.current_mode_id == "auto"  # /mode is a mode switch like session/set_mode
         assert "compact" in await _commands(reopened)  # advertised after session/load too
-
-
-def _git_repo(root: Path) -> Path:
-    root.mkdir()
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
-    (root / "src").mkdir()
-    (root / "test_it.py").write_text("def test_it():\n    pass\n")
-    return root
-
-
-async def test_init_writes_agents_md_only_when_allowed(tmp_path: Path, scripted_model) -> None:
-    repo = _git_repo(tmp_path / "repo")
-    client = AcpTestClient(answers=["reject_once", "allow_once"])
-    async with acp_process(client, tmp_path / "state", "--model", scripted_model([]), "--mode", "auto") as (conn, _):
-        session_id = (await conn.new_session(cwd=str(repo))).session_id
-        assert await _say(conn, client, session_id, "/init") == "AGENTS.md was not written."
-        assert not (repo / "AGENTS.md").exists()
-        assert [u.status for u in client.of("tool_call_update")] == ["failed"]
-
-        assert (await _say(conn, client, session_id, "/init")).startswith("Wrote AGENTS.md")
-        (request, options), _ = client.permission_requests  # asked even in auto mode
-        assert options == ["allow_once", "reject_once"] and request.content[0].type == "diff"
-        written = (repo / "AGENTS.md").read_text()
-        assert "- `src/`" in written and "`pytest -q`" in written and request.content[0].new_text == written
-        assert [u.status for u in client.of("tool_call_update")] == ["completed"]
-        assert "already exists" in await _say(conn, client, session_id, "/init")
