@@ -89,11 +89,11 @@ def parse_invocation(prompt: list[Any]) -> Invocation | None:
     if not isinstance(first, schema.TextContentBlock):
         return None
     text = first.text.strip()
-    if not text.startswith("/"):
+    if not text.startswith("/") or len(text) == 1 or text[1].isspace():
         return None
-    name, _, argument = text[1:].partition(" ")
+    name, *argument = text[1:].split(None, 1)  # "/mode auto", "/mode\tauto"
     command = COMMANDS.get(name)
-    return Invocation(command, argument.strip()) if command else None
+    return Invocation(command, argument[0] if argument else "") if command else None
 
 
 def available_commands_update() -> schema.AvailableCommandsUpdate:

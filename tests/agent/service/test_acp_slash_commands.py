@@ -13,10 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
-from acp.helpers import text_block
+from acp.helpers import resource_link_block, text_block
 
 from tests.agent.acp_clients import AcpTestClient
 from tests.agent.service_processes import acp_process
+from warpcode.agent.service.slash_commands import parse_invocation
 
 EDIT = {"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}
 
@@ -36,6 +37,24 @@ async def _say(conn, client: AcpTestClient, session_id: str, text: str) -> str:
     result = await conn.prompt(session_id=session_id, prompt=[text_block(text)])
     assert result.stop_reason == "end_turn"
     return client.text()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("/mode auto", ("mode", "auto")),
+        ("  /undo\tabc1234  ", ("undo", "abc1234")),
+        ("/compact", ("compact", "")),
+        ("/foo bar", None),  # unknown: the model's
+        ("/ mode", None),
+        ("/", None),
+        ("please /undo", None),
+    ],
+)
+def test_which_prompts_are_commands(text: str, expected: tuple | None) -> None:
+    invocation = parse_invocation([text_block(text)])
+    assert (invocation and (invocation.command.name, invocation.argument)) == expected
+    assert parse_invocation([resource_link_block("mode", "file:///mode"), text_block(text)]) is None
 
 
 def _frames(stdout, count: int, timeout_s: float = 20.0) -> list[dict]:
