@@ -9,11 +9,13 @@ import asyncio
 import shutil
 from pathlib import Path
 
+import acp
 import pytest
 from acp.helpers import text_block
+from acp.ws import create_websocket_stream
 
 from tests.agent.acp_clients import TerminalClient
-from tests.agent.service_processes import acp_process
+from tests.agent.service_processes import AUTH, acp_process, serving
 
 pytestmark = pytest.mark.asyncio
 
@@ -76,6 +78,22 @@ async def test_a_timeout_or_a_cancel_kills_the_terminal(tmp_path: Path, workspac
         assert (await asyncio.wait_for(turn, 20)).stop_reason == "cancelled"
     assert [m for m, _ in client.calls] == ["create", "wait_for_exit", "kill", "output", "release"]
     assert client.terminals == {}  # every terminal released, its command killed
+
+
+async def test_over_websocket_too(tmp_path: Path, workspace: Path) -> None:
+    """`warpcode serve`: the same terminal requests, and the session's commands announced, over the WebSocket."""
+    client = TerminalClient()
+    async with serving(tmp_path, [_run("echo over the socket")]) as server:
+        transport = await create_websocket_stream(server.url, headers=AUTH)
+        conn = acp.connect_to_agent(client, transport)
+        await conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=client.capabilities())
+        session_id = (await conn.new_session(cwd=str(workspace))).session_id
+        await conn.prompt(session_id=session_id, prompt=[text_block("go")])
+        await conn.close()
+    assert [m for m, _ in client.calls] == ["create", "wait_for_exit", "output", "release"]
+    (ran,) = _final(client)
+    assert ran.content[0].terminal_id == "term-1" and "over the socket" in ran.content[1].content.text
+    assert client.of("available_commands_update")
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
