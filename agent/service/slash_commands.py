@@ -274,7 +274,7 @@ COMMANDS: dict[str, SlashCommand] = {
         SlashCommand("checkpoints", "List the checkpoints /undo can restore", None, _checkpoints),
         SlashCommand("compact", "Summarize the conversation so far to free the model's context", None, _compact),
         SlashCommand("init", f"Write a starting {FILE_NAME} with instructions for agents", None, _init),
-        SlashCommand("mode", f"Show or switch the permission mode ({', '.join(MODES)})", "mode", _mode),
+        SlashCommand("mode", "Show or switch the permission mode", f"{', '.join(MODES[:-1])} or {MODES[-1]}", _mode),
         SlashCommand("model", "Show the model this session uses", None, _model),
     ]
 }
