@@ -72,12 +72,27 @@ def tool_call_output(call_id: str, output_so_far: str) -> schema.ToolCallProgres
     return update_tool_call(call_id, status="in_progress", content=[tool_content(text_block(output_so_far))])
 
 
-def tool_call_finished(call_id: str, ok: bool, observation: str, data: Any, root: Path) -> schema.ToolCallProgress:
-    """The final update: file diffs for edits (ACP `diff` content), the observation text otherwise."""
+def tool_call_terminal(call_id: str, terminal_id: str) -> schema.ToolCallProgress:
+    """The call's command runs in this editor terminal (ACP `terminal` content): the editor shows it live."""
+    return update_tool_call(call_id, status="in_progress", content=[_terminal(terminal_id)])
+
+
+def tool_call_finished(
+    call_id: str, ok: bool, observation: str, data: Any, root: Path, terminal_id: str | None = None
+) -> schema.ToolCallProgress:
+    """The final update: file diffs for edits (ACP `diff` content), the observation text otherwise, after the
+    editor terminal the command ran in (which stays on show; the text is what the model read, and what a reloaded
+    session, whose terminal is long released, shows)."""
     content = edit_diffs(data, root) if ok else []
     if not content:
         content = [tool_content(text_block(observation))]
+    if terminal_id is not None:
+        content = [_terminal(terminal_id), *content]
     return update_tool_call(call_id, status="completed" if ok else "failed", content=content)
+
+
+def _terminal(terminal_id: str) -> schema.TerminalToolCallContent:
+    return schema.TerminalToolCallContent(type="terminal", terminal_id=terminal_id)
 
 
 def edit_diffs(data: Any, root: Path) -> list[Any]:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from warpcode.agent import context, events
 from warpcode.agent.backends import (
@@ -24,6 +25,7 @@ from warpcode.agent.backends import (
     ToolCallReady,
 )
 from warpcode.agent.permissions import PermissionPolicy, mode_policy, rejection_message
+from warpcode.agent.project_instructions import project_instructions
 from warpcode.agent.prompt import repo_overview, system_prompt
 from warpcode.agent.toolbox import TOOL_KINDS, TOOLS, ArgumentError, Toolbox, ToolResult, tool_schemas, validate
 from warpcode.model_runtime.chat.messages import Message, ToolCall
@@ -111,6 +113,7 @@ class Agent:
         self.toolbox = Toolbox(self.workspace, on_output=self._tool_output_from_thread, sandbox=sandbox)
         self.messages = [Message("system", "")]
         self.overview: str | None = None  # the repository map in the system prompt, fixed at the first turn
+        self.instructions = ""  # the project's AGENTS.md section of the system prompt, read at the first turn
         self.set_mode(mode, policy)
         self.checkpoints: list[Checkpoint] = []  # one per turn that edited files, oldest first
         self._tools = tool_schemas()
@@ -118,18 +121,24 @@ class Agent:
         self._cancelled = False
         self._ids_seen: set[str] = set()
         self._streaming: _StreamedOutput | None = None  # the running call's output
+        self._terminals: dict[str, str] = {}  # call id -> the editor terminal its command runs in (show_terminal)
         self._event_loop: asyncio.AbstractEventLoop | None = None
         self._checkpoint_message, self._checkpointed = "", False
 
     def set_mode(self, mode: str, policy: PermissionPolicy | None = None) -> None:
         self.mode, self.policy = mode, policy or mode_policy(mode)
         sandbox = self.toolbox.sandbox
-        self.messages[0] = Message("system", system_prompt(self.workspace, mode, self.overview or "", sandbox))
+        prompt = system_prompt(self.workspace, mode, self.overview or "", sandbox, self.instructions)
+        self.messages[0] = Message("system", prompt)
 
     async def prompt(self, text: str) -> TurnResult:
+        return await self.perform(self._turn(text))
+
+    async def perform(self, work: Coroutine[Any, Any, TurnResult]) -> TurnResult:
+        """Run `work` as this session's turn (a prompt's, or a slash command's): `cancel` stops it."""
         self._cancelled = False
         self._event_loop = asyncio.get_running_loop()
-        self._work = asyncio.ensure_future(self._turn(text))
+        self._work = asyncio.ensure_future(work)
         try:
             return await self._work
         except asyncio.CancelledError:
@@ -147,6 +156,7 @@ class Agent:
 
     async def _turn(self, text: str) -> TurnResult:
         if self.overview is None:  # built off the event loop, once: a session's system prompt stays the same
+            self.instructions = await asyncio.to_thread(project_instructions, self.workspace.root)
             self.overview = await repo_overview(self.workspace)
             self.set_mode(self.mode, self.policy)
         self.messages.append(Message("user", text))
@@ -216,11 +226,13 @@ class Agent:
             result = await self._execute(call, kind)
         except asyncio.CancelledError:
             observation = "Stopped: the user cancelled the turn before this call finished."
-            self.emit(events.tool_call_finished(call.id, False, observation, None, root))
+            terminal = self._terminals.pop(call.id, None)
+            self.emit(events.tool_call_finished(call.id, False, observation, None, root, terminal))
             self.messages.append(Message("tool", observation, tool_call_id=call.id, name=call.name))
             raise
         observation = context.cut_to_budget(result.content, self.limits.tool_output_tokens, self.backend.count_tokens)
-        self.emit(events.tool_call_finished(call.id, result.ok, observation, result.data, root))
+        terminal = self._terminals.pop(call.id, None)
+        self.emit(events.tool_call_finished(call.id, result.ok, observation, result.data, root, terminal))
         self.messages.append(Message("tool", observation, tool_call_id=call.id, name=call.name))
 
     async def _execute(self, call: ToolCall, kind: str) -> ToolResult:
@@ -288,6 +300,18 @@ class Agent:
         for call in self.messages[replies[-1]].tool_calls:
             if call.id not in answered:  # never announced to the client either: only the model needs to know
                 self.messages.append(Message("tool", observation, tool_call_id=call.id, name=call.name))
+
+    def show_terminal(self, terminal_id: str) -> None:
+        """From a tool's worker thread: the running call's command runs in this editor terminal (the ACP service's
+        client_terminal.py); the call embeds it now and in its final update. Scheduled like output, so it comes
+        before the call's end."""
+        streaming = self._streaming
+        if streaming is not None:
+            self._event_loop.call_soon_threadsafe(self._embed_terminal, streaming.call_id, terminal_id)
+
+    def _embed_terminal(self, call_id: str, terminal_id: str) -> None:
+        self._terminals[call_id] = terminal_id
+        self.emit(events.tool_call_terminal(call_id, terminal_id))
 
     def _tool_output_from_thread(self, chunk: str) -> None:
         streaming = self._streaming

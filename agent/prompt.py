@@ -1,4 +1,5 @@
-"""The system prompt: role, rules, the current mode, the tools and the workspace's repository map.
+"""The system prompt: role, rules, the current mode, the tools, the project's AGENTS.md instructions and the
+workspace's repository map.
 
 The tools' JSON schemas travel next to the messages (OpenAI `tools`, or the chat template's tools section), so
 the prompt lists them by name and purpose only.
@@ -53,13 +54,19 @@ MODE_NOTES = {
 }
 
 
-def system_prompt(workspace: Workspace, mode: str, overview: str = "", sandbox: Sandbox | None = None) -> str:
+def system_prompt(
+    workspace: Workspace, mode: str, overview: str = "", sandbox: Sandbox | None = None, instructions: str = ""
+) -> str:
     """The system prompt; `overview` is the repository map text from `repo_overview` ("" for none), `sandbox`
-    where commands run (what the prompt tells the model they can do)."""
+    where commands run (what the prompt tells the model they can do), `instructions` the project's AGENTS.md
+    section (project_instructions.py: framed as the repository's words, after our rules so they cannot pose as
+    them)."""
     tools = "\n".join(f"- {name}: {spec['description']}" for name, spec in TOOLS.items())
     commands = COMMANDS[sandbox is not None, sandbox is None or sandbox.network]
     role = ROLE.format(root=workspace.root, commands=commands)
     parts = [role, RULES, MODE_NOTES[mode], f"Tools:\n{tools}"]
+    if instructions:
+        parts.append(instructions)
     if overview:
         parts.append(f"Repository map (most referenced definitions):\n{overview}")
     return "\n\n".join(parts)

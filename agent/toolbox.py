@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from warpcode import tools
-from warpcode.tools.process import in_thread_cancellable
+from warpcode.tools.process import Executor, execute, in_thread_cancellable
 from warpcode.tools.sandbox import Sandbox
 from warpcode.tools.workspace import Workspace
 
@@ -184,7 +184,7 @@ def validate(value: Any, schema: dict[str, Any], where: str) -> None:
 
 class Toolbox:
     """Runs the fixed tools in one workspace. `on_output` receives run_tests/run_command output as it streams;
-    with a `sandbox`, run_tests and run_command run in it."""
+    with a `sandbox`, run_tests and run_command run in it; `executor` runs their commands (process.py)."""
 
     def __init__(
         self,
@@ -194,6 +194,7 @@ class Toolbox:
     ) -> None:
         self.workspace = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
         self.on_output, self.sandbox = on_output, sandbox
+        self.executor: Executor = execute  # the ACP session may give the editor's terminals instead
         self._patch_recovered = False
 
     def finish_interrupted_patch(self) -> None:
@@ -283,9 +284,10 @@ class Toolbox:
                 self.on_output,
                 cancel,
                 self.sandbox,
+                self.executor,
             )
         if name == "run_command":
             return tools.run_command(
-                ws, args["command"], args.get("timeout_s", 120.0), self.on_output, cancel, self.sandbox
+                ws, args["command"], args.get("timeout_s", 120.0), self.on_output, cancel, self.sandbox, self.executor
             )
         return args["entries"]

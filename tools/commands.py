@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 
 from warpcode.tools import errors
-from warpcode.tools.process import DEFAULT_TIMEOUT_S, CommandResult, execute, execute_async
+from warpcode.tools.process import DEFAULT_TIMEOUT_S, CommandResult, Executor, execute, execute_async
 from warpcode.tools.sandbox import Sandbox
 from warpcode.tools.workspace import Workspace
 
@@ -33,12 +33,13 @@ def run_command(
     on_output: Callable[[str], None] | None = None,
     cancel: threading.Event | None = None,
     sandbox: Sandbox | None = None,
+    executor: Executor = execute,
 ) -> CommandResult:
-    """Run `command` with the shell in the workspace root (in `sandbox`, if given). A non-zero exit is a normal
-    result; a timeout or a cancel raises CommandTimeout / CommandCancelled (carrying the output) after the group
-    has been killed."""
+    """Run `command` with the shell in the workspace root (in `sandbox`, if given; by `executor`, process.py). A
+    non-zero exit is a normal result; a timeout or a cancel raises CommandTimeout / CommandCancelled (carrying the
+    output) after the group has been killed."""
     _validate(command, timeout_s)
-    return _checked(execute(command, ws.root, timeout_s, on_output=on_output, cancel=cancel, sandbox=sandbox))
+    return _checked(executor(command, ws.root, timeout_s, on_output=on_output, cancel=cancel, sandbox=sandbox))
 
 
 async def run_command_async(

@@ -48,6 +48,11 @@ T = TypeVar("T")
 
 _command_numbers = itertools.count(1)
 
+# What runs a tool's command: `execute` here, or another place with its signature and guarantees (the editor's
+# terminal: agent/service/client_terminal.py): a shell string or argv, cwd, timeout_s, on_output, cancel, env
+# (the variables to add), max_output_bytes, sandbox -> CommandResult, never raising on timeout or cancel.
+Executor = Callable[..., "CommandResult"]
+
 
 @dataclass
 class CommandResult:

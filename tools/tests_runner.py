@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from warpcode.tools import errors
-from warpcode.tools.process import execute
+from warpcode.tools.process import Executor, execute
 from warpcode.tools.sandbox import Sandbox
 from warpcode.tools.tests_report import (
     FailedTest,
@@ -212,8 +212,10 @@ def run_tests(
     on_output: Callable[[str], None] | None = None,
     cancel: threading.Event | None = None,
     sandbox: Sandbox | None = None,
+    executor: Executor = execute,
 ) -> TestReport:
-    """Run the tests (the detected runner, or `command` with `paths` appended) and parse the results.
+    """Run the tests (the detected runner, or `command` with `paths` appended, by `executor`: process.py) and parse
+    the results.
 
     A timeout or cancel kills the whole process group and raises CommandTimeout / CommandCancelled. In `sandbox`,
     the folder the JUnit report is written to is writable too.
@@ -231,7 +233,7 @@ def run_tests(
                 line += f" --junitxml={shlex.quote(str(junit))}"
         if sandbox is not None:
             sandbox = sandbox.allowing(tmp)  # the JUnit report is written there
-        result = execute(
+        result = executor(
             line, ws.root, timeout_s, on_output=on_output, cancel=cancel, env=_environment(python), sandbox=sandbox
         )
         if result.timed_out:

@@ -39,6 +39,7 @@ from warpcode.agent.service.client_fs import ClientFiles
 from warpcode.agent.service.open_sessions import MAX_IDLE_LOADED, MAX_OPEN_SESSIONS, TOO_MANY_SESSIONS, OpenSessions
 from warpcode.agent.service.session import AcpSession, SessionBusy, flatten_prompt, replay
 from warpcode.agent.service.session_store import ListPosition, SavedSession, SessionStore, UnknownSession
+from warpcode.agent.service.slash_commands import advertise_commands, parse_invocation
 from warpcode.agent.service.update_stream import StepPacer
 from warpcode.tools import CheckpointError, Checkpoints
 from warpcode.tools.process import reap_leftover_commands
@@ -149,6 +150,7 @@ class WarpcodeAcpAgent:
         config = service.config
         self.open = OpenSessions(self._release, config.sessions_per_connection, config.idle_sessions_in_memory)
         self.client_fs = schema.FileSystemCapabilities()
+        self.client_terminal = False  # whether the client runs commands in its terminals (client_terminal.py)
 
     @property
     def sessions(self) -> dict[str, AcpSession]:
@@ -163,6 +165,7 @@ class WarpcodeAcpAgent:
     ) -> schema.InitializeResponse:
         if client_capabilities and client_capabilities.fs:
             self.client_fs = client_capabilities.fs
+        self.client_terminal = bool(client_capabilities and client_capabilities.terminal)
         # We speak exactly one version: the answer is ours, and a client that cannot speak it disconnects.
         return schema.InitializeResponse(
             protocol_version=acp.PROTOCOL_VERSION,
@@ -189,6 +192,7 @@ class WarpcodeAcpAgent:
             raise
         session = self._open(session_id, cwd, mode)
         await asyncio.to_thread(session.agent.toolbox.finish_interrupted_patch)  # the workspace whole before a tool
+        advertise_commands(self.conn, session_id)
         return schema.NewSessionResponse(session_id=session_id, modes=_modes(mode))
 
     async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> schema.LoadSessionResponse:
@@ -203,6 +207,7 @@ class WarpcodeAcpAgent:
             raise
         session = self._open(session_id, saved.cwd, saved.mode, saved)
         await asyncio.to_thread(session.agent.toolbox.finish_interrupted_patch)
+        advertise_commands(self.conn, session_id)
         return schema.LoadSessionResponse(modes=_modes(saved.mode))
 
     async def list_sessions(
@@ -224,8 +229,10 @@ class WarpcodeAcpAgent:
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> schema.PromptResponse:
         async with self._session(session_id) as session:
+            invocation = parse_invocation(prompt)  # a slash command runs instead of a model turn
+            run = (lambda: invocation.run(session, self.service.config.model)) if invocation else None
             try:
-                result = await session.prompt(flatten_prompt(prompt))
+                result = await session.prompt(flatten_prompt(prompt), run)
             except SessionBusy as exc:
                 raise RequestError(SESSION_BUSY, str(exc), {"sessionId": session_id}) from None
         return schema.PromptResponse(stop_reason=result.stop_reason)
@@ -313,6 +320,7 @@ class WarpcodeAcpAgent:
             self.service.pacer,
             workspace_state_dir(self.service.config.state_dir, cwd),
             self.service.sandbox,
+            self.client_terminal,
         )
 
     def _reserve(self, session_id: str) -> None:

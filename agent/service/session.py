@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from warpcode.agent.frame_limits import capped_input
 from warpcode.agent.loop import Agent, Limits, TurnResult
 from warpcode.agent.permissions import Decision, GrantScope, PermissionPolicy, grant_scope, mode_policy
 from warpcode.agent.service.client_fs import ClientFiles, ClientFileWorkspace
+from warpcode.agent.service.client_terminal import ClientTerminals
 from warpcode.agent.service.session_store import SavedSession, SessionStore, message_record
 from warpcode.agent.service.update_stream import PendingUpdate, StepPacer, raw_notifier, split_long_chunk
 from warpcode.model_runtime.chat.messages import Message
@@ -71,6 +72,7 @@ class AcpSession:
         pacer: StepPacer | None = None,
         state_dir: Path | None = None,  # the workspace's state (checkpoints, caches); None: the default place
         sandbox: Sandbox | None = None,  # where the session's commands and tests run; None: as the user
+        client_terminal: bool = False,  # the client advertised terminal/*: commands run in its terminals
     ) -> None:
         self.pacer = pacer or StepPacer()  # the server's, shared by its sessions
         self.session_id, self.cwd, self.conn, self.store, self.client_files = session_id, cwd, conn, store, client_files
@@ -93,6 +95,9 @@ class AcpSession:
         self.agent = Agent(workspace, paced, self._emit, mode, self._policy(mode), limits, sandbox)
         if saved:
             self.agent.messages[1:] = saved.messages
+        if client_terminal and sandbox is None:  # never around a sandbox: the editor runs commands as the user
+            loop = asyncio.get_running_loop()
+            self.agent.toolbox.executor = ClientTerminals(conn, session_id, loop, self.agent.show_terminal)
         self._sender = asyncio.create_task(self._send_loop(), name=f"warpcode.session.{session_id}.sender")
         self._writer = asyncio.create_task(self._log_loop(), name=f"warpcode.session.{session_id}.log")
 
@@ -109,7 +114,10 @@ class AcpSession:
     def running(self) -> bool:
         return not self._no_turn.is_set()
 
-    async def prompt(self, text: str) -> TurnResult:
+    async def prompt(
+        self, text: str, command: Callable[[], Coroutine[Any, Any, TurnResult]] | None = None
+    ) -> TurnResult:
+        """Run a prompt turn for `text`, or, given `command` (slash_commands.py), that command's work instead."""
         if self.running:
             raise SessionBusy(
                 f"Session {self.session_id!r} is already running a prompt turn: wait for its answer "
@@ -120,7 +128,7 @@ class AcpSession:
         result = TurnResult("cancelled")
         try:
             self._record({"type": "prompt", "text": text})
-            result = await self.agent.prompt(text)
+            result = await (self.agent.perform(command()) if command else self.agent.prompt(text))
             return result
         finally:
             messages = [message_record(m) for m in self.agent.messages[1:]]

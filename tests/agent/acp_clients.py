@@ -4,6 +4,10 @@ permission and file requests."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -95,3 +99,85 @@ class HeldPermissions(RecordingClient):
         self.asked.append(session_id)
         await self.answer.wait()
         return await super().request_permission(session_id, tool_call, options, **kwargs)
+
+
+class TerminalClient(AcpTestClient):
+    """An AcpTestClient that advertises `terminal` and implements terminal/* as an editor does: each terminal runs
+    its command for real (a subprocess in a process group of its own), keeps the tail of its output within
+    outputByteLimit, and is killed on terminal/kill or terminal/release. `calls` records each method and params."""
+
+    def __init__(self, answers: list[str] | None = None) -> None:
+        super().__init__(answers)
+        self.calls: list[tuple[str, dict]] = []
+        self.terminals: dict[str, _Terminal] = {}  # the ones not released yet
+        self._numbers = itertools.count(1)
+
+    def capabilities(self) -> Any:
+        return acp_schema.ClientCapabilities(terminal=True)
+
+    async def create_terminal(self, command: str, session_id: str, args=None, env=None, cwd=None,
+                              output_byte_limit=None, **kwargs: Any) -> Any:  # fmt: skip
+        params = {"command": command, "args": args, "cwd": cwd, "env": {v.name: v.value for v in env or []},
+                  "outputByteLimit": output_byte_limit}  # fmt: skip
+        self.calls.append(("create", params))
+        process = await asyncio.create_subprocess_exec(
+            command, *(args or []), cwd=cwd, env={**os.environ, **params["env"]}, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        terminal_id = f"term-{next(self._numbers)}"
+        self.terminals[terminal_id] = _Terminal(process, output_byte_limit)
+        return acp_schema.CreateTerminalResponse(terminal_id=terminal_id)
+
+    async def wait_for_terminal_exit(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
+        self.calls.append(("wait_for_exit", {"terminalId": terminal_id}))
+        terminal = self.terminals[terminal_id]
+        await terminal.done()
+        return acp_schema.WaitForTerminalExitResponse(**terminal.exit_status())
+
+    async def terminal_output(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
+        self.calls.append(("output", {"terminalId": terminal_id}))
+        terminal = self.terminals[terminal_id]
+        status = acp_schema.TerminalExitStatus(**terminal.exit_status()) if terminal.exited else None
+        text = terminal.output.decode(errors="replace")
+        return acp_schema.TerminalOutputResponse(output=text, truncated=terminal.truncated, exit_status=status)
+
+    async def kill_terminal(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
+        self.calls.append(("kill", {"terminalId": terminal_id}))
+        await self.terminals[terminal_id].kill()
+        return acp_schema.KillTerminalResponse()
+
+    async def release_terminal(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
+        self.calls.append(("release", {"terminalId": terminal_id}))
+        await self.terminals.pop(terminal_id).kill()
+        return acp_schema.ReleaseTerminalResponse()
+
+
+class _Terminal:
+    def __init__(self, process: asyncio.subprocess.Process, limit: int | None) -> None:
+        self.process, self.limit = process, limit
+        self.output, self.truncated = b"", False
+        self.reader = asyncio.ensure_future(self._read())
+
+    async def _read(self) -> None:
+        while chunk := await self.process.stdout.read(65536):
+            self.output += chunk
+            if self.limit is not None and len(self.output) > self.limit:
+                self.output, self.truncated = self.output[-self.limit :], True  # the spec: drop the beginning
+
+    @property
+    def exited(self) -> bool:
+        return self.process.returncode is not None
+
+    async def done(self) -> None:
+        await self.process.wait()
+        await self.reader
+
+    def exit_status(self) -> dict:
+        code = self.process.returncode
+        return {"exit_code": code if code >= 0 else None, "signal": signal.Signals(-code).name if code < 0 else None}
+
+    async def kill(self) -> None:
+        if not self.exited:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+        await self.done()
