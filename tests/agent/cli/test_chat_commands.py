@@ -153,35 +153,44 @@ def test_grouped_choices_and_an_agent_with_modes_only() -> None:
     assert options.summary() == "mode auto" and not options.offers("model")
 
 
-def test_warpcode_s_own_agent_s_commands_and_pickers_show_in_chat(tmp_path: Path) -> None:
-    """Runs once the server side of issue 47 is in (available_commands_update, configOptions): skipped before."""
+async def _chat_with_warpcode(tmp_path: Path, lines: list[str]) -> tuple[Chat, str]:
+    """`lines` typed into chat with warpcode's own agent in-process (as `warpcode chat` runs it), a scripted model."""
     from tests.agent.scripted_model import write_script
     from warpcode.agent.service.agent import AcpService, ServiceConfig
 
     script = write_script(tmp_path / "model.json", [{"text": "Hello."}])
     agent = AcpService(ServiceConfig(f"scripted:{script}", tmp_path / "state")).new_connection_agent()
     console = Console(width=200, record=True, file=open(tmp_path / "screen.txt", "w"))  # noqa: SIM115
-    chat = Chat(TerminalView(console), TypedLines(["/help", "/model", "/model 1", "/mode auto", "/mode"]))
+    chat = Chat(TerminalView(console), TypedLines(lines))
+    agent_end, client_end = memory_transport_pair()
+    server = asyncio.create_task(acp.run_agent(agent, agent_end))
+    conn = acp.connect_to_agent(chat, client_end)
+    try:
+        await asyncio.wait_for(chat.run(str(tmp_path), None, None), 10)
+    finally:
+        await agent.close()
+        await conn.close()
+        server.cancel()
+        await asyncio.gather(server, return_exceptions=True)
+    return chat, console.export_text()
 
-    async def run() -> None:
-        agent_end, client_end = memory_transport_pair()
-        server = asyncio.create_task(acp.run_agent(agent, agent_end))
-        conn = acp.connect_to_agent(chat, client_end)
-        try:
-            await asyncio.wait_for(chat.run(str(tmp_path), None, None), 10)
-        finally:
-            await agent.close()
-            await conn.close()
-            server.cancel()
-            await asyncio.gather(server, return_exceptions=True)
 
-    asyncio.run(run())
-    if not chat.commands.agent or "model" not in chat.options.selects:
-        pytest.skip("this agent advertises no slash commands or model option yet (issue 47's server side)")
-    screen = console.export_text()
+def test_warpcode_s_own_commands_are_listed(tmp_path: Path) -> None:
+    """Runs once warpcode's agent advertises slash commands (issue 47's server side): skipped before."""
+    chat, screen = asyncio.run(_chat_with_warpcode(tmp_path, ["/help"]))
+    if not chat.commands.agent:
+        pytest.skip("this agent advertises no slash commands yet (issue 47's server side)")
     theirs = [name for name in chat.commands.agent if name not in ("undo", "checkpoints", "mode", "model", "help")]
-    assert all(f"/{name}" in screen.split("The agent's commands")[1] for name in theirs)
+    assert theirs and all(f"/{name}" in screen.split("The agent's commands")[1] for name in theirs)
+
+
+def test_warpcode_s_own_model_and_mode_pickers(tmp_path: Path) -> None:
+    """Runs once warpcode's agent sends configOptions (issue 47's server side): skipped before."""
+    chat, screen = asyncio.run(_chat_with_warpcode(tmp_path, ["/model", "/model 1", "/mode auto", "/mode"]))
+    if "model" not in chat.options.selects:
+        pytest.skip("this agent sends no model config option yet (issue 47's server side)")
     model = chat.options.current("model")
     assert f"mode ask, model {model}" in screen or f"model {model}, mode ask" in screen
-    assert f" * 1. {model}" in screen and "error" not in screen
-    assert chat.options.current("mode") == "auto" and "* " in screen.split("/mode NAME or NUMBER switches):")[1]
+    assert f" * 1. {model}" in screen and f"> /model 1\nmodel {model}\n" in screen and "error" not in screen
+    assert chat.options.current("mode") == "auto"
+    assert " * 3. auto" in screen.split("/mode NAME or NUMBER switches):")[1]
