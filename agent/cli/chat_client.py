@@ -218,7 +218,9 @@ class Chat:
 
     async def _picker(self, option_id: str, argument: str) -> None:
         """/mode and /model: the choices with the current one marked, or a switch to the one named."""
-        if not self.options.offers(option_id):
+        if not self.options.offers(option_id) and option_id in self.commands.agent:
+            await self._prompt(f"/{option_id} {argument}".rstrip())  # no picker to show: the agent's command does it
+        elif not self.options.offers(option_id):
             self._note(f"this agent offers no {option_id} to choose (no `{option_id}` config option)")
         elif not argument:
             listing = self.options.listing(option_id)

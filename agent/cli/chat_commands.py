@@ -1,7 +1,8 @@
 """The slash commands `warpcode chat` knows: its own, run here, and the agent's (ACP `available_commands_update`),
 which chat sends to the agent as the prompt typed, since ACP runs a command as a prompt whose text begins with
 `/name`. A command of chat's own wins over an agent command of the same name (the agent's `/undo` does what
-chat's does; chat's `/mode` and `/model` are pickers over the session's config options). A unique beginning of a
+chat's does; chat's `/mode` and `/model` are pickers over the session's config options, and leave it to the
+agent's command of that name only when the agent sends no such option). A unique beginning of a
 name is enough (`/chec` is `/checkpoints`): the line-based prompt has no Tab completion, so this is its completion.
 """
 

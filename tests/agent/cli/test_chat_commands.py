@@ -124,6 +124,26 @@ def test_the_model_and_mode_pickers_set_the_spec_s_config_options(tmp_path: Path
     assert "   1. model-1 (Model 1)  The fastest model\n * 2. model-2 (Model 2)  The most powerful model" in last
 
 
+class CommandsOnlyAgent(SpecAgent):
+    """An agent with a `/model` command of its own and no config options: chat has no picker to show."""
+
+    async def new_session(self, cwd: str, **kwargs: Any) -> schema.NewSessionResponse:
+        asyncio.get_running_loop().call_later(0, self._advertise)
+        return schema.NewSessionResponse(session_id=NEW_SESSION["sessionId"])
+
+    def _advertise(self) -> None:
+        commands = [schema.AvailableCommand(name="model", description="switch the model")]
+        update = schema.AvailableCommandsUpdate(session_update="available_commands_update", available_commands=commands)
+        self.sent = asyncio.ensure_future(self.conn.session_update(session_id=NEW_SESSION["sessionId"], update=update))
+
+
+def test_without_config_options_the_agent_s_own_model_command_runs(tmp_path: Path) -> None:
+    agent = CommandsOnlyAgent()
+    screen = asyncio.run(chat_with(agent, ["/model big", "/mode"], tmp_path))
+    assert [params["prompt"][0]["text"] for _, params in agent.requests] == ["/model big"]
+    assert "this agent offers no mode to choose (no `mode` config option)" in screen
+
+
 def test_commands_resolve_by_unique_beginning_and_chat_s_own_win() -> None:
     commands = SlashCommands()
     commands.advertised(schema.AvailableCommandsUpdate.model_validate(COMMANDS).available_commands)
