@@ -1,7 +1,7 @@
 // The prompt box's slash-command completion, the config-option pickers and the session list's delete buttons in a
 // real browser (headless Chromium, the webview's own page and bundle), on the ACP 1.21 spec's examples: typing
-// `/` lists the agent's commands, ↓ and Tab or Enter complete one (Enter does not send while the list is open),
-// its input hint follows, Escape closes the list; a picker posts set-config, a delete button delete-session.
+// `/` lists the agent's commands, ↓ and Tab or Enter complete one (Enter sends only a whole name of a command
+// without input while the list is open), its input hint follows, Escape closes the list; a picker posts set-config, a delete button delete-session.
 // Skipped, saying so, where Chromium is not installed (`apt-get install chromium`).
 
 import assert from "node:assert/strict";
@@ -45,6 +45,8 @@ test("slash commands complete in the prompt box; pickers and delete post their m
       type("/we"); seen.again = shown();
       type("/plan the release"); seen.typing = shown();
       key("Enter"); seen.sent = prompt.value;
+      type("/test"); seen.whole = shown();
+      key("Enter"); seen.sentWhole = prompt.value;
       seen.pickers = [...document.querySelectorAll("select")].map((s) => s.dataset.action + ":" + (s.dataset.config ?? "") + "=" + s.value);
       const model = document.querySelector("select[data-config=model]");
       model.value = "model-2";
@@ -65,10 +67,13 @@ test("slash commands complete in the prompt box; pickers and delete post their m
     again: ["/web query to search forSearch the web for information *"],
     typing: null,
     sent: "",
+    whole: ["/testRun tests for the current project *"],
+    sentWhole: "", // a command without input, typed out: Enter sends it at once
     pickers: ["set-config:mode=ask", "set-config:model=model-1"], // the config options, not the legacy modes
   });
   assert.deepEqual(posted, [
     { type: "prompt", text: "/plan the release" },
+    { type: "prompt", text: "/test" },
     { type: "set-config", configId: "model", value: "model-2" },
     { type: "delete-session", sessionId: "old", title: "Fix add" },
   ]);

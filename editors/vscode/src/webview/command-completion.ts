@@ -1,6 +1,7 @@
 // Slash-command completion in the prompt box: while the box holds `/` and part of a name, the agent's commands
 // that start so are listed under it (core/slash-commands.ts decides which); ↑/↓ pick, Tab or Enter puts the
-// picked one in the box, Escape closes the list, a click picks. Once a name is complete its input hint shows.
+// picked one in the box (Enter on a whole name of a command without input sends it), Escape closes the list, a
+// click picks. Once a name is complete its input hint shows.
 
 import { completedText, matchingCommands, pendingHint, type CommandChoice } from "../core/slash-commands.js";
 import { renderCompletions } from "./render.js";
@@ -42,9 +43,11 @@ export class CommandCompletion {
         this.show();
         break;
       }
-      case "Tab":
       case "Enter":
-        if (event.shiftKey) return false;
+        if (event.shiftKey || this.isWholeCommand()) return false; // `/test` typed out: Enter sends it
+        this.pick(this.selected);
+        break;
+      case "Tab":
         this.pick(this.selected);
         break;
       case "Escape":
@@ -56,6 +59,12 @@ export class CommandCompletion {
     }
     event.preventDefault();
     return true;
+  }
+
+  // The box holds the picked command's whole name, and the command takes no input.
+  private isWholeCommand(): boolean {
+    const command = this.matches[this.selected]!;
+    return this.prompt.value === `/${command.name}` && command.hint === null;
   }
 
   private pick(index: number): void {
