@@ -1,8 +1,8 @@
 """The `warpcode chat` session: an ACP client that talks to the agent, whichever transport carries it.
 
 `Chat` is both the SDK's Client (session updates render through TerminalView, permission questions are asked on
-the terminal) and the read-eval loop that sends prompts and runs the slash commands (chat_commands.py: chat's own, and
-the agent's, sent on as prompts). Input is line-based, from a
+the terminal) and the read-eval loop that sends prompts and runs the slash commands (chat_commands.py: chat's own,
+and the agent's, sent on as prompts; session_options.py: the mode and model pickers). Input is line-based, from a
 TTY or a pipe alike (tests drive it that way), and read by `LineInput` so a pending read never blocks the event
 loop: permission answers arrive while a turn runs.
 """
