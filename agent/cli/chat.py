@@ -10,15 +10,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import signal
 from collections.abc import AsyncIterator
-from http import HTTPStatus
-from pathlib import Path
 from typing import Any
 
 from warpcode.agent.cli.options import add_agent_options, checked_cwd
-from warpcode.agent.cli.serve import TOKEN_VARIABLE, default_token_file
+from warpcode.agent.cli.ws_connect import add_connect_options, over_websocket
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -27,7 +24,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="chat with the agent in the terminal (in-process, or --connect to `warpcode serve`)",
         description="An interactive session: each line is a prompt, the agent's work streams to the screen, "
         "permission questions are answered with y / n / a (always) / r (never). Ctrl-C cancels a running turn; "
-        "Ctrl-C at the prompt, Ctrl-D or /quit leaves. /help lists the commands (/undo, /checkpoints, /mode).",
+        "Ctrl-C at the prompt, Ctrl-D or /quit leaves. /help lists the commands: chat's own (/undo, /checkpoints, "
+        "/mode, /model) and the ones the agent offers (sent to it as the prompt).",
     )
     chat.add_argument("--cwd", help="the workspace directory (default: a resumed session's, else the current one)")
     add_agent_options(chat)
@@ -39,12 +37,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="continue a stored session, replaying its history (`warpcode sessions` lists them; with --connect, "
         "one stored by that server)",
     )
-    chat.add_argument("--connect", metavar="URL", help="a running `warpcode serve`, e.g. ws://127.0.0.1:8765/acp")
-    chat.add_argument(
-        "--token",
-        help=f"bearer token for --connect (default: ${TOKEN_VARIABLE}, else the token file `warpcode serve` wrote); "
-        f"given here it shows in `ps` to every user: prefer ${TOKEN_VARIABLE}",
-    )
+    add_connect_options(chat)
     chat.set_defaults(handler=run_chat)
 
 
@@ -61,7 +54,7 @@ async def _chat(args: argparse.Namespace) -> int:
         raise ValueError("--max-tokens sets the model of this process: with --connect, give it to `warpcode serve`")
     loop = asyncio.get_running_loop()
     chat = Chat(TerminalView(), LineInput(loop))
-    connection = _over_websocket(args, chat) if args.connect else _in_process(args, chat)
+    connection = over_websocket(args, chat) if args.connect else _in_process(args, chat)
     async with connection:  # the SDK hands its connection to chat.on_connect
         loop.add_signal_handler(signal.SIGINT, chat.interrupt)
         try:
@@ -91,50 +84,3 @@ async def _in_process(args: argparse.Namespace, client: Any) -> AsyncIterator[No
         await conn.close()
         server.cancel()
         await asyncio.gather(server, return_exceptions=True)
-
-
-@contextlib.asynccontextmanager
-async def _over_websocket(args: argparse.Namespace, client: Any) -> AsyncIterator[None]:
-    import acp
-    import websockets
-    from acp.ws import create_websocket_stream
-
-    token_file = _token_file(args.state_dir)
-    if args.token:
-        token, source = args.token, "given with --token"
-    elif os.environ.get(TOKEN_VARIABLE):
-        token, source = os.environ[TOKEN_VARIABLE], f"from ${TOKEN_VARIABLE}"
-    else:
-        token, source = _saved_token(token_file), f"read from {token_file}"
-    try:
-        transport = await create_websocket_stream(args.connect, headers={"Authorization": f"Bearer {token}"})
-    except websockets.InvalidStatus as error:
-        if error.response.status_code != HTTPStatus.UNAUTHORIZED:
-            raise ConnectionError(f"could not connect to {args.connect}: {error}") from error
-        raise ConnectionError(
-            f"{args.connect} refused the token {source} (HTTP 401): pass the server's token with --token or "
-            f"${TOKEN_VARIABLE}; `warpcode serve` says where it keeps it when it starts (by default {token_file}, "
-            "on its machine)"
-        ) from None
-    except (OSError, websockets.InvalidHandshake, websockets.InvalidURI) as error:
-        raise ConnectionError(f"could not connect to {args.connect}: {error}") from error
-    conn = acp.connect_to_agent(client, transport)
-    try:
-        yield
-    finally:
-        await conn.close()
-
-
-def _token_file(state_dir: Path | None) -> Path:
-    """Where `warpcode serve` keeps its token when it runs here with the same settings."""
-    from warpcode.agent.config import load_settings
-    from warpcode.tools.workspace import default_state_home
-
-    return default_token_file(load_settings().token_file, state_dir or default_state_home())
-
-
-def _saved_token(path: Path) -> str:
-    try:
-        return path.read_text().strip()
-    except FileNotFoundError:
-        raise FileNotFoundError(f"no --token given and no token file {path} (`warpcode serve` writes it)") from None

@@ -1,7 +1,8 @@
 """The `warpcode chat` session: an ACP client that talks to the agent, whichever transport carries it.
 
 `Chat` is both the SDK's Client (session updates render through TerminalView, permission questions are asked on
-the terminal) and the read-eval loop that sends prompts and runs the slash commands. Input is line-based, from a
+the terminal) and the read-eval loop that sends prompts and runs the slash commands (chat_commands.py: chat's own,
+and the agent's, sent on as prompts; session_options.py: the mode and model pickers). Input is line-based, from a
 TTY or a pipe alike (tests drive it that way), and read by `LineInput` so a pending read never blocks the event
 loop: permission answers arrive while a turn runs.
 """
@@ -20,17 +21,12 @@ from acp.exceptions import RequestError
 from acp.helpers import text_block
 from rich.text import Text
 
+from warpcode.agent.cli.chat_commands import SlashCommands, UnknownCommand
+from warpcode.agent.cli.session_options import SessionOptions
 from warpcode.agent.cli.terminal_view import TerminalView
-from warpcode.agent.permissions import MODES
 
 INTERRUPTED = object()  # Ctrl-C, delivered in the input stream to whoever waits for a line
 ANSWERS = {"y": "allow_once", "n": "reject_once", "a": "allow_always", "r": "reject_always"}
-HELP = f"""Type a request for the agent, or a command:
-  /undo         restore the newest checkpoint (the files as they were before the last turn's edits)
-  /checkpoints  list the checkpoints, newest first
-  /mode MODE    change the permission mode ({" | ".join(MODES)})
-  /help         this text
-  /quit         leave (also Ctrl-D, or Ctrl-C at the prompt); Ctrl-C during a turn cancels the turn"""
 
 
 class LineInput:
@@ -77,6 +73,8 @@ class Chat:
         self.turn: asyncio.Future | None = None
         self.asking = False  # a permission question waits for its answer
         self.undone: set[str] = set()  # checkpoints /undo restored or created: the next /undo goes further back
+        self.commands = SlashCommands()
+        self.options = SessionOptions()
         self._cancelling: set[asyncio.Task] = set()
 
     # The ACP client side: what the agent calls.
@@ -85,7 +83,14 @@ class Chat:
         self.conn = conn
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
-        self.view(update)
+        if isinstance(update, schema.AvailableCommandsUpdate):
+            self.commands.advertised(update.available_commands)
+        elif isinstance(update, schema.ConfigOptionUpdate):
+            self.options.configured(update.config_options)
+        elif isinstance(update, schema.CurrentModeUpdate):
+            self.options.mode_changed(update.current_mode_id)
+        else:
+            self.view(update)
 
     async def request_permission(
         self, options: list[schema.PermissionOption], session_id: str, tool_call: schema.ToolCallUpdate, **kwargs: Any
@@ -132,11 +137,11 @@ class Chat:
         else:
             answer = await self.conn.new_session(cwd=cwd)
             self.session_id = answer.session_id
-        current = answer.modes.current_mode_id if answer.modes else None
-        if mode and mode != current:
-            await self.conn.set_session_mode(session_id=self.session_id, mode_id=mode)
-            current = mode
-        self._note(f"warpcode chat: session {self.session_id} in {cwd}, mode {current}. /help lists the commands.")
+        self.options.opened(answer)
+        if mode and mode != self.options.current("mode"):
+            await self._choose("mode", mode)
+        shown = f", {summary}" if (summary := self.options.summary()) else ""
+        self._note(f"warpcode chat: session {self.session_id} in {cwd}{shown}. /help lists the commands.")
         while True:
             line = await self._ask(Text("> ", style="bold"))
             if line is None or line is INTERRUPTED:
@@ -185,26 +190,57 @@ class Chat:
         self.console.print(Text(f"[{response.stop_reason}]", style=style))
 
     async def _command(self, line: str) -> bool:
-        """Run a slash command; False to leave."""
-        name, _, argument = line.partition(" ")
-        if name in ("/quit", "/exit"):
+        """Run a slash command, chat's own or the agent's; False to leave."""
+        word, _, argument = line.partition(" ")
+        try:
+            name, ours = self.commands.resolve(word)
+        except UnknownCommand as error:
+            self._note(str(error))
+            return True
+        argument = argument.strip()
+        if not ours:  # the agent's: the prompt as typed, under the command's full name
+            await self._prompt(f"/{name} {argument}".rstrip())
+        elif name == "quit":
             return False
-        if name == "/help":
-            self._note(HELP)
-        elif name == "/mode" and argument.strip():
-            await self.conn.set_session_mode(session_id=self.session_id, mode_id=argument.strip())
-            self._note(f"mode {argument.strip()}")
-        elif name == "/checkpoints":
+        elif name == "help":
+            self._note(self.commands.help())
+        elif name in ("mode", "model"):
+            await self._picker(name, argument)
+        elif name == "checkpoints":
             checkpoints = await self._checkpoints()
             for checkpoint in checkpoints:
                 self._note(f"{checkpoint['id'][:12]}  {checkpoint['time']}  {checkpoint['message']}")
             if not checkpoints:
                 self._note("no checkpoints yet: one is taken before a turn's first edit")
-        elif name == "/undo":
-            await self._undo()
         else:
-            self._note(f"unknown command {line!r}: /help lists the commands")
+            await self._undo()
         return True
+
+    async def _picker(self, option_id: str, argument: str) -> None:
+        """/mode and /model: the choices with the current one marked, or a switch to the one named."""
+        if not self.options.offers(option_id) and option_id in self.commands.agent:
+            await self._prompt(f"/{option_id} {argument}".rstrip())  # no picker to show: the agent's command does it
+        elif not self.options.offers(option_id):
+            self._note(f"this agent offers no {option_id} to choose (no `{option_id}` config option)")
+        elif not argument:
+            listing = self.options.listing(option_id)
+            self._note(f"{option_id} (* the current one; /{option_id} NAME or NUMBER switches):\n{listing}")
+        else:
+            try:
+                value = self.options.pick(option_id, argument)
+            except ValueError as error:
+                self._note(str(error))
+                return
+            await self._choose(option_id, value)
+            self._note(f"{option_id} {value}")
+
+    async def _choose(self, option_id: str, value: str) -> None:
+        if option_id in self.options.selects:  # the answer is the full set of options, the new value in it
+            answer = await self.conn.set_config_option(config_id=option_id, session_id=self.session_id, value=value)
+            self.options.configured(answer.config_options)
+        else:  # an agent with session modes only
+            await self.conn.set_session_mode(session_id=self.session_id, mode_id=value)
+            self.options.mode_changed(value)
 
     async def _checkpoints(self) -> list[dict[str, Any]]:
         answer = await self.conn.ext_method("warpcode/checkpoints", {"sessionId": self.session_id})

@@ -1,14 +1,18 @@
 """`warpcode sessions [list | show ID | delete ID]`: the sessions stored in the state directory (one JSONL log
-each, service/session_store.py), the same ones `warpcode chat --resume ID` and an editor's session list continue.
+each, service/session_store.py), the same ones `warpcode chat --resume ID` and an editor's session list continue;
+with --connect, those of a running `warpcode serve`, through ACP (remote_sessions.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
 from datetime import datetime
 from pathlib import Path
+
+from warpcode.agent.cli.ws_connect import add_connect_options
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -17,7 +21,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="list, show or delete the stored sessions (`warpcode chat --resume ID` continues one)",
         description="The sessions kept in the state directory, newest first: list (the default: id, workspace, "
         "last activity, turns, first prompt), show ID (the whole conversation, as chat replays it), delete ID "
-        "(its log; the workspace's checkpoints stay). `warpcode chat --resume ID` continues one.",
+        "(its log; the workspace's checkpoints stay). `warpcode chat --resume ID` continues one. With --connect, the "
+        "sessions of that `warpcode serve` (ACP session/list, session/load, session/delete).",
     )
     sessions.add_argument("action", nargs="?", choices=("list", "show", "delete"), default="list")
     sessions.add_argument("session_id", nargs="?", metavar="ID", help="the session, for show and delete")
@@ -28,6 +33,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="where the sessions are kept (default: $WARPCODE_STATE_DIR, else $XDG_STATE_HOME/warpcode, else "
         "~/.local/state/warpcode)",
     )
+    add_connect_options(sessions)
     sessions.set_defaults(handler=run_sessions)
 
 
@@ -35,13 +41,17 @@ def run_sessions(args: argparse.Namespace) -> int:
     from warpcode.agent.service.session_store import SessionStore, UnknownSession
     from warpcode.tools.state_home import default_state_home
 
+    if args.action == "list" and args.session_id:
+        raise ValueError(f"`sessions list` takes no id (got {args.session_id!r}): `sessions show ID` shows one")
+    if args.action != "list" and not args.session_id:
+        raise ValueError(f"`sessions {args.action}` needs a session id: `warpcode sessions` lists them")
+    if args.connect:
+        from warpcode.agent.cli.remote_sessions import run_remote
+
+        return asyncio.run(run_remote(args))
     store = SessionStore((args.state_dir or default_state_home()).expanduser().absolute())
     if args.action == "list":
-        if args.session_id:
-            raise ValueError(f"`sessions list` takes no id (got {args.session_id!r}): `sessions show ID` shows one")
         return _list(store, args.cwd)
-    if not args.session_id:
-        raise ValueError(f"`sessions {args.action}` needs a session id: `warpcode sessions` lists them")
     try:
         if args.action == "show":
             _show(store, args.session_id)

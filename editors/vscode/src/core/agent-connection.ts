@@ -10,10 +10,13 @@ import {
   type InitializeResponse,
   type ListSessionsResponse,
   type LoadSessionResponse,
+  type McpServer,
   type NewSessionResponse,
   type PromptResponse,
   type RequestPermissionRequest,
   type RequestPermissionResponse,
+  type ResumeSessionResponse,
+  type SessionConfigOption,
   type SessionNotification,
 } from "@agentclientprotocol/sdk";
 import { createWebSocketStream, type WebSocketConstructor } from "@agentclientprotocol/sdk/experimental/ws-client";
@@ -39,6 +42,13 @@ export interface Restored {
   restored: string;
   undoCheckpointId: string;
   changed: string[];
+}
+
+export interface SessionCapabilities {
+  load: boolean; // session/load: reopen with the history replayed
+  resume: boolean; // session/resume: reopen without it
+  close: boolean;
+  delete: boolean;
 }
 
 export class AgentConnection {
@@ -88,12 +98,35 @@ export class AgentConnection {
     return agent ? `${agent.title ?? agent.name} ${agent.version}` : "an ACP agent";
   }
 
-  newSession(cwd: string): Promise<NewSessionResponse> {
-    return this.connection.agent.request("session/new", { cwd, mcpServers: [] });
+  // What the agent offers beyond the basics (ACP 1.21 advertises resume, close and delete here).
+  get sessionCapabilities(): SessionCapabilities {
+    const offered = this.info.agentCapabilities;
+    const sessions = offered?.sessionCapabilities;
+    return { load: offered?.loadSession === true, resume: !!sessions?.resume, close: !!sessions?.close, delete: !!sessions?.delete };
   }
 
-  loadSession(sessionId: string, cwd: string): Promise<LoadSessionResponse> {
-    return this.connection.agent.request("session/load", { sessionId, cwd, mcpServers: [] });
+  newSession(cwd: string, mcpServers: McpServer[]): Promise<NewSessionResponse> {
+    return this.connection.agent.request("session/new", { cwd, mcpServers });
+  }
+
+  loadSession(sessionId: string, cwd: string, mcpServers: McpServer[]): Promise<LoadSessionResponse> {
+    return this.connection.agent.request("session/load", { sessionId, cwd, mcpServers });
+  }
+
+  resumeSession(sessionId: string, cwd: string, mcpServers: McpServer[]): Promise<ResumeSessionResponse> {
+    return this.connection.agent.request("session/resume", { sessionId, cwd, mcpServers });
+  }
+
+  async closeSession(sessionId: string): Promise<void> {
+    await this.connection.agent.request("session/close", { sessionId });
+  }
+
+  async deleteSession(sessionId: string): Promise<void> {
+    await this.connection.agent.request("session/delete", { sessionId });
+  }
+
+  async setConfigOption(sessionId: string, configId: string, value: string): Promise<SessionConfigOption[]> {
+    return (await this.connection.agent.request("session/set_config_option", { sessionId, configId, value })).configOptions;
   }
 
   listSessions(cwd: string | null, cursor: string | null): Promise<ListSessionsResponse> {

@@ -1,6 +1,6 @@
 // The chat view's controller: which session the view shows, whether the stored-session list is open, and what
-// each message from the webview does (prompt, stop, mode, answers, diffs, links, sessions). The editor-specific parts
-// (the workspace folder, the diff editor, error pop-ups) come in through `EditorHost`.
+// each message from the webview does (prompt, stop, mode and config pickers, answers, diffs, links, sessions). The
+// editor-specific parts (the workspace folder, the diff editor, pop-ups) come in through `EditorHost`.
 
 import type { ToExtension } from "./chat-messages.js";
 import { CheckpointActions } from "./checkpoints.js";
@@ -16,6 +16,7 @@ export interface EditorHost {
   openFile(absolutePath: string): void;
   openExternal(url: string): void; // outside VS Code, after the editor's own confirmation for untrusted domains
   showError(message: string): void;
+  confirm(message: string, action: string): Promise<boolean>; // a modal question: true when `action` was chosen
 }
 
 export class ChatController {
@@ -77,6 +78,9 @@ export class ChatController {
       case "set-mode":
         if (this.currentSessionId !== null) await this.client.setMode(this.currentSessionId, message.modeId);
         return;
+      case "set-config":
+        if (this.currentSessionId !== null) await this.client.setConfigOption(this.currentSessionId, message.configId, message.value);
+        return;
       case "answer":
         this.client.permissions.answer(message.requestId, message.optionId);
         return;
@@ -101,9 +105,14 @@ export class ChatController {
         await this.newSession();
         return;
       case "list-sessions":
-        this.sessionList = await this.client.listSessions(this.host.workspaceFolder() ?? null);
-        this.changed();
-        return;
+        return this.listSessions();
+      case "delete-session": {
+        const question = `Delete the session "${message.title}"? It leaves the agent's session list for good; the files it changed stay as they are.`;
+        if (!(await this.host.confirm(question, "Delete"))) return;
+        await this.client.deleteSession(message.sessionId);
+        if (this.currentSessionId === message.sessionId) this.currentSessionId = null;
+        return this.listSessions();
+      }
       case "close-sessions":
         this.sessionList = null;
         this.changed();
@@ -114,6 +123,11 @@ export class ChatController {
         this.show(message.sessionId);
         return;
     }
+  }
+
+  private async listSessions(): Promise<void> {
+    this.sessionList = await this.client.listSessions(this.host.workspaceFolder() ?? null);
+    this.changed();
   }
 
   private openToolDiff(toolCallId: string, index: number): void {

@@ -7,6 +7,7 @@ export type ToExtension =
   | { type: "prompt"; text: string }
   | { type: "stop" }
   | { type: "set-mode"; modeId: string }
+  | { type: "set-config"; configId: string; value: string } // a config option's picker (mode, model)
   | { type: "answer"; requestId: number; optionId: string }
   | { type: "open-diff"; toolCallId: string; index: number }
   | { type: "open-file"; path: string }
@@ -16,6 +17,7 @@ export type ToExtension =
   | { type: "list-sessions" }
   | { type: "close-sessions" }
   | { type: "open-session"; sessionId: string; cwd: string }
+  | { type: "delete-session"; sessionId: string; title: string }
   | { type: "connect" };
 
 export type ToWebview = { type: "state"; state: PostedState };

@@ -1,9 +1,15 @@
-// One session as the editor knows it: its transcript (built by the update reducer), its modes, and the lifecycle
-// of its prompt turns (running, the stop reason, a failure in words).
+// One session as the editor knows it: its transcript (built by the update reducer), its modes and config options,
+// and the lifecycle of its prompt turns (running, the stop reason, a failure in words).
 
-import type { SessionModeState, SessionUpdate } from "@agentclientprotocol/sdk";
+import type { SessionConfigOption, SessionModeState, SessionUpdate } from "@agentclientprotocol/sdk";
+import { configChoices } from "./config-options.js";
 import { reduceUpdate } from "./update-reducer.js";
 import { emptyTranscript, type ChatViewState, type ModeChoice, type Transcript } from "./view-state.js";
+
+export interface Opened {
+  modes?: SessionModeState | null;
+  configOptions?: SessionConfigOption[] | null;
+}
 
 export class SessionState {
   transcript: Transcript = emptyTranscript();
@@ -15,13 +21,23 @@ export class SessionState {
   constructor(
     readonly sessionId: string,
     readonly cwd: string,
-    modes: SessionModeState | null | undefined,
+    opened: Opened,
   ) {
     this.modes = [];
-    this.setModes(modes);
+    this.opened(opened);
   }
 
-  setModes(modes: SessionModeState | null | undefined): void {
+  // What session/new, load or resume answered: the modes and the config options, when the agent sends them.
+  opened({ modes, configOptions }: Opened): void {
+    this.setModes(modes);
+    if (configOptions) this.setConfigOptions(configOptions);
+  }
+
+  setConfigOptions(options: SessionConfigOption[]): void {
+    this.transcript = { ...this.transcript, configOptions: configChoices(options) };
+  }
+
+  private setModes(modes: SessionModeState | null | undefined): void {
     if (!modes) return;
     this.modes = modes.availableModes.map(({ id, name, description }) => ({ id, name, description: description ?? "" }));
     this.transcript = { ...this.transcript, modeId: modes.currentModeId };
@@ -31,10 +47,10 @@ export class SessionState {
     this.transcript = reduceUpdate(this.transcript, update);
   }
 
-  // session/load replays the whole history: it replaces what was shown.
+  // session/load replays the whole history: it replaces what was shown (the pickers and commands stay).
   startReplay(): void {
-    const modeId = this.transcript.modeId;
-    this.transcript = { ...emptyTranscript(), modeId };
+    const { modeId, commands, configOptions } = this.transcript;
+    this.transcript = { ...emptyTranscript(), modeId, commands, configOptions };
   }
 
   startTurn(text: string): void {

@@ -3,7 +3,9 @@
 // shows what the live one showed.
 
 import type { ContentBlock, SessionUpdate, ToolCallContent, ToolCallUpdate } from "@agentclientprotocol/sdk";
+import { configChoices } from "./config-options.js";
 import { diffFromContent } from "./diff-model.js";
+import { commandChoices } from "./slash-commands.js";
 import type { ToolItem, Transcript, TranscriptItem } from "./view-state.js";
 
 export function reduceUpdate(transcript: Transcript, update: SessionUpdate): Transcript {
@@ -26,8 +28,12 @@ export function reduceUpdate(transcript: Transcript, update: SessionUpdate): Tra
       return { ...transcript, modeId: update.currentModeId };
     case "session_info_update":
       return update.title === undefined ? transcript : { ...transcript, title: update.title };
+    case "available_commands_update":
+      return { ...transcript, commands: commandChoices(update.availableCommands) };
+    case "config_option_update":
+      return { ...transcript, configOptions: configChoices(update.configOptions) };
     default:
-      return transcript; // commands, config options, notices: nothing this view shows
+      return transcript; // notices of other kinds: nothing this view shows
   }
 }
 

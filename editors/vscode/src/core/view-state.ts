@@ -1,7 +1,9 @@
 // What the chat view shows, as plain data: the reducer builds it from session/update notifications, the session
 // state adds the turn's lifecycle, and the webview renders it. Serialisable (it crosses into the webview as JSON).
 
+import type { ConfigChoice } from "./config-options.js";
 import type { DiffView } from "./diff-model.js";
+import type { CommandChoice } from "./slash-commands.js";
 
 export type ToolStatus = "pending" | "in_progress" | "completed" | "failed";
 
@@ -42,6 +44,8 @@ export interface Transcript<Item = TranscriptItem> {
   usage: { used: number; size: number } | null;
   title: string | null;
   modeId: string | null;
+  commands: CommandChoice[]; // the agent's slash commands, as last advertised
+  configOptions: ConfigChoice[]; // the agent's pickers (mode, model), as last sent; empty: the modes picker
 }
 
 export interface PermissionView {
@@ -80,8 +84,9 @@ export interface ChatViewState<Item = TranscriptItem> {
   } | null;
   permissions: PermissionView[]; // of the shown session, oldest first
   sessions: SessionSummary[] | null; // the stored sessions, when the list is open
+  canDeleteSessions: boolean; // the agent offers session/delete
 }
 
 export function emptyTranscript(): Transcript {
-  return { items: [], plan: [], usage: null, title: null, modeId: null };
+  return { items: [], plan: [], usage: null, title: null, modeId: null, commands: [], configOptions: [] };
 }

@@ -1,9 +1,11 @@
 // The extension's client of `warpcode serve`: one connection at a time, the sessions opened on it, and the
 // permission queue. When the connection drops it reconnects with `initialize` + `session/load` for every open
-// session (the server replays each history, which rebuilds the transcripts); when nothing answers and a server
-// command is configured, it starts `warpcode serve` itself.
+// session (the server replays each history, which rebuilds the transcripts; an agent that can only resume is
+// resumed, the transcript kept as it was); when nothing answers and a server command is configured, it starts
+// `warpcode serve` itself. Every session is opened with the MCP servers of the user's settings.
 
-import { AgentConnection, type Checkpoint, type Restored } from "./agent-connection.js";
+import type { McpServer } from "@agentclientprotocol/sdk";
+import { AgentConnection, type Checkpoint, type Restored, type SessionCapabilities } from "./agent-connection.js";
 import { EditorFiles, type BufferProvider } from "./editor-files.js";
 import { PermissionQueue } from "./permission-queue.js";
 import { startServer, type ServerCommand, type StartedServer } from "./server-process.js";
@@ -21,6 +23,7 @@ export interface ClientOptions {
   headers?: Record<string, string>; // extra upgrade headers
   buffers: BufferProvider | null; // null: the agent uses the disk directly
   serverCommand: ServerCommand | null; // started when nothing answers at `url`
+  mcpServers?: McpServer[]; // sent in session/new, load and resume (warpcode.mcpServers)
 }
 
 export class WarpcodeClient {
@@ -55,22 +58,23 @@ export class WarpcodeClient {
   }
 
   async newSession(cwd: string): Promise<SessionState> {
-    const answer = await (await this.connect()).newSession(cwd);
-    const session = new SessionState(answer.sessionId, cwd, answer.modes);
+    const answer = await (await this.connect()).newSession(cwd, this.mcpServers);
+    const session = new SessionState(answer.sessionId, cwd, answer);
     this.sessions.set(session.sessionId, session);
     this.changed();
     return session;
   }
 
-  // Opens a stored session (its history replays into the transcript); one already open here is just returned.
+  // Opens a stored session (its history replays into the transcript; an agent without session/load resumes it,
+  // without the history); one already open here is just returned.
   async loadSession(sessionId: string, cwd: string): Promise<SessionState> {
     const open = this.sessions.get(sessionId);
     if (open !== undefined) return open;
     const connection = await this.connect();
-    const session = new SessionState(sessionId, cwd, null);
+    const session = new SessionState(sessionId, cwd, {});
     this.sessions.set(sessionId, session);
     try {
-      await this.replay(connection, session);
+      await this.reopen(connection, session);
     } catch (error) {
       this.sessions.delete(sessionId);
       throw error;
@@ -121,6 +125,28 @@ export class WarpcodeClient {
     this.changed();
   }
 
+  // session/set_config_option: the answer is the full set of options, the new value in it.
+  async setConfigOption(sessionId: string, configId: string, value: string): Promise<void> {
+    const session = this.known(sessionId);
+    session.setConfigOptions(await (await this.connect()).setConfigOption(sessionId, configId, value));
+    this.changed();
+  }
+
+  // Removes a stored session from the agent's list (session/delete). Open here, it is closed first: its turn
+  // cancelled, its questions answered `cancelled`, and session/close sent where the agent offers it.
+  async deleteSession(sessionId: string): Promise<void> {
+    const connection = await this.connect();
+    const offered = connection.sessionCapabilities;
+    if (!offered.delete) throw new Error(`${connection.agentName} cannot delete sessions (it does not offer session/delete).`);
+    if (this.sessions.has(sessionId)) {
+      await this.cancel(sessionId);
+      if (offered.close) await connection.closeSession(sessionId);
+      this.sessions.delete(sessionId);
+    }
+    await connection.deleteSession(sessionId);
+    this.changed();
+  }
+
   async checkpoints(sessionId: string): Promise<Checkpoint[]> {
     return (await this.connect()).checkpoints(this.known(sessionId).sessionId);
   }
@@ -137,6 +163,7 @@ export class WarpcodeClient {
       session: session?.view() ?? null,
       permissions: session ? this.permissions.views(session.sessionId) : [],
       sessions,
+      canDeleteSessions: this.connection?.sessionCapabilities.delete ?? false,
     };
   }
 
@@ -221,7 +248,7 @@ export class WarpcodeClient {
       if (this.disposed) throw new Error("the extension was shut down");
       try {
         const reopened = await this.open();
-        for (const session of this.sessions.values()) await this.replay(reopened, session);
+        for (const session of this.sessions.values()) await this.reopen(reopened, session);
         return this.connected(reopened);
       } catch (failure) {
         error = errorText(failure);
@@ -232,12 +259,14 @@ export class WarpcodeClient {
     }
   }
 
-  private async replay(connection: AgentConnection, session: SessionState): Promise<void> {
+  private async reopen(connection: AgentConnection, session: SessionState): Promise<void> {
+    const how = reopenMethod(connection.sessionCapabilities);
+    if (how === null) throw new Error(`${connection.agentName} cannot reopen stored sessions (it offers neither session/load nor session/resume).`);
     for (let attempt = 1; ; attempt++) {
-      session.startReplay();
+      if (how === "load") session.startReplay();
       try {
-        const answer = await connection.loadSession(session.sessionId, session.cwd);
-        session.setModes(answer.modes);
+        const { sessionId, cwd } = session;
+        session.opened(how === "load" ? await connection.loadSession(sessionId, cwd, this.mcpServers) : await connection.resumeSession(sessionId, cwd, this.mcpServers));
         this.changed();
         return;
       } catch (error) {
@@ -245,6 +274,10 @@ export class WarpcodeClient {
         await sleep(RECONNECT_DELAYS_MS[attempt - 1]!);
       }
     }
+  }
+
+  private get mcpServers(): McpServer[] {
+    return this.options.mcpServers ?? [];
   }
 
   private known(sessionId: string): SessionState {
@@ -261,6 +294,12 @@ export class WarpcodeClient {
   private changed(): void {
     for (const listener of this.listeners) listener();
   }
+}
+
+// How a stored session is reopened: session/load when the agent offers it (the history replays, so the transcript
+// is exactly the agent's), else session/resume (the session goes on; what the editor shows is what it had).
+export function reopenMethod(offered: SessionCapabilities): "load" | "resume" | null {
+  return offered.load ? "load" : offered.resume ? "resume" : null;
 }
 
 export function errorText(error: unknown): string {

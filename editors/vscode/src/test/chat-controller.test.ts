@@ -27,7 +27,7 @@ before(async () => {
   ]);
   server = await serve(sandbox);
   folder = sandbox.workspace;
-  const host: EditorHost = { workspaceFolder: () => folder, openDiff: (diff) => opened.push(diff), openFile: (file) => files.push(file), openExternal: (url) => links.push(url), showError: (message) => errors.push(message) };
+  const host: EditorHost = { workspaceFolder: () => folder, openDiff: (diff) => opened.push(diff), openFile: (file) => files.push(file), openExternal: (url) => links.push(url), showError: (message) => errors.push(message), confirm: async () => true };
   chat = new ChatController(new WarpcodeClient({ url: server.url, token: { token: "", tokenFile: server.tokenFile! }, buffers: null, serverCommand: null }), host);
 });
 

@@ -69,6 +69,9 @@ function hostileState(): ChatViewState {
         usage: { used: 10, size: 100 },
         title: `title ${raw("heading")}`,
         modeId: "ask",
+        commands: [{ name: `web${raw("command")}`, description: raw("command-description"), hint: raw("command-hint") }],
+        configOptions: [{ id: `model${raw("config-id")}`, name: raw("config"), description: raw("config-description"), category: raw("category"), currentValue: "m1",
+          values: [{ value: `m1${raw("value")}`, name: raw("value-name"), description: raw("value-description"), group: raw("group") }] }],
       },
       modes: [{ id: "ask", name: `Ask ${raw("mode")}`, description: raw("mode-description") }],
       running: false,
@@ -77,6 +80,7 @@ function hostileState(): ChatViewState {
     },
     permissions: [{ requestId: 1, title: `Run ${raw("question")}`, toolKind: "execute", command: `echo ${raw("command")}`, diffs: [], options: [{ optionId: "allow_once", name: `Allow ${raw("option")}`, kind: "allow_once" }] }],
     sessions: [{ sessionId: "s1", title: `stored ${raw("session")}`, cwd: "/repo", updatedAt: null }],
+    canDeleteSessions: true,
   };
 }
 
@@ -87,17 +91,24 @@ test("nothing in the model's text makes the chat view load a URL; links open onl
     flags: ["--ignore-certificate-errors"], // so that a load of the HTTPS server's self-signed URL would succeed
     afterRender: `
       const chat = document.getElementById("chat");
-      const loaders = [...chat.querySelectorAll(${JSON.stringify(LOADERS)})].map((element) => element.outerHTML.slice(0, 160));
+      const prompt = document.getElementById("prompt");
+      prompt.value = "/"; // the completion list shows the agent's commands
+      prompt.dispatchEvent(new Event("input"));
+      const completions = document.getElementById("completions");
+      const loaders = [...chat.querySelectorAll(${JSON.stringify(LOADERS)}), ...completions.querySelectorAll(${JSON.stringify(LOADERS)})]
+        .map((element) => element.outerHTML.slice(0, 160));
       const links = [...chat.querySelectorAll("[data-action=open-link]")].map((link) => link.textContent);
       const urls = [...chat.querySelectorAll("[data-action=open-link]")].map((link) => link.dataset.url);
       const text = chat.textContent;
+      const commandsShown = completions.textContent;
       for (const link of chat.querySelectorAll("a, [data-action=open-link]")) link.click();
-      return { loaders, links, urls, text };`,
+      return { loaders, links, urls, text, commandsShown };`,
   });
   assert.deepEqual(servers.seen, [], "the chat view connected to a server named in the model's text");
 
-  const { loaders, links, urls, text } = rendered.probed as { loaders: string[]; links: string[]; urls: string[]; text: string };
+  const { loaders, links, urls, text, commandsShown } = rendered.probed as { loaders: string[]; links: string[]; urls: string[]; text: string; commandsShown: string };
   assert.deepEqual(loaders, [], "elements that fetch were rendered");
+  assert.match(commandsShown, /^\/web<img src="[^"]*\/command\.png\?key=SECRET-a7f3"> <img src=.*command-hint.png/, "the commands' HTML is shown as text");
   // Images are links showing their description and URL; the raw HTML is text.
   assert.ok(links.includes(`[image: x] ${servers.httpOrigin}/p.png?${SECRET}`), JSON.stringify(links));
   assert.ok(links.includes(`[image: ref image] ${https}/ref.png?${SECRET}`), JSON.stringify(links));

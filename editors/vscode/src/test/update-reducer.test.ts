@@ -43,5 +43,5 @@ test("plan, usage, mode and title updates", () => {
     { sessionUpdate: "current_mode_update", currentModeId: "auto" },
     { sessionUpdate: "session_info_update", title: "Fix add" },
   ] satisfies SessionUpdate[]).reduce(reduceUpdate, emptyTranscript());
-  assert.deepEqual(transcript, { items: [], plan: [{ content: "step", status: "pending", priority: "low" }], usage: { used: 10, size: 100 }, title: "Fix add", modeId: "auto" });
+  assert.deepEqual(transcript, { ...emptyTranscript(), plan: [{ content: "step", status: "pending", priority: "low" }], usage: { used: 10, size: 100 }, title: "Fix add", modeId: "auto" });
 });

@@ -9,7 +9,7 @@ import { ViewPosts, type PostedState } from "../core/view-posts.js";
 import type { ChatViewState } from "../core/view-state.js";
 
 function state(session: SessionState | null): ChatViewState {
-  return { connection: { state: "connected", url: "ws://x", agent: "a" }, session: session?.view() ?? null, permissions: [], sessions: null };
+  return { connection: { state: "connected", url: "ws://x", agent: "a" }, session: session?.view() ?? null, permissions: [], sessions: null, canDeleteSessions: false };
 }
 
 function sent(posted: PostedState): (string | null)[] {
@@ -17,7 +17,7 @@ function sent(posted: PostedState): (string | null)[] {
 }
 
 test("only the items that changed since the last post are sent; all of them after a reset or another session", () => {
-  const session = new SessionState("s1", "/repo", null);
+  const session = new SessionState("s1", "/repo", {});
   session.startTurn("fix it");
   session.apply({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: "Reading" } });
   session.apply({ sessionUpdate: "tool_call", toolCallId: "t1", title: "Read a.py", kind: "read", status: "pending" });
@@ -40,7 +40,7 @@ test("only the items that changed since the last post are sent; all of them afte
   posts.reset(); // the webview reloaded
   assert.deepEqual(sent(posts.next(state(session))), ["user", "agent", "tool", "agent"]);
 
-  const other = new SessionState("s2", "/repo", null);
+  const other = new SessionState("s2", "/repo", {});
   other.startTurn("hello");
   assert.deepEqual(sent(posts.next(state(other))), ["user"]);
   assert.equal(posts.next(state(null)).session, null);

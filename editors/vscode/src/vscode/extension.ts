@@ -21,6 +21,7 @@ export function activate(context: vscode.ExtensionContext): void {
     openFile: (absolutePath) => void vscode.window.showTextDocument(vscode.Uri.file(absolutePath), { preview: true }),
     openExternal: (url) => void vscode.env.openExternal(vscode.Uri.parse(url, true)),
     showError: (message) => void vscode.window.showErrorMessage(`warpcode: ${message}`),
+    confirm: async (message, action) => (await vscode.window.showWarningMessage(message, { modal: true }, action)) === action,
   };
   const view = new ChatViewProvider(context.extensionUri, () => controller!);
   const build = () => {

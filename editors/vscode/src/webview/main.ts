@@ -1,10 +1,12 @@
 // The chat webview's script (bundled to dist/webview.js): shows each state the extension posts (ChatView updates
-// the DOM in place), keeps the open/closed state of <details> and follows the end of the transcript, and turns
-// clicks, the mode picker and the prompt box into messages for the extension.
+// the DOM in place), keeps the open/closed state of <details> and follows the end of the transcript, completes
+// the agent's slash commands in the prompt box, and turns clicks, the pickers and the prompt box into messages for
+// the extension.
 
 import type { ToExtension, ToWebview } from "../core/chat-messages.js";
 import type { PostedState } from "../core/view-posts.js";
 import { ChatView } from "./chat-view.js";
+import { CommandCompletion } from "./command-completion.js";
 
 declare function acquireVsCodeApi(): { postMessage(message: ToExtension): void };
 
@@ -16,6 +18,7 @@ const send = document.getElementById("send") as HTMLButtonElement;
 const stop = document.getElementById("stop") as HTMLButtonElement;
 const toggled = new Map<string, boolean>(); // <details data-key> the user opened or closed
 const view = new ChatView(chat, toggled);
+const completion = new CommandCompletion(prompt, document.getElementById("completions")!);
 
 window.addEventListener("message", (event: MessageEvent<ToWebview>) => {
   if (event.data.type === "state") render(event.data.state);
@@ -24,6 +27,7 @@ window.addEventListener("message", (event: MessageEvent<ToWebview>) => {
 function render(state: PostedState): void {
   const following = chat.scrollHeight - chat.scrollTop - chat.clientHeight < 40;
   view.update(state);
+  completion.setCommands(state.session?.transcript.commands ?? []);
   const running = state.session?.running ?? false;
   send.disabled = running || state.connection.state === "reconnecting";
   stop.hidden = !running;
@@ -57,6 +61,8 @@ chat.addEventListener("click", (event) => {
         return { type: "open-link", url: data.url! };
       case "open-session":
         return { type: "open-session", sessionId: data.session!, cwd: data.cwd! };
+      case "delete-session":
+        return { type: "delete-session", sessionId: data.session!, title: data.title! };
       case "new-session":
       case "list-sessions":
       case "close-sessions":
@@ -78,6 +84,7 @@ chat.addEventListener("keydown", (event) => {
 chat.addEventListener("change", (event) => {
   const select = event.target as HTMLSelectElement;
   if (select.dataset.action === "set-mode") vscode.postMessage({ type: "set-mode", modeId: select.value });
+  if (select.dataset.action === "set-config") vscode.postMessage({ type: "set-config", configId: select.dataset.config!, value: select.value });
 });
 
 composer.addEventListener("submit", (event) => {
@@ -86,9 +93,11 @@ composer.addEventListener("submit", (event) => {
   if (text === "" || send.disabled) return;
   vscode.postMessage({ type: "prompt", text });
   prompt.value = "";
+  prompt.dispatchEvent(new Event("input")); // the completion list follows the box
 });
 
 prompt.addEventListener("keydown", (event) => {
+  if (completion.handleKey(event)) return;
   if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
     event.preventDefault();
     composer.requestSubmit();

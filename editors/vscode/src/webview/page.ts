@@ -1,5 +1,6 @@
 // The chat webview's page: a content security policy that lets in only our script (by nonce) and stylesheet, the
-// region main.ts renders into, and the prompt box (outside it, so a render never loses what is being typed).
+// region main.ts renders into, and the prompt box (outside it, so a render never loses what is being typed) with the
+// list of slash commands it completes.
 
 import { escape } from "./escape.js";
 
@@ -26,6 +27,7 @@ export function chatPageHtml({ cspSource, nonce, scriptUri, styleUri }: PageReso
 <body>
 <main id="chat" aria-live="polite"></main>
 <form id="composer">
+<ul id="completions" role="listbox" aria-label="Commands" hidden></ul>
 <textarea id="prompt" rows="3" placeholder="Ask warpcode… (Enter sends, Shift+Enter for a new line)"></textarea>
 <div class="composer-buttons"><button type="submit" id="send">Send</button><button type="button" id="stop" hidden>Stop</button></div>
 </form>

@@ -2,8 +2,10 @@
 // with status, output and diffs), stop reason, plan and permission questions. Pure string building with every
 // text escaped (the agent's markdown is markdown-message.ts's); buttons carry `data-action` for main.ts.
 
+import type { ConfigChoice } from "../core/config-options.js";
 import type { DiffView } from "../core/diff-model.js";
-import type { ChatViewState, ConnectionStatus, PermissionView, PlanItem, SessionSummary, ToolItem, TranscriptItem } from "../core/view-state.js";
+import type { CommandChoice } from "../core/slash-commands.js";
+import type { ChatViewState, ConnectionStatus, ModeChoice, PermissionView, PlanItem, SessionSummary, ToolItem, TranscriptItem } from "../core/view-state.js";
 import { escape } from "./escape.js";
 
 const STOP_REASONS: Record<string, string> = {
@@ -23,9 +25,9 @@ type AnyItems = ChatViewState<unknown>;
 export function renderHeader(state: AnyItems): string {
   const session = state.session;
   return (
-    renderStatus(state.connection, session?.modes ?? [], session?.transcript.modeId ?? null, session?.running ?? false) +
+    renderStatus(state.connection, session === null ? "" : renderPickers(session)) +
     (session?.transcript.title ? `<h2 class="session-heading">${escape(session.transcript.title)}</h2>` : "") +
-    (state.sessions === null ? "" : renderSessionList(state.sessions, session?.sessionId ?? null))
+    (state.sessions === null ? "" : renderSessionList(state.sessions, session?.sessionId ?? null, state.canDeleteSessions))
   );
 }
 
@@ -46,19 +48,41 @@ export function renderQuestions(state: AnyItems): string {
   return (plan.length > 0 ? renderPlan(plan) : "") + state.permissions.map(renderPermission).join("");
 }
 
-function renderStatus(connection: ConnectionStatus, modes: { id: string; name: string; description: string }[], modeId: string | null, running: boolean): string {
-  const picker = modes.length === 0
-    ? ""
-    : `<select class="mode" data-action="set-mode" title="Permission mode"${running ? " disabled" : ""}>${modes
-        .map((m) => `<option value="${escape(m.id)}" title="${escape(m.description)}"${m.id === modeId ? " selected" : ""}>${escape(m.name)}</option>`)
-        .join("")}</select>`;
+function renderStatus(connection: ConnectionStatus, pickers: string): string {
   const connect = connection.state === "disconnected" ? `<button data-action="connect">Connect</button>` : "";
   return (
     `<header class="status status-${connection.state}" title="${escape(connection.url)}">` +
     `<span class="dot"></span><span class="status-text">${escape(statusText(connection))}</span>${connect}</header>` +
     `<nav class="toolbar"><button data-action="new-session" title="Start a new session">New</button>` +
-    `<button data-action="list-sessions" title="Reopen a stored session">Sessions</button>${picker}</nav>`
+    `<button data-action="list-sessions" title="Reopen or delete a stored session">Sessions</button>${pickers}</nav>`
   );
+}
+
+// The agent's config options (mode, model...) as pickers, in its order; from an agent without them, the modes.
+function renderPickers(session: NonNullable<AnyItems["session"]>): string {
+  const options = session.transcript.configOptions;
+  if (options.length > 0) return `<span class="pickers">${options.map(renderConfigPicker).join("")}</span>`;
+  return session.modes.length === 0 ? "" : renderModePicker(session.modes, session.transcript.modeId, session.running);
+}
+
+function renderConfigPicker(choice: ConfigChoice): string {
+  let html = "";
+  let group: string | null = null;
+  for (const value of choice.values) {
+    if (value.group !== group) html += `${group === null ? "" : "</optgroup>"}${value.group === null ? "" : `<optgroup label="${escape(value.group)}">`}`;
+    group = value.group;
+    html += `<option value="${escape(value.value)}" title="${escape(value.description)}"${value.value === choice.currentValue ? " selected" : ""}>${escape(value.name)}</option>`;
+  }
+  if (group !== null) html += "</optgroup>";
+  const title = choice.description ? `${choice.name}: ${choice.description}` : choice.name;
+  const category = choice.category ?? "other";
+  return `<select class="config config-${escape(category)}" data-action="set-config" data-config="${escape(choice.id)}" title="${escape(title)}" aria-label="${escape(choice.name)}">${html}</select>`;
+}
+
+function renderModePicker(modes: ModeChoice[], modeId: string | null, running: boolean): string {
+  return `<select class="mode" data-action="set-mode" title="Permission mode"${running ? " disabled" : ""}>${modes
+    .map((m) => `<option value="${escape(m.id)}" title="${escape(m.description)}"${m.id === modeId ? " selected" : ""}>${escape(m.name)}</option>`)
+    .join("")}</select>`;
 }
 
 function statusText(connection: ConnectionStatus): string {
@@ -74,17 +98,33 @@ function statusText(connection: ConnectionStatus): string {
   }
 }
 
-function renderSessionList(sessions: SessionSummary[], current: string | null): string {
+function renderSessionList(sessions: SessionSummary[], current: string | null, deletable: boolean): string {
   const rows = sessions.map(
     (s) =>
       `<li><button class="session${s.sessionId === current ? " current" : ""}" data-action="open-session" data-session="${escape(s.sessionId)}" data-cwd="${escape(s.cwd)}">` +
-      `<span class="session-title">${escape(s.title ?? "(untitled)")}</span><span class="session-when">${escape(s.updatedAt ?? "")}</span></button></li>`,
+      `<span class="session-title">${escape(s.title ?? "(untitled)")}</span><span class="session-when">${escape(s.updatedAt ?? "")}</span></button>` +
+      (deletable ? `<button class="session-delete" data-action="delete-session" data-session="${escape(s.sessionId)}" data-title="${escape(s.title ?? "(untitled)")}" title="Delete this session" aria-label="Delete this session">×</button>` : "") +
+      `</li>`,
   );
   return (
     `<section class="sessions"><div class="sessions-head">Stored sessions<button data-action="close-sessions" title="Close the list">×</button></div>` +
     (rows.length === 0 ? `<p class="muted">No stored sessions yet.</p>` : `<ul>${rows.join("")}</ul>`) +
     `</section>`
   );
+}
+
+// Under the prompt box while it holds `/` and part of a name: the agent's commands that start so (the picked one
+// marked); once a name is complete, the input the command expects.
+export function renderCompletions(matches: CommandChoice[], selected: number, hint: string | null): string {
+  if (matches.length === 0) return hint === null ? "" : `<li class="command-hint" role="presentation">${escape(hint)}</li>`;
+  return matches
+    .map(
+      (command, index) =>
+        `<li role="option" class="command${index === selected ? " selected" : ""}" aria-selected="${index === selected}" data-index="${index}">` +
+        `<span class="command-name">/${escape(command.name)}</span>${command.hint === null ? "" : ` <span class="command-input">${escape(command.hint)}</span>`}` +
+        `<span class="command-description">${escape(command.description)}</span></li>`,
+    )
+    .join("");
 }
 
 function renderWelcome(): string {

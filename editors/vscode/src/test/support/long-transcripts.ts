@@ -11,7 +11,7 @@ export function sessionState(items: TranscriptItem[], running = false, sessionId
     session: {
       sessionId,
       cwd: "/repo",
-      transcript: { items, plan: [{ content: "Fix the failing tests", status: "in_progress", priority: "high" }], usage: { used: 12000, size: 32768 }, title: "A long session", modeId: "auto" },
+      transcript: { items, plan: [{ content: "Fix the failing tests", status: "in_progress", priority: "high" }], usage: { used: 12000, size: 32768 }, title: "A long session", modeId: "auto", commands: [], configOptions: [] },
       modes: [{ id: "auto", name: "Auto", description: "" }],
       running,
       stopReason: null,
@@ -19,6 +19,7 @@ export function sessionState(items: TranscriptItem[], running = false, sessionId
     },
     permissions: [],
     sessions: null,
+    canDeleteSessions: false,
   };
 }
 
