@@ -64,6 +64,9 @@ async def test_queued_text_chunks_merge_exactly_in_order_and_the_log_holds_what_
         session._emit(update)
     await session.flush()
     sent = [dumped(u) for u in conn.sent]
+    # One id per message: a thought, or anything else sent between two chunks (a tool call), starts a new one.
+    ids = [u.pop("messageId", None) for u in sent]
+    assert ids[2] == ids[3] == ids[4] and ids[5] is None and len({ids[0], ids[1], ids[2], ids[6]}) == 4
     assert sent == [
         dumped(events.message_chunk("Hé,  two  spaces\n")),
         dumped(events.thought_chunk("think more")),
@@ -75,7 +78,7 @@ async def test_queued_text_chunks_merge_exactly_in_order_and_the_log_holds_what_
     ]
     text = "".join(u.content.text for u in conn.sent if isinstance(u, schema.AgentMessageChunk))
     assert text == "".join(u.content.text for u in emitted if isinstance(u, schema.AgentMessageChunk))
-    assert [record["update"] for record in store.load("s1").history] == sent
+    assert [{k: v for k, v in r["update"].items() if k != "messageId"} for r in store.load("s1").history] == sent
     await session.close()
 
 
@@ -129,7 +132,8 @@ async def test_during_a_turn_the_log_is_written_in_one_group_and_before_the_answ
         assert [m.role for m in saved.messages] == ["user", "assistant", "tool", "assistant"]
         await conn.set_session_mode(session_id=session_id, mode_id="ask")  # no turn running: written at once
         await asyncio.sleep(0.1)
-        assert len(writes) == 2 and writes[1] == [{"type": "mode", "mode": "ask"}]
+        assert len(writes) == 2 and writes[1][0] == {"type": "mode", "mode": "ask"}
+        assert [r["update"]["sessionUpdate"] for r in writes[1][1:]] == ["config_option_update"]
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestWarning")
