@@ -299,7 +299,7 @@ class WarpcodeAcpAgent:
                 message = f"Unknown mode {mode_id!r}: use one of {', '.join(MODES)}."
                 raise RequestError(-32602, message, {"modeId": mode_id})
             session.set_mode(mode_id)
-            session.announce(
+            await session.announce(
                 schema.ConfigOptionUpdate(
                     session_update="config_option_update", config_options=self._config_options(session)
                 )
@@ -323,7 +323,7 @@ class WarpcodeAcpAgent:
             if config_id == "mode":
                 session.set_mode(str(value))
                 mode_update = schema.CurrentModeUpdate(session_update="current_mode_update", current_mode_id=str(value))
-                session.announce(mode_update)
+                await session.announce(mode_update)
             else:
                 try:
                     backend = self.service.backend_for_session(str(value))

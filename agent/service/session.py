@@ -158,10 +158,12 @@ class AcpSession:
         self._backend.backend, self.model = backend, model
         self._record({"type": "model", "model": model})
 
-    def announce(self, update: Any) -> None:
-        """Send an update of the session's state (its mode or configuration changed), in order with the others. Its
-        log record is not an "update": a loaded session's answer carries its current state, so it is not replayed."""
+    async def announce(self, update: Any) -> None:
+        """Send an update of the session's state (its mode or configuration changed), in order with the others, and
+        wait until it is sent (before the request that changed the state is answered). Its log record is not an
+        "update": a loaded session's answer carries its current state, so it is not replayed."""
         self._enqueue(PendingUpdate({"type": "announced", "update": update.model_dump(**DUMP)}, update))
+        await self.flush()
 
     async def flush(self) -> None:
         """Wait until everything queued so far is sent and written to the log (the sender hands each batch to
