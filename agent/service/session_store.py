@@ -190,10 +190,10 @@ class SessionStore:
             with open(self.path(position.session_id), encoding="utf-8") as log:
                 created = json.loads(log.readline())
                 prompts = (json.loads(line) for line in itertools.islice(log, TITLE_SEARCH_LINES))
-                first = next((r for r in prompts if r.get("type") == "prompt"), None)
+                titles = (prompt_title(r) for r in prompts if r.get("type") == "prompt")
+                title = next((t for t in titles if t), None)  # the first prompt with words: as the session's update
             if created.get("type") != "created":
                 return None
-            title = prompt_title(first) if first is not None else None
             return SessionSummary(position.session_id, created["cwd"], title, position.mtime_ns / 1e9)
         except (UnknownSession, OSError, KeyError, TypeError, ValueError):
             return None
