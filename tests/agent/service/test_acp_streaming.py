@@ -16,6 +16,7 @@ from tests.agent.acp_clients import AcpTestClient
 from tests.agent.service.in_process import served
 from warpcode.agent import events
 from warpcode.agent.backends.scripted import ScriptedBackend
+from warpcode.agent.frame_limits import TEXT_CHUNK_CHARS
 from warpcode.agent.loop import Limits
 from warpcode.agent.service import session as acp_session
 from warpcode.agent.service import update_stream
@@ -201,3 +202,15 @@ def test_merged_chunks_rebuild_a_plain_update() -> None:
     assert pending.merge(update_agent_message_text("b"))
     assert not pending.merge(events.thought_chunk("c"))
     assert pending.finish() == {"type": "update", "update": dumped(update_agent_message_text("ab"))}
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestWarning")
+def test_chunks_keep_their_message_id_when_merged_or_split_and_two_messages_never_merge() -> None:
+    first, second = (update_agent_message_text("a").model_copy(update={"message_id": i}) for i in ("m1", "m2"))
+    pending = update_stream.PendingUpdate(None, first)
+    assert not pending.merge(second)  # the same kind, another message
+    assert pending.merge(first)
+    assert pending.finish()["update"] == {**dumped(update_agent_message_text("aa")), "messageId": "m1"}
+    long = update_agent_message_text("x" * (TEXT_CHUNK_CHARS + 1)).model_copy(update={"message_id": "m3"})
+    pieces = update_stream.split_long_chunk(long)
+    assert len(pieces) == 2 and {p.message_id for p in pieces} == {"m3"}
