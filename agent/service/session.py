@@ -91,7 +91,8 @@ class AcpSession:
         self._connected = True
         self._current_call: schema.ToolCallStart | None = None  # the call the policy is asked about
         self._message_ids = MessageIds()
-        self._titled = bool(saved and any(record["type"] == "prompt" for record in saved.history))
+        prompts = [record for record in saved.history if record["type"] == "prompt"] if saved else []
+        self._titled = any(prompt_title(record) for record in prompts)  # as session/list titles it
         self.model = model
         workspace = ClientFileWorkspace(cwd, client_files, state_dir) if client_files else Workspace(cwd, state_dir)
         self._backend = _PacedBackend(backend, self)
