@@ -6,17 +6,21 @@ session_info_update as soon as it has one and in session/list."""
 from __future__ import annotations
 
 import asyncio
+import io
 from itertools import groupby
 from pathlib import Path
 from typing import Any
 
 import pytest
 from acp.helpers import embedded_text_resource, resource_block, resource_link_block, text_block
+from rich.console import Console
 
 from tests.agent.acp_clients import AcpTestClient
 from tests.agent.service_processes import connect, serving
-
-pytestmark = pytest.mark.asyncio
+from warpcode.agent.cli.terminal_view import TerminalView
+from warpcode.agent.service.prompt_record import prompt_record
+from warpcode.agent.service.session import history_updates
+from warpcode.agent.service.session_store import SessionStore
 
 PROMPT = [
     text_block("Explain   this\nfunction:"),
@@ -29,6 +33,7 @@ def dumped(model: Any) -> dict[str, Any]:
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+@pytest.mark.asyncio
 async def test_a_prompt_of_several_blocks_replays_as_sent_with_message_ids_and_a_title(
     tmp_path: Path, workspace: Path
 ) -> None:
@@ -67,3 +72,19 @@ async def test_a_prompt_of_several_blocks_replays_as_sent_with_message_ids_and_a
     assert [u.title for u in live.of("session_info_update")] == [title]  # once, when the first prompt came
     assert live.updates[0].session_update == "session_info_update"
     assert [(s.session_id, s.title) for s in listed.sessions] == [(session_id, title)]
+
+
+def test_sessions_show_prints_each_block_of_a_replayed_prompt(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "state")
+    store.create("s1", str(tmp_path), "auto")
+    store.append("s1", [prompt_record(PROMPT, "flattened", "m1")])
+    console = Console(file=io.StringIO(), width=200)
+    view = TerminalView(console)
+    for update in history_updates("s1", store.load("s1").history):
+        view(update)
+    assert console.file.getvalue().splitlines() == [
+        "> Explain   this",
+        "function:",
+        "> [b.py: file:///w/b.py]",
+        "> [file:///w/a.py]",
+    ]
