@@ -3,7 +3,9 @@
 config.toml keys (all optional): model, mode, host, port, token_file, max_turn_requests, tool_output_tokens,
 max_tokens (the most tokens the model may write in one answer; default: the backend's, 4,096), sandbox ("none"
 or "bwrap": where run_command and run_tests run, tools/sandbox.py), sandbox_network (true or false, the default:
-whether commands in the sandbox may use the network).
+whether commands in the sandbox may use the network), models (a list of backend specs the ACP service offers in
+its model picker, besides `model`, which stays the default: `models = ["openai:http://host:8000/v1#qwen3-coder",
+"local:/models/small"]`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,7 @@ class Settings:
     max_tokens: int | None = None  # one answer's token limit; None: the backend's own (4,096)
     sandbox: str = "none"
     sandbox_network: bool = False
+    models: list[str] = field(default_factory=list)  # more models the ACP service offers (session config options)
 
 
 def config_path(env: Mapping[str, str] = os.environ) -> Path:
@@ -71,6 +74,10 @@ def _read(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: unknown setting {unknown[0]!r}; known: {', '.join(types)}")
     kinds = {"int": (int, "an integer"), "int | None": (int, "an integer"), "bool": (bool, "true or false")}
     for key, value in values.items():
+        if types[key] == "list[str]":
+            if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+                raise ConfigError(f'{path}: {key} must be a list of model specs, e.g. ["openai:http://host/v1#name"]')
+            continue
         expected, kind = kinds.get(types[key], (str, "a string"))
         if not isinstance(value, expected) or (expected is not bool and isinstance(value, bool)):
             raise ConfigError(f"{path}: {key} must be {kind}")

@@ -283,6 +283,10 @@ class Agent:
             return
         self.checkpoints.append(checkpoint)
 
+    def remember_call_ids(self, ids: set[str]) -> None:
+        """Tool call ids the session used before this Agent existed (a restored session's): never given again."""
+        self._ids_seen |= ids
+
     def _unique_id(self, call: ToolCall) -> ToolCall:
         # ACP tool call ids must be unique in the session; some servers number calls from zero every response.
         base, n = call.id or "call", 1

@@ -150,7 +150,14 @@ def test_the_readme_demo_runs_as_written(tmp_path: Path) -> None:
 
 
 CONFIG_PAGE = DOCS / "reference" / "config.md"
-TOML_TYPES = {"str": "string", "str | None": "string", "int": "integer", "int | None": "integer", "bool": "boolean"}
+TOML_TYPES = {
+    "str": "string",
+    "str | None": "string",
+    "int": "integer",
+    "int | None": "integer",
+    "bool": "boolean",
+    "list[str]": "array of strings",
+}
 
 
 def test_the_config_reference_lists_every_key_the_loader_accepts_with_its_type_and_default(tmp_path: Path) -> None:
@@ -160,7 +167,9 @@ def test_the_config_reference_lists_every_key_the_loader_accepts_with_its_type_a
     given = []
     for name, (kind, default, _meaning) in rows.items():
         assert kind == TOML_TYPES[fields[name].type], f"{name}: documented as {kind}"
-        expected = "none" if fields[name].default is None else f"`{json.dumps(fields[name].default)}`"
+        field = fields[name]
+        value = field.default_factory() if field.default is dataclasses.MISSING else field.default
+        expected = "none" if value is None else f"`{json.dumps(value)}`"
         assert default == expected, f"{name}: documented default {default}, the code's {expected}"
         if default != "none":
             given.append(f"{name} = {default.strip('`')}")

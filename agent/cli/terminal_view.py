@@ -25,9 +25,8 @@ class TerminalView:
         self._mid_line = False  # streamed message text has not ended its line yet
 
     def __call__(self, update: SessionUpdate) -> None:
-        if isinstance(update, schema.UserMessageChunk):  # a loaded session's history, replayed
-            text = update.content.text if isinstance(update.content, schema.TextContentBlock) else ""
-            self._line(Text(f"> {text}", style="bold"))
+        if isinstance(update, schema.UserMessageChunk):  # a loaded session's history, replayed block by block
+            self._line(Text(f"> {_prompt_block(update.content)}", style="bold"))
         elif isinstance(update, schema.AgentMessageChunk):
             text = update.content.text if isinstance(update.content, schema.TextContentBlock) else ""
             self._write(Text(text))
@@ -119,3 +118,14 @@ class TerminalView:
         if self._mid_line:
             self.console.print()
             self._mid_line = False
+
+
+def _prompt_block(block: Any) -> str:
+    """A block of a user's prompt as one line of the transcript: its text, else what it attached."""
+    if isinstance(block, schema.TextContentBlock):
+        return block.text
+    if isinstance(block, schema.ResourceContentBlock):
+        return f"[{block.name}: {block.uri}]"
+    if isinstance(block, schema.EmbeddedResourceContentBlock):
+        return f"[{block.resource.uri}]"
+    return f"[{block.type}]"

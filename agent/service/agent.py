@@ -8,6 +8,12 @@ connection, served with `acp.run_agent(agent)` (stdio) or `acp.run_agent(agent, 
 the idle ones it used last in memory (open_sessions.py). The SDK does the JSON-RPC and validates params against
 its schema (-32602 with the field's location); errors raised here name the session, mode or path at fault.
 session/list answers in pages of SESSIONS_PER_PAGE, newest first, continued by an opaque cursor.
+session/resume reopens a stored session without replaying it, session/close closes one on this connection (its
+turn cancelled), session/delete removes a stored one that no connection has open (stable_routes.py routes them).
+A session's mode and model are its config options (config_options.py); each configured model's backend is built
+once, when a session first uses it (a scripted model is built per session: its script replays per session).
+A model that fails (its server down, an HTTP error) fails the session/prompt request with a JSON-RPC error that
+says so; the prompt, and what the turn did before the failure, stay in the conversation and its log.
 """
 
 from __future__ import annotations
@@ -31,15 +37,17 @@ from acp import schema
 from acp.exceptions import RequestError
 from pydantic import BaseModel, Field
 
-from warpcode.agent.backends import ModelBackend, backend_from_spec
+from warpcode.agent.backends import BackendError, ModelBackend, backend_from_spec
 from warpcode.agent.config import Settings
 from warpcode.agent.loop import Limits
 from warpcode.agent.permissions import MODES
 from warpcode.agent.service.client_fs import ClientFiles
+from warpcode.agent.service.config_options import config_options, session_modes
 from warpcode.agent.service.open_sessions import MAX_IDLE_LOADED, MAX_OPEN_SESSIONS, TOO_MANY_SESSIONS, OpenSessions
-from warpcode.agent.service.session import AcpSession, SessionBusy, flatten_prompt, replay
+from warpcode.agent.service.session import AcpSession, SessionBusy, replay
 from warpcode.agent.service.session_store import ListPosition, SavedSession, SessionStore, UnknownSession
-from warpcode.agent.service.slash_commands import advertise_commands, parse_invocation
+from warpcode.agent.service.slash_commands import CommandContext, advertise_commands, parse_invocation
+from warpcode.agent.service.stable_routes import route_stable_session_methods
 from warpcode.agent.service.update_stream import StepPacer
 from warpcode.tools import CheckpointError, Checkpoints
 from warpcode.tools.process import reap_leftover_commands
@@ -49,11 +57,7 @@ from warpcode.tools.workspace import default_state_home, ensure_private_dir, wor
 
 SESSION_BUSY = -32001  # JSON-RPC server-defined error: a prompt while the session's turn runs
 SESSIONS_PER_PAGE = 100  # session/list: 20,000 sessions in one answer would be megabytes
-MODE_DESCRIPTIONS = {
-    "ask": ("Ask", "Edits, commands and tests ask for permission."),
-    "accept-edits": ("Accept edits", "Edits apply without asking; commands and tests ask."),
-    "auto": ("Auto", "Nothing asks for permission."),
-}
+MODEL_FAILED = -32603  # JSON-RPC internal error: the model server failed the turn
 log = logging.getLogger(__name__)
 
 
@@ -77,8 +81,13 @@ class ServiceConfig:
     sessions_per_connection: int = MAX_OPEN_SESSIONS  # open at once on one connection; more are refused
     idle_sessions_in_memory: int = MAX_IDLE_LOADED  # per connection; older idle ones are unloaded until used
     max_tokens: int | None = None  # one answer's token limit; None: the backend's own
+    models: tuple[str, ...] = ()  # the backend specs sessions may choose from; `model` (the default) comes first
 
     def __post_init__(self) -> None:
+        if self.model is None and self.models:
+            self.model = self.models[0]
+        if self.model is not None:
+            self.models = tuple(dict.fromkeys((self.model, *self.models)))
         if self.default_mode not in MODES:
             raise ValueError(f"unknown mode {self.default_mode!r}: use one of {', '.join(MODES)}")
         if self.limits.max_turn_requests < 1 or self.limits.tool_output_tokens < 1:
@@ -111,6 +120,7 @@ class ServiceConfig:
             sandbox or settings.sandbox,
             network,
             max_tokens=settings.max_tokens,
+            models=tuple(settings.models),
         )
 
 
@@ -130,12 +140,21 @@ class AcpService:
         self.open_sessions: dict[str, WarpcodeAcpAgent] = {}  # session id -> the connection serving it
         self.pacer = StepPacer()  # all sessions' model events take turns with each other and with I/O
         # A scripted model replays its script per session; any other backend (a loaded model, an HTTP client) is
-        # built once, now, so a bad spec fails at start-up rather than at the first prompt.
-        self._scripted = (config.model or "").startswith("scripted:")
-        self._shared_backend = backend_from_spec(config.model, config.max_tokens)
+        # built once and shared. The default's now, so a bad spec fails at start-up rather than at the first prompt.
+        self._backends: dict[str, ModelBackend] = {}
+        self.backend_for_session(config.model)
 
-    def backend_for_session(self) -> ModelBackend:
-        return backend_from_spec(self.config.model) if self._scripted else self._shared_backend
+    def backend_for_session(self, model: str | None) -> ModelBackend:
+        """The backend of the spec `model` (None: the one that explains how to configure a model)."""
+        if model is None or model.startswith("scripted:"):
+            return backend_from_spec(model)
+        if model not in self._backends:
+            self._backends[model] = backend_from_spec(model, self.config.max_tokens)
+        return self._backends[model]
+
+    def model_of(self, saved: SavedSession) -> str | None:
+        """A stored session's model: the one it chose, while the service still offers it; else the default."""
+        return saved.model if saved.model in self.config.models else self.config.model
 
     def new_connection_agent(self) -> WarpcodeAcpAgent:
         return WarpcodeAcpAgent(self)
@@ -159,6 +178,7 @@ class WarpcodeAcpAgent:
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
+        route_stable_session_methods(conn, self)
 
     async def initialize(
         self, protocol_version: int, client_capabilities: schema.ClientCapabilities | None = None, **kwargs: Any
@@ -172,7 +192,12 @@ class WarpcodeAcpAgent:
             agent_capabilities=schema.AgentCapabilities(
                 load_session=True,
                 prompt_capabilities=schema.PromptCapabilities(embedded_context=True),
-                session_capabilities=schema.SessionCapabilities(list=schema.SessionListCapabilities()),
+                session_capabilities=schema.SessionCapabilities(
+                    list=schema.SessionListCapabilities(),
+                    resume=schema.SessionResumeCapabilities(),
+                    close=schema.SessionCloseCapabilities(),
+                    delete=schema.SessionDeleteCapabilities(),
+                ),
             ),
             auth_methods=[],
             agent_info=schema.Implementation(name="warpcode", title="warpcode", version=_version()),
@@ -183,32 +208,58 @@ class WarpcodeAcpAgent:
 
     async def new_session(self, cwd: str, **kwargs: Any) -> schema.NewSessionResponse:
         _check_cwd(cwd)
-        session_id, mode = uuid.uuid4().hex, self.service.config.default_mode
+        config = self.service.config
+        session_id, mode, model = uuid.uuid4().hex, config.default_mode, config.model
         self._reserve(session_id)
         try:
-            await asyncio.to_thread(self.service.store.create, session_id, cwd, mode)
+            await asyncio.to_thread(self.service.store.create, session_id, cwd, mode, model)
         except BaseException:
             self._unreserve(session_id)
             raise
-        session = self._open(session_id, cwd, mode)
+        session = self._open(session_id, cwd, mode, model)
         await asyncio.to_thread(session.agent.toolbox.finish_interrupted_patch)  # the workspace whole before a tool
         advertise_commands(self.conn, session_id)
-        return schema.NewSessionResponse(session_id=session_id, modes=_modes(mode))
+        return schema.NewSessionResponse(
+            session_id=session_id, modes=session_modes(mode), config_options=self._config_options(session)
+        )
 
     async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> schema.LoadSessionResponse:
-        _check_cwd(cwd)
-        self._reserve(session_id)  # before the first await: a concurrent load of the same id is refused
-        try:
-            saved = await asyncio.to_thread(self._read_saved, session_id)
-            _check_same_directory(saved, cwd)
-            await replay(self.conn, session_id, saved.history)
-        except BaseException:
-            self._unreserve(session_id)
-            raise
-        session = self._open(session_id, saved.cwd, saved.mode, saved)
-        await asyncio.to_thread(session.agent.toolbox.finish_interrupted_patch)
-        advertise_commands(self.conn, session_id)
-        return schema.LoadSessionResponse(modes=_modes(saved.mode))
+        session = await self._reopen(cwd, session_id, replay_history=True)
+        return schema.LoadSessionResponse(
+            modes=session_modes(session.mode), config_options=self._config_options(session)
+        )
+
+    async def resume_session(self, cwd: str, session_id: str, **kwargs: Any) -> schema.ResumeSessionResponse:
+        """session/load without the replay: the client shows the conversation already."""
+        session = await self._reopen(cwd, session_id, replay_history=False)
+        return schema.ResumeSessionResponse(
+            modes=session_modes(session.mode), config_options=self._config_options(session)
+        )
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> schema.CloseSessionResponse:
+        """Cancel the session's turn, as session/cancel would, and free it: another connection may open it now."""
+        if not await self.open.close_one(session_id):
+            raise RequestError(
+                -32602,
+                f"Session {session_id!r} is not open on this connection: nothing to close.",
+                {"sessionId": session_id},
+            )
+        return schema.CloseSessionResponse()
+
+    async def delete_session(self, session_id: str, **kwargs: Any) -> schema.DeleteSessionResponse:
+        """Remove a stored session (its log); one that does not exist is already deleted. A session open on a
+        connection is refused: its log is still being written."""
+        holder = self.service.open_sessions.get(session_id)
+        if holder is not None:
+            where = (
+                "this connection: close it (session/close)" if holder is self else "another connection: close it there"
+            )
+            raise RequestError(
+                -32602, f"Session {session_id!r} is open on {where} before deleting it.", {"sessionId": session_id}
+            )
+        with contextlib.suppress(UnknownSession):
+            await asyncio.to_thread(self.service.store.delete, session_id)
+        return schema.DeleteSessionResponse()
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
@@ -230,11 +281,14 @@ class WarpcodeAcpAgent:
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> schema.PromptResponse:
         async with self._session(session_id) as session:
             invocation = parse_invocation(prompt)  # a slash command runs instead of a model turn
-            run = (lambda: invocation.run(session, self.service.config.model)) if invocation else None
+            commands = CommandContext(session, self.service.config.models, self.service.backend_for_session)
+            run = (lambda: invocation.run(commands)) if invocation else None
             try:
-                result = await session.prompt(flatten_prompt(prompt), run)
+                result = await session.prompt(prompt, run)
             except SessionBusy as exc:
                 raise RequestError(SESSION_BUSY, str(exc), {"sessionId": session_id}) from None
+        if result.error is not None:  # not a refusal (that would drop the prompt from the conversation): a failure
+            raise RequestError(MODEL_FAILED, _model_failed(result.error), {"sessionId": session_id})
         return schema.PromptResponse(stop_reason=result.stop_reason)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
@@ -252,7 +306,38 @@ class WarpcodeAcpAgent:
                 message = f"Unknown mode {mode_id!r}: use one of {', '.join(MODES)}."
                 raise RequestError(-32602, message, {"modeId": mode_id})
             session.set_mode(mode_id)
+            await session.announce(
+                schema.ConfigOptionUpdate(
+                    session_update="config_option_update", config_options=self._config_options(session)
+                )
+            )
         return schema.SetSessionModeResponse()
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
+    ) -> schema.SetSessionConfigOptionResponse:
+        """`mode` (also announced to modes-API clients with current_mode_update) or `model` (from the next model
+        request on)."""
+        models = self.service.config.models
+        if config_id not in ("mode", "model") or (config_id == "model" and not models):
+            known = "mode or model" if models else "mode (no models are configured to choose from)"
+            raise RequestError(-32602, f"Unknown config option {config_id!r}: use {known}.", {"configId": config_id})
+        choices = MODES if config_id == "mode" else models
+        if value not in choices:
+            message = f"Unknown {config_id} {value!r}: use one of {', '.join(choices)}."
+            raise RequestError(-32602, message, {"configId": config_id, "value": value})
+        async with self._session(session_id) as session:
+            if config_id == "mode":
+                session.set_mode(str(value))
+                mode_update = schema.CurrentModeUpdate(session_update="current_mode_update", current_mode_id=str(value))
+                await session.announce(mode_update)
+            else:
+                try:
+                    backend = self.service.backend_for_session(str(value))
+                except BackendError as exc:
+                    raise RequestError(-32602, f"Model {value!r} cannot be used: {exc}", {"value": value}) from None
+                session.set_model(str(value), backend)
+            return schema.SetSessionConfigOptionResponse(config_options=self._config_options(session))
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """`_warpcode/checkpoints` and `_warpcode/restore` (the SDK strips the leading underscore)."""
@@ -287,17 +372,39 @@ class WarpcodeAcpAgent:
         persist what they emitted, and release its sessions so another connection may load them."""
         await self.open.close()
 
-    def _open(self, session_id: str, cwd: str, mode: str, saved: SavedSession | None = None) -> AcpSession:
-        session = self._build(session_id, cwd, mode, saved)
+    async def _reopen(self, cwd: str, session_id: str, replay_history: bool) -> AcpSession:
+        """A stored session opened on this connection (session/load, session/resume)."""
+        _check_cwd(cwd)
+        self._reserve(session_id)  # before the first await: a concurrent load of the same id is refused
+        try:
+            saved = await asyncio.to_thread(self._read_saved, session_id)
+            _check_same_directory(saved, cwd)
+            if replay_history:
+                await replay(self.conn, session_id, saved.history)
+        except BaseException:
+            self._unreserve(session_id)
+            raise
+        session = self._open(session_id, saved.cwd, saved.mode, self.service.model_of(saved), saved)
+        await asyncio.to_thread(session.agent.toolbox.finish_interrupted_patch)
+        advertise_commands(self.conn, session_id)
+        return session
+
+    def _config_options(self, session: AcpSession) -> list[Any]:
+        return config_options(session.mode, session.model, self.service.config.models)
+
+    def _open(
+        self, session_id: str, cwd: str, mode: str, model: str | None, saved: SavedSession | None = None
+    ) -> AcpSession:
+        session = self._build(session_id, cwd, mode, model, saved)
         self.open.add(session)
         return session
 
     async def _reload(self, session_id: str) -> AcpSession:
         """An open session that was unloaded, from its log (its client has its history: nothing is replayed)."""
         saved = await asyncio.to_thread(self._read_saved, session_id)
-        return self._build(session_id, saved.cwd, saved.mode, saved)
+        return self._build(session_id, saved.cwd, saved.mode, self.service.model_of(saved), saved)
 
-    def _build(self, session_id: str, cwd: str, mode: str, saved: SavedSession | None) -> AcpSession:
+    def _build(self, session_id: str, cwd: str, mode: str, model: str | None, saved: SavedSession | None) -> AcpSession:
         files = None
         if self.client_fs.read_text_file or self.client_fs.write_text_file:
             files = ClientFiles(
@@ -313,13 +420,14 @@ class WarpcodeAcpAgent:
             mode,
             self.conn,
             self.service.store,
-            self.service.backend_for_session(),
+            self.service.backend_for_session(model),
             self.service.config.limits,
             files,
             saved,
             self.service.pacer,
             workspace_state_dir(self.service.config.state_dir, cwd),
             self.service.sandbox,
+            model,
             self.client_terminal,
         )
 
@@ -403,9 +511,13 @@ def _read_cursor(cursor: str) -> ListPosition:
         ) from None
 
 
-def _modes(current: str) -> schema.SessionModeState:
-    available = [schema.SessionMode(id=m, name=n, description=d) for m, (n, d) in MODE_DESCRIPTIONS.items()]
-    return schema.SessionModeState(current_mode_id=current, available_modes=available)
+def _model_failed(error: str) -> str:
+    """One line: what failed, and that the prompt is kept, so the user knows to go on rather than repeat it."""
+    why = " ".join(error.split()).rstrip(".")
+    return (
+        f"The model could not answer: {why}. Your prompt stays in the conversation: send another prompt to go on "
+        "once the model answers."
+    )
 
 
 def _version() -> str:

@@ -92,6 +92,23 @@ class OpenSessions:
         # Shielded: a request cancelled mid-load ($/cancel_request, a closing connection) lets the load finish.
         return await asyncio.shield(self._reloading[session_id])
 
+    async def close_one(self, session_id: str) -> bool:
+        """Close one session (cancelling its turn, its log complete) and release its id; False if it is not open on
+        this connection (or is still being opened)."""
+        if (reloading := self._reloading.get(session_id)) is not None:
+            await asyncio.wait([reloading])
+        if (session := self.loaded.pop(session_id, None)) is not None:
+            await session.close()
+        elif (unloading := self._unloading.get(session_id)) is not None:
+            await asyncio.wait([unloading])
+            self._unloaded.discard(session_id)
+        elif session_id in self._unloaded:
+            self._unloaded.discard(session_id)
+        else:
+            return False
+        self.release(session_id)
+        return True
+
     async def close(self) -> None:
         """Close every session (cancelling running turns) and release every id."""
         self._closed = True

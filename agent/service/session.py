@@ -28,7 +28,6 @@ from typing import Any
 
 from acp import schema
 from acp.exceptions import RequestError
-from acp.helpers import update_user_message_text
 from acp.meta import CLIENT_METHODS
 
 from warpcode.agent.backends import ModelBackend, ModelEvent
@@ -38,8 +37,10 @@ from warpcode.agent.loop import Agent, Limits, TurnResult
 from warpcode.agent.permissions import Decision, GrantScope, PermissionPolicy, grant_scope, mode_policy
 from warpcode.agent.service.client_fs import ClientFiles, ClientFileWorkspace
 from warpcode.agent.service.client_terminal import ClientTerminals
+from warpcode.agent.service.prompt_record import prompt_record, prompt_title, prompt_updates
+from warpcode.agent.service.session_ids import MessageIds, new_message_id, used_tool_call_ids
 from warpcode.agent.service.session_store import SavedSession, SessionStore, message_record
-from warpcode.agent.service.update_stream import PendingUpdate, StepPacer, raw_notifier, split_long_chunk
+from warpcode.agent.service.update_stream import DUMP, PendingUpdate, StepPacer, raw_notifier, split_long_chunk
 from warpcode.model_runtime.chat.messages import Message
 from warpcode.tools import Workspace
 from warpcode.tools.sandbox import Sandbox
@@ -72,6 +73,7 @@ class AcpSession:
         pacer: StepPacer | None = None,
         state_dir: Path | None = None,  # the workspace's state (checkpoints, caches); None: the default place
         sandbox: Sandbox | None = None,  # where the session's commands and tests run; None: as the user
+        model: str | None = None,  # the backend spec `backend` was built from (config_options.py)
         client_terminal: bool = False,  # the client advertised terminal/*: commands run in its terminals
     ) -> None:
         self.pacer = pacer or StepPacer()  # the server's, shared by its sessions
@@ -90,11 +92,16 @@ class AcpSession:
         self._notify = raw_notifier(conn)
         self._connected = True
         self._current_call: schema.ToolCallStart | None = None  # the call the policy is asked about
+        self._message_ids = MessageIds()
+        prompts = [record for record in saved.history if record["type"] == "prompt"] if saved else []
+        self._titled = any(prompt_title(record) for record in prompts)  # as session/list titles it
+        self.model = model
         workspace = ClientFileWorkspace(cwd, client_files, state_dir) if client_files else Workspace(cwd, state_dir)
-        paced = _PacedBackend(backend, self)
-        self.agent = Agent(workspace, paced, self._emit, mode, self._policy(mode), limits, sandbox)
+        self._backend = _PacedBackend(backend, self)
+        self.agent = Agent(workspace, self._backend, self._emit, mode, self._policy(mode), limits, sandbox)
         if saved:
             self.agent.messages[1:] = saved.messages
+            self.agent.remember_call_ids(used_tool_call_ids(saved))  # the new turns' ids differ from the replayed
         if client_terminal and sandbox is None:  # never around a sandbox: the editor runs commands as the user
             loop = asyncio.get_running_loop()
             self.agent.toolbox.executor = ClientTerminals(conn, session_id, loop, self.agent.show_terminal)
@@ -115,9 +122,10 @@ class AcpSession:
         return not self._no_turn.is_set()
 
     async def prompt(
-        self, text: str, command: Callable[[], Coroutine[Any, Any, TurnResult]] | None = None
+        self, blocks: list[Any], command: Callable[[], Coroutine[Any, Any, TurnResult]] | None = None
     ) -> TurnResult:
-        """Run a prompt turn for `text`, or, given `command` (slash_commands.py), that command's work instead."""
+        """Run a turn for the prompt's ACP content blocks (the model is shown them flattened: flatten_prompt), or,
+        given `command` (slash_commands.py), that command's work instead."""
         if self.running:
             raise SessionBusy(
                 f"Session {self.session_id!r} is already running a prompt turn: wait for its answer "
@@ -126,8 +134,14 @@ class AcpSession:
         self._no_turn.clear()
         self._log_due.clear()
         result = TurnResult("cancelled")
+        text = flatten_prompt(blocks)
         try:
-            self._record({"type": "prompt", "text": text})
+            record = prompt_record(blocks, text, new_message_id())
+            self._record(record)
+            self._message_ids.end_message()
+            if command is None and not self._titled and (title := prompt_title(record)):
+                self._titled = True
+                self._emit(schema.SessionInfoUpdate(session_update="session_info_update", title=title))
             result = await (self.agent.perform(command()) if command else self.agent.prompt(text))
             return result
         finally:
@@ -147,6 +161,18 @@ class AcpSession:
     def set_mode(self, mode: str) -> None:
         self.agent.set_mode(mode, self._policy(mode))
         self._record({"type": "mode", "mode": mode})
+
+    def set_model(self, model: str, backend: ModelBackend) -> None:
+        """Answer with `backend` (built from the spec `model`) from the next model request on, this turn's too."""
+        self._backend.backend, self.model = backend, model
+        self._record({"type": "model", "model": model})
+
+    async def announce(self, update: Any) -> None:
+        """Send an update of the session's state (its mode or configuration changed), in order with the others, and
+        wait until it is sent (before the request that changed the state is answered). Its log record is not an
+        "update": a loaded session's answer carries its current state, so it is not replayed."""
+        self._enqueue(PendingUpdate({"type": "announced", "update": update.model_dump(**DUMP)}, update))
+        await self.flush()
 
     async def flush(self) -> None:
         """Wait until everything queued so far is sent and written to the log (the sender hands each batch to
@@ -226,6 +252,7 @@ class AcpSession:
         return decision
 
     def _emit(self, update: SessionUpdate) -> None:
+        update = self._message_ids.stamp(update)
         for piece in split_long_chunk(update):  # each small enough for any client's frame limit
             self._queue_update(piece)
 
@@ -338,14 +365,20 @@ async def replay(conn: Any, session_id: str, history: list[dict[str, Any]]) -> N
 
 
 def history_updates(session_id: str, history: list[dict[str, Any]]) -> list[SessionUpdate]:
-    """A stored session's prompt and update records as the session updates the client was sent (the prompts as
-    the user's messages), oldest first: what a loaded session replays and `warpcode sessions show` prints."""
-    return [
-        update_user_message_text(record["text"])
-        if record["type"] == "prompt"
-        else schema.SessionNotification.model_validate({"sessionId": session_id, "update": record["update"]}).update
-        for record in history
-    ]
+    """A stored session's prompt and update records as the session updates the client was sent (each prompt as
+    the user's message, block by block), oldest first: what a loaded session replays and `warpcode sessions show`
+    prints. Message chunks of logs written before chunks had message ids are given ids now."""
+    updates: list[Any] = []
+    ids = MessageIds()
+    for record in history:
+        if record["type"] == "prompt":
+            ids.end_message()
+            updates.extend(prompt_updates(record, new_message_id()))
+            continue
+        update = schema.SessionNotification.model_validate({"sessionId": session_id, "update": record["update"]}).update
+        stamped = ids.stamp(update)
+        updates.append(update if getattr(update, "message_id", None) else stamped)
+    return updates
 
 
 def permission_options(scope: GrantScope) -> list[schema.PermissionOption]:

@@ -4,10 +4,14 @@ The logs hold file contents and command output: the sessions folder is private (
 session) and each log is created 0600.
 
 Records, one JSON object a line, in the order they happened:
-  {"type": "created", "cwd", "mode", "time"}        first line
-  {"type": "prompt", "text"}                         a user prompt, as the model saw it
+  {"type": "created", "cwd", "mode", "time", "model"}  first line ("model": the backend spec; older logs lack it)
+  {"type": "prompt", "text", "messageId", "blocks"}  a user prompt: what the model saw, and the ACP content blocks
+                                                     as sent (older logs: only the text; prompt_record.py)
   {"type": "update", "update": {...}}                every session/update sent to the client (ACP JSON)
   {"type": "mode", "mode"}                           a mode change
+  {"type": "model", "model"}                         a model change (a backend spec)
+  {"type": "announced", "update": {...}}             a session/update of the session's state (mode, config
+                                                     options) sent to the client: not replayed
   {"type": "grant", "scope", "decision"}             an "always" permission answer, for a GrantScope (its record)
   {"type": "turn_end", "stopReason", "messages"}     the whole trajectory (bar the system prompt) after the turn
 
@@ -40,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from warpcode.agent.permissions import GrantScope
+from warpcode.agent.service.prompt_record import prompt_title
 from warpcode.model_runtime.chat.messages import Message, ToolCall
 from warpcode.tools.workspace import ensure_private_dir
 
@@ -64,6 +69,7 @@ class SavedSession:
     cwd: str
     mode: str
     created: str
+    model: str | None = None  # the backend spec it was last given; None: the service's default
     grants: dict[GrantScope, str] = field(default_factory=dict)  # "allow" | "reject"
     messages: list[Message] = field(default_factory=list)  # without the system prompt
     history: list[dict[str, Any]] = field(default_factory=list)  # the prompt and update records, in order
@@ -96,10 +102,10 @@ class SessionStore:
             raise UnknownSession(session_id)
         return self.directory / f"{session_id}.jsonl"
 
-    def create(self, session_id: str, cwd: str, mode: str) -> None:
+    def create(self, session_id: str, cwd: str, mode: str, model: str | None = None) -> None:
         ensure_private_dir(self.directory)
         with _open_log(self.path(session_id), os.O_EXCL) as log:
-            _write(log, [{"type": "created", "cwd": cwd, "mode": mode, "time": _now()}])
+            _write(log, [{"type": "created", "cwd": cwd, "mode": mode, "time": _now(), "model": model}])
 
     def append(self, session_id: str, records: list[dict[str, Any]]) -> None:
         """Append a batch and make it durable (flush + fsync) before returning."""
@@ -114,13 +120,15 @@ class SessionStore:
         first = records[0] if records else {}
         if first.get("type") != "created":
             raise UnknownSession(session_id)
-        saved = SavedSession(session_id, first["cwd"], first["mode"], first["time"])
+        saved = SavedSession(session_id, first["cwd"], first["mode"], first["time"], first.get("model"))
         for record in records[1:]:
             kind = record.get("type")
             if kind in ("prompt", "update"):
                 saved.history.append(record)
             elif kind == "mode":
                 saved.mode = record["mode"]
+            elif kind == "model":
+                saved.model = record["model"]
             elif kind == "grant" and (scope := GrantScope.from_record(record.get("scope"))):
                 saved.grants[scope] = record["decision"]
             elif kind == "turn_end":
@@ -182,10 +190,10 @@ class SessionStore:
             with open(self.path(position.session_id), encoding="utf-8") as log:
                 created = json.loads(log.readline())
                 prompts = (json.loads(line) for line in itertools.islice(log, TITLE_SEARCH_LINES))
-                first = next((r["text"] for r in prompts if r.get("type") == "prompt"), None)
+                titles = (prompt_title(r) for r in prompts if r.get("type") == "prompt")
+                title = next((t for t in titles if t), None)  # the first prompt with words: as the session's update
             if created.get("type") != "created":
                 return None
-            title = " ".join(first.split())[:80] if first is not None else None
             return SessionSummary(position.session_id, created["cwd"], title, position.mtime_ns / 1e9)
         except (UnknownSession, OSError, KeyError, TypeError, ValueError):
             return None

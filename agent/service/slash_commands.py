@@ -14,14 +14,14 @@ and deterministically.
 - init: write a starting AGENTS.md (project instructions) after asking the user, in every mode: a file that every
   later session reads into its prompt is worth a question.
 - mode [name]: show or switch the permission mode (as session/set_mode does).
-- model: show the model this service runs (it is chosen when the service starts).
+- model: show the session's model, or switch to another of the service's models (config_options.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,10 +31,12 @@ from acp.exceptions import RequestError
 from acp.helpers import update_tool_call
 
 from warpcode.agent import context, events
+from warpcode.agent.backends import BackendError, ModelBackend
 from warpcode.agent.diff_excerpt import diff_contents
 from warpcode.agent.loop import TurnResult
 from warpcode.agent.permissions import MODES
 from warpcode.agent.project_instructions import FILE_NAME, project_instructions
+from warpcode.agent.service.config_options import config_options
 from warpcode.model_runtime.chat.messages import Message
 from warpcode.tools import CheckpointError, Checkpoints, ToolError
 from warpcode.tools.tests_runner import detect_runner
@@ -52,10 +54,17 @@ LISTED_FOLDERS = 12
 @dataclass(frozen=True)
 class CommandContext:
     session: AcpSession
-    model: str | None  # the service's model spec
+    models: Sequence[str]  # the models this service may switch between (config_options.py), the default first
+    backend_for: Callable[[str], ModelBackend]  # the backend of a model spec, built once; raises BackendError
 
     def say(self, text: str) -> None:
         self.session.agent.emit(events.message_chunk(text))
+
+    def announce_configuration(self) -> None:
+        """Tell clients of the config-options API the session's mode or model changed (as set_config_option does)."""
+        options = config_options(self.session.mode, self.session.model, self.models)
+        update = schema.ConfigOptionUpdate(session_update="config_option_update", config_options=options)
+        self.session.agent.emit(update)
 
 
 Handler = Callable[[CommandContext, str], Awaitable[None]]
@@ -78,8 +87,8 @@ class Invocation:
     command: SlashCommand
     argument: str
 
-    async def run(self, session: AcpSession, model: str | None) -> TurnResult:
-        await self.command.handler(CommandContext(session, model), self.argument)
+    async def run(self, context: CommandContext) -> TurnResult:
+        await self.command.handler(context, self.argument)
         return TurnResult("end_turn")
 
 
@@ -229,12 +238,30 @@ async def _mode(ctx: CommandContext, argument: str) -> None:
         return
     session.set_mode(argument)
     session.agent.emit(schema.CurrentModeUpdate(session_update="current_mode_update", current_mode_id=argument))
+    ctx.announce_configuration()
     ctx.say(f"Mode: {argument}.")
 
 
 async def _model(ctx: CommandContext, argument: str) -> None:
-    shown = ctx.model or "none configured (start the service with --model, or set `model` in the config file)"
-    ctx.say(f"Model: {shown}. The model is chosen when the service starts (--model).")
+    session, models = ctx.session, ctx.models
+    if not models:
+        ctx.say("No model is configured: start the service with --model, or set `model` in the config file.")
+        return
+    if not argument:
+        others = f" Switch with /model SPEC, one of {', '.join(models)}." if len(models) > 1 else ""
+        ctx.say(f"Model: {session.model}.{others}")
+        return
+    if argument not in models:
+        ctx.say(f"Unknown model {argument!r}: use one of {', '.join(models)} (the config file's `models` lists them).")
+        return
+    try:
+        backend = ctx.backend_for(argument)  # as session/set_config_option builds it
+    except BackendError as exc:
+        ctx.say(f"Model {argument!r} cannot be used: {exc}")
+        return
+    session.set_model(argument, backend)
+    ctx.announce_configuration()
+    ctx.say(f"Model: {argument}, from the next request to the model on.")
 
 
 def starter_agents_md(root: Path) -> str:
@@ -275,6 +302,6 @@ COMMANDS: dict[str, SlashCommand] = {
         SlashCommand("compact", "Summarize the conversation so far to free the model's context", None, _compact),
         SlashCommand("init", f"Write a starting {FILE_NAME} with instructions for agents", None, _init),
         SlashCommand("mode", "Show or switch the permission mode", f"{', '.join(MODES[:-1])} or {MODES[-1]}", _mode),
-        SlashCommand("model", "Show the model this session uses", None, _model),
+        SlashCommand("model", "Show or switch the model this session uses", "one of the configured models", _model),
     ]
 }

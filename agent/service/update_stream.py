@@ -11,7 +11,7 @@ from typing import Any
 
 from acp import schema
 from acp.connection import Connection
-from acp.helpers import update_agent_message_text, update_agent_thought_text
+from acp.helpers import text_block
 
 from warpcode.agent.events import SessionUpdate
 from warpcode.agent.frame_limits import TEXT_CHUNK_CHARS
@@ -34,6 +34,8 @@ class PendingUpdate:
         first, text = plain_chunk_text(self.update), plain_chunk_text(update)
         if type(update) is not type(self.update) or first is None or text is None:
             return False
+        if update.message_id != self.update.message_id:  # type: ignore[union-attr]  # chunks of two messages
+            return False
         if self.texts is None:
             self.texts, self.chars = [first], len(first)
         if self.chars + len(text) > TEXT_CHUNK_CHARS:
@@ -45,12 +47,8 @@ class PendingUpdate:
     def finish(self) -> dict[str, Any]:
         """The log record, built once: for an update, its ACP JSON (which is also what is sent)."""
         if self.record is None:
-            if self.texts is not None:
-                merged = "".join(self.texts)
-                if isinstance(self.update, schema.AgentThoughtChunk):
-                    self.update = update_agent_thought_text(merged)
-                else:
-                    self.update = update_agent_message_text(merged)
+            if self.texts is not None:  # a copy keeps the chunk's messageId
+                self.update = self.update.model_copy(update={"content": text_block("".join(self.texts))})
                 self.texts = None
             assert self.update is not None
             self.record = {"type": "update", "update": self.update.model_dump(**DUMP)}
@@ -62,8 +60,8 @@ def split_long_chunk(update: SessionUpdate) -> list[SessionUpdate]:
     text = plain_chunk_text(update)
     if text is None or len(text) <= TEXT_CHUNK_CHARS:
         return [update]
-    chunk = update_agent_thought_text if isinstance(update, schema.AgentThoughtChunk) else update_agent_message_text
-    return [chunk(text[start : start + TEXT_CHUNK_CHARS]) for start in range(0, len(text), TEXT_CHUNK_CHARS)]
+    pieces = range(0, len(text), TEXT_CHUNK_CHARS)  # copies keep the chunk's messageId
+    return [update.model_copy(update={"content": text_block(text[i : i + TEXT_CHUNK_CHARS])}) for i in pieces]
 
 
 def plain_chunk_text(update: SessionUpdate | None) -> str | None:

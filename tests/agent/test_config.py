@@ -37,6 +37,8 @@ def test_config_file_location_follows_xdg(tmp_path: Path) -> None:
         ("sandbox = 'docker'", "sandbox must be one of none, bwrap"),
         ("sandbox_network = 'yes'", "sandbox_network must be true or false"),
         ("sandbox = true", "sandbox must be a string"),
+        ("models = 'openai:http://h/v1'", "models must be a list of model specs"),
+        ("models = ['openai:http://h/v1', 3]", "models must be a list of model specs"),
     ],
 )
 def test_an_invalid_config_file_is_named_in_the_error(tmp_path: Path, text: str, message: str) -> None:

@@ -16,7 +16,7 @@ import pytest
 from acp.helpers import text_block
 
 from tests.agent.acp_clients import AcpTestClient
-from tests.agent.backends.test_backend_openai import ChatServer, _delta, _finish, _tool_delta
+from tests.agent.backends.chat_server import ChatServer, delta, finish, tool_delta
 from tests.agent.service_processes import acp_process
 from warpcode.agent.project_instructions import INSTRUCTIONS_CHARS, instructions_prompt, read_instructions
 
@@ -71,8 +71,8 @@ def model_server() -> Iterator[ChatServer]:
     server = ChatServer()
     call = json.dumps({"command": COMMAND})
     server.replies = [
-        (200, [_tool_delta(0, call, "call_1", "run_command"), _finish("tool_calls")]),
-        (200, [_delta(content="Done."), _finish("stop")]),
+        (200, [tool_delta(0, call, "call_1", "run_command"), finish("tool_calls")]),
+        (200, [delta(content="Done."), finish("stop")]),
     ]
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()

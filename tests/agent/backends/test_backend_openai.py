@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from tests.agent.backends.chat_server import ChatServer, delta, finish, tool_delta
 from warpcode.agent.backends import BackendError, Finish, TextDelta, ThoughtDelta, ToolCallReady, backend_from_spec
 from warpcode.agent.backends.openai import DEFAULT_MAX_TOKENS, OpenAIBackend, RetryPolicy
 from warpcode.agent.loop import Agent
@@ -18,58 +17,6 @@ from warpcode.agent.toolbox import tool_schemas
 from warpcode.model_runtime.chat.messages import Message
 
 FAST_RETRY = RetryPolicy(attempts=3, first_delay_s=0.01)
-
-
-class ChatServer(ThreadingHTTPServer):
-    """Answers each POST with the next scripted reply: (status, list of SSE chunks | JSON error body)."""
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.replies: list[tuple[int, list[dict] | dict]] = []
-        self.requests: list[tuple[str, dict[str, str], dict]] = []
-        self.models: list[dict] | None = None  # GET /v1/models lists these; None: 404, as servers without a list
-        self.gets: list[str] = []  # the paths asked for with GET
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: ChatServer
-
-    def do_GET(self) -> None:
-        self.server.gets.append(self.path)
-        found = self.path == "/v1/models" and self.server.models is not None
-        data = json.dumps({"object": "list", "data": self.server.models} if found else {"detail": "Not Found"})
-        self.send_response(200 if found else 404)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data.encode())
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.server.requests.append((self.path, dict(self.headers), body))
-        status, payload = self.server.replies.pop(0)
-        if isinstance(payload, dict):
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-            return
-        self.send_response(status)
-        self.send_header("Content-Type", "text/event-stream")
-        self.end_headers()
-        for chunk in payload:
-            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-            self.wfile.flush()
-        self.wfile.write(b"data: [DONE]\n\n")
-
-    def log_message(self, *args) -> None:
-        pass
 
 
 @pytest.fixture
@@ -82,37 +29,16 @@ def server() -> Iterator[ChatServer]:
     server.server_close()
 
 
-def _delta(**delta) -> dict:
-    return {
-        "id": "x",
-        "object": "chat.completion.chunk",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
-    }
-
-
-def _finish(reason: str, usage: dict | None = None) -> dict:
-    chunk = {"id": "x", "choices": [{"index": 0, "delta": {}, "finish_reason": reason}]}
-    return {**chunk, "usage": usage} if usage else chunk
-
-
-def _tool_delta(index: int, arguments: str, call_id: str | None = None, name: str | None = None) -> dict:
-    piece: dict = {"index": index, "function": {"arguments": arguments}}
-    if call_id:
-        piece.update(id=call_id, type="function")
-        piece["function"]["name"] = name
-    return _delta(tool_calls=[piece])
-
-
 TOOL_CALL_REPLY = [
-    _delta(role="assistant", reasoning_content="The user wants calc.py."),
-    _delta(content="Let me "),
-    _delta(content="read it."),
-    _tool_delta(0, "", "call_abc", "read_file"),
-    _tool_delta(0, '{"pa'),
-    _tool_delta(0, 'th": "ca'),
-    _tool_delta(1, '{"pattern": "def"}', "call_def", "search"),
-    _tool_delta(0, 'lc.py"}'),
-    _finish("tool_calls", {"prompt_tokens": 321, "completion_tokens": 12, "total_tokens": 333}),
+    delta(role="assistant", reasoning_content="The user wants calc.py."),
+    delta(content="Let me "),
+    delta(content="read it."),
+    tool_delta(0, "", "call_abc", "read_file"),
+    tool_delta(0, '{"pa'),
+    tool_delta(0, 'th": "ca'),
+    tool_delta(1, '{"pattern": "def"}', "call_def", "search"),
+    tool_delta(0, 'lc.py"}'),
+    finish("tool_calls", {"prompt_tokens": 321, "completion_tokens": 12, "total_tokens": 333}),
 ]
 
 
@@ -152,7 +78,7 @@ async def test_the_loop_sends_tool_results_back_with_their_call_ids(
 ) -> None:
     server.replies = [
         (200, TOOL_CALL_REPLY),
-        (200, [_delta(content="calc.py subtracts."), _finish("stop")]),
+        (200, [delta(content="calc.py subtracts."), finish("stop")]),
     ]
     backend = OpenAIBackend(server.base_url + "/chat/completions", retry=FAST_RETRY)
     result = await Agent(failing_repo, backend, events, "auto").prompt("show calc.py")
@@ -183,7 +109,7 @@ async def test_rate_limit_and_server_errors_are_retried(server: ChatServer) -> N
     server.replies = [
         (429, {"error": {"message": "slow down"}}),
         (503, {"error": {"message": "warming up"}}),
-        (200, [_delta(content="ok"), _finish("length")]),
+        (200, [delta(content="ok"), finish("length")]),
     ]
     events = await _collect(OpenAIBackend(server.base_url, retry=FAST_RETRY), [Message("user", "hi")])
     assert [type(e) for e in events] == [TextDelta, Finish] and events[-1].reason == "length"
@@ -219,8 +145,8 @@ async def test_malformed_tool_call_arguments_reach_the_model_as_an_error(
     server: ChatServer, failing_repo: Path, events
 ) -> None:
     server.replies = [
-        (200, [_tool_delta(0, '{"path": calc.py}', "call_1", "read_file"), _finish("tool_calls")]),
-        (200, [_delta(content="fixed"), _finish("stop")]),
+        (200, [tool_delta(0, '{"path": calc.py}', "call_1", "read_file"), finish("tool_calls")]),
+        (200, [delta(content="fixed"), finish("stop")]),
     ]
     agent = Agent(failing_repo, OpenAIBackend(server.base_url, retry=FAST_RETRY), events, "auto")
     assert (await agent.prompt("read")).stop_reason == "end_turn"
@@ -235,7 +161,7 @@ async def test_the_model_and_its_context_come_from_the_server_s_list(
     """OpenAI's API requires `model`: without #MODEL the one the server lists is named, and its context is the
     max_model_len vLLM lists instead of an assumed 32,768."""
     server.models = [{"id": "Qwen/Qwen3-30B-A3B", "object": "model", "max_model_len": 131072}]
-    server.replies = [(200, [_delta(content="hi"), _finish("stop")])]
+    server.replies = [(200, [delta(content="hi"), finish("stop")])]
     backend = backend_from_spec(f"openai:{server.base_url}")
     assert (await Agent(failing_repo, backend, events, "auto").prompt("hi")).stop_reason == "end_turn"
     assert server.gets == ["/v1/models"]  # once, before the first request

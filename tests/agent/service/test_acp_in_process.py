@@ -33,8 +33,9 @@ async def test_without_a_model_a_prompt_says_how_to_configure_one(tmp_path: Path
     client = AcpTestClient()
     async with served(ServiceConfig(None, tmp_path / "state"), client) as (conn, _, _):
         session = await conn.new_session(cwd=str(tmp_path))
-        response = await conn.prompt(session_id=session.session_id, prompt=[text_block("hello")])
-    assert response.stop_reason == "refusal"
+        with pytest.raises(acp.RequestError) as failed:  # a failure, not a refusal: the prompt is not dropped
+            await conn.prompt(session_id=session.session_id, prompt=[text_block("hello")])
+    assert failed.value.code == -32603 and NO_MODEL_MESSAGE in str(failed.value)
     assert NO_MODEL_MESSAGE in client.text()
 
 
@@ -47,7 +48,8 @@ async def test_embedded_context_and_links_are_flattened_into_the_user_message(tm
     ]
     async with served(ServiceConfig(None, state), AcpTestClient()) as (conn, agent, _):
         session_id = (await conn.new_session(cwd=str(tmp_path))).session_id
-        await conn.prompt(session_id=session_id, prompt=blocks)
+        with pytest.raises(acp.RequestError):  # no model to answer: the model is shown the prompt all the same
+            await conn.prompt(session_id=session_id, prompt=blocks)
         user = agent.sessions[session_id].agent.messages[1]
     assert (
         user.content

@@ -16,6 +16,7 @@ from tests.agent.acp_clients import AcpTestClient
 from tests.agent.service.in_process import served
 from warpcode.agent import events
 from warpcode.agent.backends.scripted import ScriptedBackend
+from warpcode.agent.frame_limits import TEXT_CHUNK_CHARS
 from warpcode.agent.loop import Limits
 from warpcode.agent.service import session as acp_session
 from warpcode.agent.service import update_stream
@@ -64,6 +65,9 @@ async def test_queued_text_chunks_merge_exactly_in_order_and_the_log_holds_what_
         session._emit(update)
     await session.flush()
     sent = [dumped(u) for u in conn.sent]
+    # One id per message: a thought, or anything else sent between two chunks (a tool call), starts a new one.
+    ids = [u.pop("messageId", None) for u in sent]
+    assert ids[2] == ids[3] == ids[4] and ids[5] is None and len({ids[0], ids[1], ids[2], ids[6]}) == 4
     assert sent == [
         dumped(events.message_chunk("Hé,  two  spaces\n")),
         dumped(events.thought_chunk("think more")),
@@ -75,7 +79,7 @@ async def test_queued_text_chunks_merge_exactly_in_order_and_the_log_holds_what_
     ]
     text = "".join(u.content.text for u in conn.sent if isinstance(u, schema.AgentMessageChunk))
     assert text == "".join(u.content.text for u in emitted if isinstance(u, schema.AgentMessageChunk))
-    assert [record["update"] for record in store.load("s1").history] == sent
+    assert [{k: v for k, v in r["update"].items() if k != "messageId"} for r in store.load("s1").history] == sent
     await session.close()
 
 
@@ -131,7 +135,8 @@ async def test_during_a_turn_the_log_is_written_in_one_group_and_before_the_answ
         assert [m.role for m in saved.messages] == ["user", "assistant", "tool", "assistant"]
         await conn.set_session_mode(session_id=session_id, mode_id="ask")  # no turn running: written at once
         await asyncio.sleep(0.1)
-        assert len(writes) == 2 and writes[1] == [{"type": "mode", "mode": "ask"}]
+        assert len(writes) == 2 and writes[1][0] == {"type": "mode", "mode": "ask"}
+        assert [r["update"]["sessionUpdate"] for r in writes[1][1:]] == ["config_option_update"]
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestWarning")
@@ -199,3 +204,15 @@ def test_merged_chunks_rebuild_a_plain_update() -> None:
     assert pending.merge(update_agent_message_text("b"))
     assert not pending.merge(events.thought_chunk("c"))
     assert pending.finish() == {"type": "update", "update": dumped(update_agent_message_text("ab"))}
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestWarning")
+def test_chunks_keep_their_message_id_when_merged_or_split_and_two_messages_never_merge() -> None:
+    first, second = (update_agent_message_text("a").model_copy(update={"message_id": i}) for i in ("m1", "m2"))
+    pending = update_stream.PendingUpdate(None, first)
+    assert not pending.merge(second)  # the same kind, another message
+    assert pending.merge(first)
+    assert pending.finish()["update"] == {**dumped(update_agent_message_text("aa")), "messageId": "m1"}
+    long = update_agent_message_text("x" * (TEXT_CHUNK_CHARS + 1)).model_copy(update={"message_id": "m3"})
+    pieces = update_stream.split_long_chunk(long)
+    assert len(pieces) == 2 and {p.message_id for p in pieces} == {"m3"}

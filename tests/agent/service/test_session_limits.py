@@ -96,11 +96,18 @@ async def test_idle_sessions_wait_on_disk_and_sessions_beyond_the_limit_are_refu
         await other.close()
 
 
+class ForgetfulClient(RecordingClient):
+    """Keeps no updates (each session's announcements would be the client's memory, not the server's)."""
+
+    async def session_update(self, session_id: str, update, **kwargs) -> None:
+        pass
+
+
 @pytest.mark.slow
 async def test_a_connection_holding_many_idle_sessions_holds_the_memory_of_a_few(tmp_path: Path, workspace: Path):
     config = ServiceConfig(None, tmp_path / "state")  # the limits users get
     async with ws_service(config) as (service, url):
-        connection = await connect(url, RecordingClient())
+        connection = await connect(url, ForgetfulClient())  # client and server share this process: measure the server
         gc.collect()
         tracemalloc.start()
         try:
