@@ -1,7 +1,7 @@
 """`$/cancel_request` (ACP 1.21, docs/protocol/v1/cancellation.mdx) over both transports, with the real services:
 a cancelled prompt stops its turn as session/cancel does (its command killed, the session usable) and answers
 -32800; a cancel for a finished request is ignored; a request cancelled before its handler runs answers -32800
-and does nothing."""
+and does nothing; a cancelled session/load stops its replay and leaves the session closed (in-process)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,17 @@ import os
 import time
 from pathlib import Path
 
+import acp
 import pytest
+from acp._transport import memory_transport_pair
 
+from tests.agent.acp_clients import AcpTestClient
 from tests.agent.acp_schema import validate_frame
 from tests.agent.raw_wire import TRANSPORTS, raw_service
+from tests.agent.scripted_model import write_script
+from tests.agent.service.in_process import served
+from warpcode.agent.service.agent import AcpService, ServiceConfig
+from warpcode.agent.service.connection import serve_connection
 
 pytestmark = pytest.mark.asyncio
 
@@ -78,3 +85,56 @@ async def test_a_cancelled_prompt_stops_its_turn_and_answers_request_cancelled(t
 
 def new_session(request_id: int, cwd: Path) -> dict:
     return {"jsonrpc": "2.0", "id": request_id, "method": "session/new", "params": {"cwd": str(cwd), "mcpServers": []}}
+
+
+class HeldSends:
+    """The agent's end of an in-memory connection whose client stops reading while `reading` is clear."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.reading, self.held = inner, asyncio.Event(), asyncio.Event()
+        self.reading.set()
+
+    async def send(self, message: dict) -> None:
+        if not self.reading.is_set():
+            self.held.set()
+            await self.reading.wait()
+        await self.inner.send(message)
+
+    async def receive(self):
+        return await self.inner.receive()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+async def test_a_cancelled_session_load_stops_its_replay_and_leaves_the_session_to_load_again(tmp_path: Path):
+    config = ServiceConfig(f"scripted:{write_script(tmp_path / 'model.json', [{'text': 'hi'}])}", tmp_path / "state")
+    async with served(config, AcpTestClient()) as (conn, _, _):  # a stored session with a turn to replay
+        session_id = (await conn.new_session(cwd=str(tmp_path))).session_id
+        await conn.prompt(session_id=session_id, prompt=[acp.text_block("hello")])
+    agent_end, client_end = memory_transport_pair()
+    transport = HeldSends(agent_end)
+    agent = AcpService(config).new_connection_agent()  # as after a restart
+    server = asyncio.create_task(serve_connection(agent, transport, 8, "the test"))
+    load = {"cwd": str(tmp_path), "sessionId": session_id, "mcpServers": []}
+    try:
+        transport.reading.clear()
+        await client_end.send({"jsonrpc": "2.0", "id": 1, "method": "session/load", "params": load})
+        await asyncio.wait_for(transport.held.wait(), 5)  # the replay is under way, its first update held
+        await client_end.send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 1}})
+        await asyncio.sleep(0.05)
+        transport.reading.set()
+        answer = await answer_to(client_end, 1)
+        assert answer["error"]["code"] == -32800
+        await client_end.send({"jsonrpc": "2.0", "id": 2, "method": "session/load", "params": load})
+        assert "result" in await answer_to(client_end, 2)  # not "already open": the cancelled load let it go
+    finally:
+        await agent.close()
+        server.cancel()
+        await asyncio.gather(server, return_exceptions=True)
+
+
+async def answer_to(client_end, request_id: int) -> dict:
+    while "method" in (message := await asyncio.wait_for(client_end.receive(), 5)) or message["id"] != request_id:
+        pass
+    return message
