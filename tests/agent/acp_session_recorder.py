@@ -8,8 +8,8 @@ check it against the right type.
 The session is the list `STEPS`, run in order, each an async function of one `Run`: initialize, a turn with tool
 calls, file reads and writes through the client, and permission questions (scripted model, mode ask), listing,
 modes, session/cancel and `$/cancel_request`, errors, and a session/load with its replay on a fresh connection
-(for stdio, a fresh process). To cover a new method, add a step (or pass `extra_steps`): what it sends and
-receives is recorded and validated with the rest.
+(for stdio, a fresh process). To cover a new method, add a step to STEPS where it belongs (or pass
+`extra_steps`, run last): what it sends and receives is recorded and validated with the rest.
 """
 
 from __future__ import annotations
@@ -98,13 +98,16 @@ class Run:
     workspace: Path
     recorder: FrameRecorder
     connector: Callable[[Any], contextlib.AbstractAsyncContextManager[Any]]
+    connections: contextlib.AsyncExitStack
     conn: Any = None
     client: AcpTestClient = field(default_factory=lambda: AcpTestClient(PERMISSION_ANSWERS, buffers={}))
     session_id: str = ""
 
-    def connect(self) -> contextlib.AbstractAsyncContextManager[Any]:
-        """A new connection of `client` to the service (stdio: a new `warpcode acp` on the same state)."""
-        return self.connector(self.client)
+    async def reconnect(self) -> None:
+        """Close the connection and open a new one, not yet initialized (stdio: a new `warpcode acp` on the same
+        state directory, as after a restart). It stays open for the next steps."""
+        await self.connections.aclose()
+        self.conn = await self.connections.enter_async_context(self.connector(self.client))
 
     async def expect_error(self, call: Awaitable[Any], code: int) -> None:
         try:
@@ -177,12 +180,11 @@ async def errors_and_extensions(run: Run) -> None:
 
 
 async def load_with_replay(run: Run) -> None:
-    """On a fresh connection (the session is open on one connection at a time): session/load replays it."""
-    async with run.connect() as conn:
-        run.conn = conn
-        await conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=run.client.capabilities())
-        await conn.load_session(cwd=str(run.workspace), session_id=run.session_id)
-        assert (await conn.list_sessions()).sessions
+    """On a new connection (a session is open on one connection at a time): session/load replays the session."""
+    await run.reconnect()
+    await run.conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=run.client.capabilities())
+    await run.conn.load_session(cwd=str(run.workspace), session_id=run.session_id)
+    assert (await run.conn.list_sessions()).sessions
 
 
 Step = Callable[[Run], Awaitable[None]]
@@ -200,19 +202,16 @@ STEPS: list[Step] = [
 
 
 async def record_full_session(transport: str, tmp_path: Path, extra_steps: Sequence[Step] = ()) -> list[Frame]:
-    """Run STEPS (then `extra_steps`) against a real service over `transport` ("stdio" or "websocket"); every
-    frame of every connection, in order."""
+    """Run STEPS (then `extra_steps`) against a real service over `transport` ("stdio" or "websocket"), each on
+    the connection open at the time (`run.conn`); every frame of every connection, in order."""
     workspace = tmp_path / "repo"
     workspace.mkdir(parents=True)
     (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
     recorder = FrameRecorder()
-    async with _service(transport, tmp_path, recorder) as connector:
-        run = Run(transport, tmp_path, workspace, recorder, connector)
-        async with run.connect() as conn:
-            run.conn = conn
-            for step in STEPS[:-1]:
-                await step(run)
-        for step in [STEPS[-1], *extra_steps]:
+    async with _service(transport, tmp_path, recorder) as connector, contextlib.AsyncExitStack() as connections:
+        run = Run(transport, tmp_path, workspace, recorder, connector, connections)
+        await run.reconnect()
+        for step in [*STEPS, *extra_steps]:
             await step(run)
     return recorder.frames
 
