@@ -33,7 +33,7 @@ def serve_stdio(args: argparse.Namespace) -> int:
 async def _serve(args: argparse.Namespace) -> None:
     from warpcode.agent.cli.options import agent_service_config
     from warpcode.agent.service.agent import AcpService
-    from warpcode.agent.service.request_limit import serve_stdio
+    from warpcode.agent.service.stdio import serve_stdio
 
     _, config = agent_service_config(args)
     if config.model is None:

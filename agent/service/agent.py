@@ -204,7 +204,9 @@ class WarpcodeAcpAgent:
         )
 
     async def authenticate(self, method_id: str, **kwargs: Any) -> schema.AuthenticateResponse:
-        return schema.AuthenticateResponse()  # no methods are advertised: nothing to check
+        # ACP: methodId is one of the authMethods initialize advertised, and we advertise none.
+        message = f"Unknown authentication method {method_id!r}: warpcode needs none (its authMethods is empty)."
+        raise RequestError(-32602, message, {"methodId": method_id})
 
     async def new_session(self, cwd: str, **kwargs: Any) -> schema.NewSessionResponse:
         _check_cwd(cwd)
@@ -265,6 +267,8 @@ class WarpcodeAcpAgent:
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
     ) -> schema.ListSessionsResponse:
         """A page of stored sessions, newest first; `nextCursor` continues it (ACP's opaque cursor)."""
+        if cwd is not None and not os.path.isabs(cwd):
+            raise RequestError(-32602, f"cwd must be an absolute path, got {cwd!r}.", {"cwd": cwd})
         after = _read_cursor(cursor) if cursor else None
         found, last = await asyncio.to_thread(self.service.store.page, cwd, after, SESSIONS_PER_PAGE)
         sessions = [

@@ -6,10 +6,8 @@ handing them on. That answer is sent like any other, so a client that does not r
 pipelined requests wait in its own socket, not in server memory. Nothing else is held back: the client's
 notifications (session/cancel) and its answers to our own requests (permission answers, fs replies) always
 pass, so turns waiting for those answers cannot deadlock a full connection. When the connection ends, the
-requests still unanswered cost one log line, not one each.
-
-`serve_stdio` is `acp.run_agent(agent)` so bounded, for `warpcode acp`: the SDK builds its stdio transport inside
-run_agent, out of reach of a wrapper, so this builds the same one (`stdio_transport`) to wrap.
+requests still unanswered cost one log line, not one each. Messages reach it checked (jsonrpc_guard.py): a
+request's id is a string, an integer or null.
 """
 
 from __future__ import annotations
@@ -18,12 +16,6 @@ import contextlib
 import logging
 from collections import Counter
 from typing import Any
-
-import acp
-from acp._transport import NdjsonTransport  # the SDK's own stdio transport; not re-exported
-from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
-from acp.stdio import stdio_streams
-from acp.task import MessageSender, TaskSupervisor
 
 MAX_IN_FLIGHT = 64
 TOO_MANY_REQUESTS = -32003  # JSON-RPC server-defined error (ACP uses -32000 and -32002; SESSION_BUSY is -32001)
@@ -55,9 +47,7 @@ class RequestLimiter:
             if "method" not in message or "id" not in message:
                 return message  # a notification, or an answer to one of our requests
             request_id = message["id"]
-            if isinstance(request_id, bool) or not isinstance(request_id, str | int | float | None):
-                await self._refuse(None, -32600, "Invalid Request: the id must be a string, a number or null")
-            elif self._count >= self._max_in_flight:
+            if self._count >= self._max_in_flight:
                 why = f"Too many requests in flight on this connection ({self._count}): wait for answers first."
                 await self._refuse(request_id, TOO_MANY_REQUESTS, why)
             else:
@@ -75,17 +65,6 @@ class RequestLimiter:
     async def _refuse(self, request_id: Any, code: int, message: str) -> None:
         with contextlib.suppress(ConnectionError):  # gone: the next receive says so
             await self._inner.send({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
-
-
-async def serve_stdio(agent: Any, max_in_flight: int = MAX_IN_FLIGHT) -> None:
-    """`acp.run_agent(agent)` (ACP over stdin/stdout) with the client's requests in flight bounded."""
-    await acp.run_agent(agent, RequestLimiter(await stdio_transport(), max_in_flight, "the editor"))
-
-
-async def stdio_transport() -> Any:
-    """stdin/stdout framed as the SDK frames them (newline-delimited JSON), as a Transport."""
-    reader, writer = await stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
-    return NdjsonTransport(reader, MessageSender(writer, TaskSupervisor(source="warpcode.stdio")))
 
 
 def _id_key(request_id: Any) -> tuple[str, Any]:

@@ -1,16 +1,16 @@
 """ACP over WebSocket: one JSON-RPC client per connection at path /acp, guarded by a bearer token and Origin.
 
 Each accepted connection gets its own `WarpcodeAcpAgent` from the shared `AcpService`, served by the SDK's
-`acp.run_agent` through `FrameTransport`, a small adapter from text frames to decoded JSON-RPC messages. The
-adapter answers what the SDK never sees itself: frames that are not JSON (-32700) or not a JSON-RPC object
-(-32600). Limits: incoming frames over `max_frame_bytes` close the connection (1009), at most `max_queue`
-received frames wait unread (the socket stops reading beyond that), and sends wait while the client does not
-read, so a slow client applies backpressure instead of growing server memory; at most
-`max_requests_in_flight` of a connection's requests are handled at a time, the next ones refused at once
-(request_limit.py), and a client gone with answers unsent costs one log line. Outgoing frames stay within
-`max_send_bytes`, what the SDK's own client accepts: updates are built small (frame_limits.py), and a frame
-still over it is shrunk if it only shows something (session/update, session/request_permission), else turned
-into an error.
+`acp.run_agent` (connection.py) through `FrameTransport`, a small adapter from text frames to decoded JSON-RPC
+messages. Each frame is checked by the rules `warpcode acp` applies to each line (jsonrpc_guard.py): what is not a
+JSON-RPC 2.0 message is answered there (-32700, -32600) and never reaches the SDK. Limits: incoming frames over
+`max_frame_bytes` close the connection (1009), at most `max_queue` received frames wait unread (the socket stops
+reading beyond that), and sends wait while the client does not read, so a slow client applies backpressure instead
+of growing server memory; at most `max_requests_in_flight` of a connection's requests are handled at a time, the
+next ones refused at once (request_limit.py), and a client gone with answers unsent costs one log line. Outgoing
+frames stay within `max_send_bytes`, what the SDK's own client accepts: updates are built small (frame_limits.py),
+and a frame still over it is shrunk if it only shows something (session/update, session/request_permission), else
+turned into an error.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
 
-import acp
 from acp.meta import CLIENT_METHODS
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -32,7 +31,9 @@ from websockets.http11 import Request, Response
 
 from warpcode.agent.frame_limits import CLIENT_FRAME_BYTES, shrink_to_fit
 from warpcode.agent.service.agent import AcpService
-from warpcode.agent.service.request_limit import MAX_IN_FLIGHT, RequestLimiter
+from warpcode.agent.service.connection import serve_connection
+from warpcode.agent.service.jsonrpc_guard import decode
+from warpcode.agent.service.request_limit import MAX_IN_FLIGHT
 
 ACP_PATH = "/acp"
 # What the client only shows: a frame over its limit may be cut to fit (frame_limits.shrink_to_fit).
@@ -126,22 +127,15 @@ class FrameTransport:
                 frame = await self._connection.recv()
             except ConnectionClosed:
                 return None
-            try:
-                message = json.loads(frame)
-            except (json.JSONDecodeError, UnicodeDecodeError) as error:
-                await self._reply_error(-32700, f"Parse error: {error}")
-                continue
-            if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-                await self._reply_error(-32600, "Invalid Request: expected one JSON-RPC 2.0 object per frame")
-                continue
-            return message
+            verdict = decode(frame)
+            if verdict.answer is not None:
+                with contextlib.suppress(ConnectionError):  # gone: the next receive says so
+                    await self.send(verdict.answer)
+            elif verdict.message is not None:
+                return verdict.message
 
     async def close(self) -> None:
         await self._connection.close()
-
-    async def _reply_error(self, code: int, message: str) -> None:
-        with contextlib.suppress(ConnectionError):  # gone: the next receive says so
-            await self.send({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
 
 
 class AcpWebSocketServer:
@@ -187,8 +181,8 @@ class AcpWebSocketServer:
     async def _serve_connection(self, connection: ServerConnection) -> None:
         agent = self.service.new_connection_agent()
         frames = FrameTransport(connection, self.limits.max_send_bytes)
-        limited = RequestLimiter(frames, self.limits.max_requests_in_flight, f"client {connection.remote_address}")
+        peer = f"client {connection.remote_address}"
         try:
-            await acp.run_agent(agent, limited)
+            await serve_connection(agent, frames, self.limits.max_requests_in_flight, peer)
         finally:
             await agent.close()  # a dropped connection cancels its running turns

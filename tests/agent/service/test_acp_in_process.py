@@ -19,10 +19,12 @@ from warpcode.agent.service.session import MAX_QUEUED_UPDATES
 pytestmark = pytest.mark.asyncio
 
 
-async def test_initialize_advertises_version_capabilities_and_accepts_authenticate(tmp_path: Path) -> None:
+async def test_initialize_advertises_version_capabilities_and_no_authentication(tmp_path: Path) -> None:
     async with served(ServiceConfig(None, tmp_path), AcpTestClient()) as (conn, _, _):
         answer = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
-        assert await conn.authenticate(method_id="none") is not None
+        with pytest.raises(acp.RequestError) as refused:  # a methodId must be one advertised, and none is
+            await conn.authenticate(method_id="none")
+    assert refused.value.code == -32602 and "needs none" in str(refused.value)
     assert answer.protocol_version == acp.PROTOCOL_VERSION
     assert answer.agent_capabilities.load_session is True
     assert answer.agent_capabilities.prompt_capabilities.embedded_context is True
