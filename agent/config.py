@@ -3,7 +3,8 @@
 config.toml keys (all optional): model, mode, host, port, token_file, max_turn_requests, tool_output_tokens,
 max_tokens (the most tokens the model may write in one answer; default: the backend's, 4,096), sandbox ("none"
 or "bwrap": where run_command and run_tests run, tools/sandbox.py), sandbox_network (true or false, the default:
-whether commands in the sandbox may use the network).
+whether commands in the sandbox may use the network), and `[mcp_servers.NAME]` tables: the MCP servers every
+session connects to (agent/mcp/specs.py: command, args, env or url, headers; startup_timeout_s, tool_timeout_s).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from warpcode.agent.mcp.specs import McpServerSpec, from_config
 from warpcode.agent.permissions import MODES
 from warpcode.tools.sandbox import SETTINGS as SANDBOXES
 
@@ -35,6 +37,7 @@ class Settings:
     max_tokens: int | None = None  # one answer's token limit; None: the backend's own (4,096)
     sandbox: str = "none"
     sandbox_network: bool = False
+    mcp_servers: tuple[McpServerSpec, ...] = ()
 
 
 def config_path(env: Mapping[str, str] = os.environ) -> Path:
@@ -65,12 +68,19 @@ def _read(path: Path) -> dict[str, Any]:
         return {}
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: {exc}") from exc
+    if "mcp_servers" in values:
+        try:
+            values["mcp_servers"] = from_config(values["mcp_servers"])
+        except ValueError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
     types = Settings.__annotations__
     unknown = sorted(set(values) - set(types))
     if unknown:
         raise ConfigError(f"{path}: unknown setting {unknown[0]!r}; known: {', '.join(types)}")
     kinds = {"int": (int, "an integer"), "int | None": (int, "an integer"), "bool": (bool, "true or false")}
     for key, value in values.items():
+        if key == "mcp_servers":
+            continue
         expected, kind = kinds.get(types[key], (str, "a string"))
         if not isinstance(value, expected) or (expected is not bool and isinstance(value, bool)):
             raise ConfigError(f"{path}: {key} must be {kind}")

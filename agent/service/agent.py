@@ -34,6 +34,7 @@ from pydantic import BaseModel, Field
 from warpcode.agent.backends import ModelBackend, backend_from_spec
 from warpcode.agent.config import Settings
 from warpcode.agent.loop import Limits
+from warpcode.agent.mcp.specs import McpServerSpec, Skipped, from_acp, session_servers
 from warpcode.agent.permissions import MODES
 from warpcode.agent.service.client_fs import ClientFiles
 from warpcode.agent.service.open_sessions import MAX_IDLE_LOADED, MAX_OPEN_SESSIONS, TOO_MANY_SESSIONS, OpenSessions
@@ -77,6 +78,7 @@ class ServiceConfig:
     sessions_per_connection: int = MAX_OPEN_SESSIONS  # open at once on one connection; more are refused
     idle_sessions_in_memory: int = MAX_IDLE_LOADED  # per connection; older idle ones are unloaded until used
     max_tokens: int | None = None  # one answer's token limit; None: the backend's own
+    mcp_servers: tuple[McpServerSpec, ...] = ()  # the config file's: every session connects to them
 
     def __post_init__(self) -> None:
         if self.default_mode not in MODES:
@@ -111,6 +113,7 @@ class ServiceConfig:
             sandbox or settings.sandbox,
             network,
             max_tokens=settings.max_tokens,
+            mcp_servers=settings.mcp_servers,
         )
 
 
@@ -151,6 +154,7 @@ class WarpcodeAcpAgent:
         self.open = OpenSessions(self._release, config.sessions_per_connection, config.idle_sessions_in_memory)
         self.client_fs = schema.FileSystemCapabilities()
         self.client_terminal = False  # whether the client runs commands in its terminals (client_terminal.py)
+        self.mcp_servers: dict[str, tuple[McpServerSpec | Skipped, ...]] = {}  # open session id -> its servers
 
     @property
     def sessions(self) -> dict[str, AcpSession]:
@@ -173,6 +177,7 @@ class WarpcodeAcpAgent:
                 load_session=True,
                 prompt_capabilities=schema.PromptCapabilities(embedded_context=True),
                 session_capabilities=schema.SessionCapabilities(list=schema.SessionListCapabilities()),
+                mcp_capabilities=schema.McpCapabilities(http=True),  # stdio always; not the deprecated SSE
             ),
             auth_methods=[],
             agent_info=schema.Implementation(name="warpcode", title="warpcode", version=_version()),
@@ -181,10 +186,13 @@ class WarpcodeAcpAgent:
     async def authenticate(self, method_id: str, **kwargs: Any) -> schema.AuthenticateResponse:
         return schema.AuthenticateResponse()  # no methods are advertised: nothing to check
 
-    async def new_session(self, cwd: str, **kwargs: Any) -> schema.NewSessionResponse:
+    async def new_session(
+        self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
+    ) -> schema.NewSessionResponse:
         _check_cwd(cwd)
         session_id, mode = uuid.uuid4().hex, self.service.config.default_mode
         self._reserve(session_id)
+        self.use_mcp_servers(session_id, mcp_servers)
         try:
             await asyncio.to_thread(self.service.store.create, session_id, cwd, mode)
         except BaseException:
@@ -195,9 +203,12 @@ class WarpcodeAcpAgent:
         advertise_commands(self.conn, session_id)
         return schema.NewSessionResponse(session_id=session_id, modes=_modes(mode))
 
-    async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> schema.LoadSessionResponse:
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kwargs: Any
+    ) -> schema.LoadSessionResponse:
         _check_cwd(cwd)
         self._reserve(session_id)  # before the first await: a concurrent load of the same id is refused
+        self.use_mcp_servers(session_id, mcp_servers)
         try:
             saved = await asyncio.to_thread(self._read_saved, session_id)
             _check_same_directory(saved, cwd)
@@ -287,6 +298,11 @@ class WarpcodeAcpAgent:
         persist what they emitted, and release its sessions so another connection may load them."""
         await self.open.close()
 
+    def use_mcp_servers(self, session_id: str, mcp_servers: list[Any] | None) -> None:
+        """The MCP servers a reserved session connects to when it opens (session/new, load or resume: the
+        config file's and the client's `mcpServers`), and again whenever it is loaded back into memory."""
+        self.mcp_servers[session_id] = session_servers(self.service.config.mcp_servers, from_acp(mcp_servers))
+
     def _open(self, session_id: str, cwd: str, mode: str, saved: SavedSession | None = None) -> AcpSession:
         session = self._build(session_id, cwd, mode, saved)
         self.open.add(session)
@@ -321,6 +337,7 @@ class WarpcodeAcpAgent:
             workspace_state_dir(self.service.config.state_dir, cwd),
             self.service.sandbox,
             self.client_terminal,
+            self.mcp_servers.get(session_id, ()),
         )
 
     def _reserve(self, session_id: str) -> None:
@@ -344,6 +361,7 @@ class WarpcodeAcpAgent:
         self._release(session_id)
 
     def _release(self, session_id: str) -> None:
+        self.mcp_servers.pop(session_id, None)
         if self.service.open_sessions.get(session_id) is self:
             del self.service.open_sessions[session_id]
 
