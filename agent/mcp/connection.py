@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import os
 import threading
@@ -101,9 +102,12 @@ class McpConnection:
                 log.error("MCP server %r did not stop within %.0f s", self.spec.name, CLOSE_S)
 
     async def _run(self) -> None:
-        import anyio
-
         try:
+            await asyncio.to_thread(_import_sdk)  # a second of imports, which would stall every session's updates
+            if self._stop.is_set():  # closed meanwhile
+                return
+            import anyio
+
             with anyio.CancelScope() as self._scope:
                 async with contextlib.AsyncExitStack() as stack:
                     client = await self._connect(stack)
@@ -171,6 +175,11 @@ class McpConnection:
     def _stderr_note(self) -> str:
         tail = self._stderr.tail() if self._stderr else ""
         return f". Its stderr ended with: {tail}" if tail else ""
+
+
+def _import_sdk() -> None:
+    importlib.import_module("mcp.client.stdio")
+    importlib.import_module("mcp.client.streamable_http")  # httpx2 with it
 
 
 def _quiet_parse_failures(record: logging.LogRecord) -> bool:

@@ -3,8 +3,8 @@
     python mcp_fixture_server.py [--garbage] [--http]
 
 stdio by default. --garbage prints lines that are not MCP messages on stdout before serving (a server that
-logs to the wrong stream). --http serves streamable HTTP on a free loopback port instead and prints
-`listening on PORT` on stdout once it accepts connections.
+logs to the wrong stream). --http serves streamable HTTP on a free loopback port instead, to requests with
+the header `Authorization: Bearer fixture-token`, and prints `listening on PORT` on stdout.
 """
 
 from __future__ import annotations
@@ -73,9 +73,29 @@ def pid() -> str:
     return str(os.getpid())
 
 
+@server.tool(description="An environment variable of the server process.")
+def getenv(name: str) -> str:
+    return os.environ.get(name, "(unset)")
+
+
 @server.tool(description="Ends the server process at once.")
 def die() -> str:
     os._exit(3)
+
+
+HTTP_TOKEN = "fixture-token"  # --http: requests without `Authorization: Bearer fixture-token` get 401
+
+
+def require_token(app):
+    async def guarded(scope, receive, send):
+        headers = dict(scope.get("headers", []))
+        if scope["type"] == "http" and headers.get(b"authorization") != f"Bearer {HTTP_TOKEN}".encode():
+            await send({"type": "http.response.start", "status": 401, "headers": []})
+            await send({"type": "http.response.body", "body": b"missing token"})
+            return
+        await app(scope, receive, send)
+
+    return guarded
 
 
 def serve_http() -> None:
@@ -83,7 +103,8 @@ def serve_http() -> None:
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(server.streamable_http_app(), log_level="warning")
+    sock.listen()  # connections wait in the backlog until uvicorn accepts them
+    config = uvicorn.Config(require_token(server.streamable_http_app()), log_level="warning", lifespan="on")
     http = uvicorn.Server(config)
     print(f"listening on {sock.getsockname()[1]}", flush=True)
     http.run(sockets=[sock])
