@@ -116,10 +116,11 @@ class McpConnection:
                     self._ready.set_result(None)
                     await self._stop.wait()
         except Exception as exc:  # the SDK raises transport errors as they come (and in exception groups)
+            reason = _reason(exc, self.spec.transport)
             if not self._ready.done():
-                self._ready.set_exception(ServerError(f"could not start: {_reason(exc)}{self._stderr_note()}"))
+                self._ready.set_exception(ServerError(f"could not start: {reason}{self._stderr_note()}"))
             else:
-                log.warning("MCP server %r: its connection ended with %s", self.spec.name, _reason(exc))
+                log.warning("MCP server %r: its connection ended: %s", self.spec.name, reason)
         finally:
             self._client = None
             if not self._ready.done():
@@ -194,11 +195,13 @@ def _version() -> str:
         return "unknown"
 
 
-def _reason(exc: BaseException) -> str:
+def _reason(exc: BaseException, transport: str) -> str:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     if isinstance(exc, FileNotFoundError):
         return f"no such program {exc.filename or ''}".strip()
+    if getattr(exc, "code", None) == -32000:  # the SDK's CONNECTION_CLOSED
+        return "it exited" if transport == "stdio" else "it closed the connection"
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 

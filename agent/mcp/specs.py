@@ -81,16 +81,16 @@ def from_config(table: Any) -> tuple[McpServerSpec, ...]:
     return tuple(_config_server(name, values) for name, values in table.items())
 
 
-_CONFIG_KEYS = ("command", "args", "env", "url", "headers", "startup_timeout_s", "tool_timeout_s")
+CONFIG_KEYS = ("command", "args", "env", "url", "headers", "startup_timeout_s", "tool_timeout_s")
 
 
 def _config_server(name: str, values: Any) -> McpServerSpec:
     where = f"mcp_servers.{name}"
     if not isinstance(values, Mapping):
         raise ValueError(f"{where} must be a table with command = ... or url = ...")
-    unknown = sorted(set(values) - set(_CONFIG_KEYS))
+    unknown = sorted(set(values) - set(CONFIG_KEYS))
     if unknown:
-        raise ValueError(f"{where}: unknown key {unknown[0]!r}; known: {', '.join(_CONFIG_KEYS)}")
+        raise ValueError(f"{where}: unknown key {unknown[0]!r}; known: {', '.join(CONFIG_KEYS)}")
     command, url = values.get("command"), values.get("url")
     if (command is None) == (url is None):
         raise ValueError(f"{where} needs exactly one of command (a stdio server) or url (a streamable HTTP server)")
