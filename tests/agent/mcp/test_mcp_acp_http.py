@@ -36,6 +36,7 @@ TURNS = [
 ]
 
 
+@pytest.mark.slow
 async def test_http_server_from_the_client_and_stdio_server_from_the_config(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):

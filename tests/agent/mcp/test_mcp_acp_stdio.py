@@ -48,6 +48,7 @@ class NamingClient(AcpTestClient):
         return await super().request_permission(options, session_id, tool_call, **kwargs)
 
 
+@pytest.mark.slow
 async def test_stdio_servers_from_session_new(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # no config-file servers
     workspace = tmp_path / "workspace"

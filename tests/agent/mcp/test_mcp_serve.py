@@ -35,6 +35,7 @@ async def _gone(pid: int) -> bool:
     return not process_running(pid)
 
 
+@pytest.mark.slow
 async def test_servers_stop_with_the_connection_and_the_service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     workspace = tmp_path / "workspace"
