@@ -3,7 +3,8 @@
 A tool's input schema goes to the model as the server wrote it (nested objects, `$defs` and `$ref` included):
 the server validates its own arguments and answers a bad call with an error result the model can read. Its
 description says which server it comes from, cut at MAX_DESCRIPTION_CHARS (a server's descriptions are its
-words in every request's prompt). A result's text blocks are joined; images, audio and binary resources are
+words in every request's prompt); a schema longer than MAX_SCHEMA_CHARS as JSON is replaced by an open one (any
+object), which the description says. A result's text blocks are joined; images, audio and binary resources are
 described, not inlined (the model reads text); an `isError` result is a failed call. The loop cuts long
 observations to `tool_output_tokens` as it does ours.
 """
@@ -14,16 +15,20 @@ import json
 from typing import Any
 
 MAX_DESCRIPTION_CHARS = 2_048
+MAX_SCHEMA_CHARS = 32_768
 EMPTY_SCHEMA = {"type": "object", "properties": {}}
 
 
 def tool_spec(name: str, server: str, tool: Any) -> dict[str, Any]:
     """`tool` (an MCP Tool) in the OpenAI function-tool format our backends and chat templates take."""
     description = (tool.description or tool.title or "").strip()
-    description = f"{description} (MCP server {server})" if description else f"A tool of the MCP server {server}."
     if len(description) > MAX_DESCRIPTION_CHARS:
         description = description[: MAX_DESCRIPTION_CHARS - 1] + "…"
+    description = f"{description} (MCP server {server})" if description else f"A tool of the MCP server {server}."
     schema = tool.input_schema if isinstance(tool.input_schema, dict) and tool.input_schema else EMPTY_SCHEMA
+    if len(json.dumps(schema)) > MAX_SCHEMA_CHARS:
+        schema = {"type": "object"}
+        description += " Its argument schema is too long to show: pass the arguments its description names."
     return {"type": "function", "function": {"name": name, "description": description, "parameters": schema}}
 
 

@@ -36,11 +36,6 @@ class McpServerSpec:
     def transport(self) -> str:
         return "http" if self.url is not None else "stdio"
 
-    def record(self) -> dict[str, Any]:
-        """What the server is, without its env values and headers (they may hold secrets): for logs."""
-        where = {"url": self.url} if self.url is not None else {"command": self.command, "args": list(self.args)}
-        return {"name": self.name, "transport": self.transport, **where}
-
 
 @dataclass(frozen=True)
 class Skipped:

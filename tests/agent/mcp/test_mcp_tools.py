@@ -48,6 +48,18 @@ def test_results_become_text_observations():
     assert adapter.observation(failed) == (False, '{"n": 1}')
 
 
+def test_long_descriptions_and_schemas_are_bounded():
+    huge = SimpleNamespace(
+        name="t",
+        title=None,
+        description="d" * 5000,
+        input_schema={"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(3000)}},
+    )
+    spec = adapter.tool_spec("mcp__s__t", "s", huge)["function"]
+    assert spec["parameters"] == {"type": "object"}
+    assert len(spec["description"]) < adapter.MAX_DESCRIPTION_CHARS + 200 and "(MCP server s)" in spec["description"]
+
+
 def test_acp_servers_and_config_servers_merge(tmp_path: Path):
     config = tmp_path / "config.toml"
     config.write_text(
