@@ -72,8 +72,8 @@ class McpConnection:
             raise
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> Any:
-        """The tool's CallToolResult; ServerError when the server is gone or does not answer in time (the
-        server is then known dead: `alive` is False)."""
+        """The tool's CallToolResult; ServerError when the server does not answer in time, answers with an error
+        or something that is not a result, or is gone (then `alive` is False from here on)."""
         from mcp import MCPError
         from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
@@ -89,6 +89,8 @@ class McpConnection:
                 self._client = None
                 raise ServerError(f"stopped{self._stderr_note()}") from None
             raise ServerError(f"refused the call: {exc}") from None
+        except Exception as exc:  # a malformed result, a broken HTTP exchange: an answer for the model, not a crash
+            raise ServerError(f"failed: {_reason(exc, self.spec.transport)}") from None
 
     async def close(self) -> None:
         """Stop the server (a stdio server's process group with it); waits at most CLOSE_S."""
