@@ -102,6 +102,8 @@ class McpConnection:
             done, _ = await asyncio.wait([self._task], timeout=CLOSE_S)
             if not done:
                 log.error("MCP server %r did not stop within %.0f s", self.spec.name, CLOSE_S)
+        if self._stderr is not None:  # never started (closed first): its reader thread still waits for EOF
+            self._stderr.writer.close()
 
     async def _run(self) -> None:
         try:
