@@ -199,11 +199,10 @@ class Agent:
                 self.emit(events.message_chunk(f"{notice}\n\n"))
             tools = tools + self.mcp.schemas()
         await self.backend.prepare()  # the openai: backend learns the model's name and context here
-        budget = context.ContextBudget(
-            self.backend.context_window,
-            min(self.limits.answer_reserve_tokens, self.backend.context_window // 4),
-            self.limits.tool_output_tokens,
-        )
+        reserve = min(self.limits.answer_reserve_tokens, self.backend.context_window // 4)
+        if self.mcp is not None:  # their schemas share the context with the conversation: dozens of tools can fill it
+            reserve += self.mcp.schema_tokens(self.backend.count_tokens)
+        budget = context.ContextBudget(self.backend.context_window, reserve, self.limits.tool_output_tokens)
         context.fit(self.messages, budget, self.backend.count_tokens)
         reply = _Reply()
         try:

@@ -11,8 +11,9 @@ stops every server (the session's end: session/close, a closed connection, the s
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from warpcode.agent.mcp import adapter
@@ -34,6 +35,7 @@ class McpTools:
         self._specs: dict[str, dict[str, Any]] = {}  # model's name -> its function spec
         self._told_stopped: set[str] = set()
         self._up: list[McpConnection] = []  # the servers that started
+        self._schema_tokens: tuple[tuple[str, ...], int] = ((), 0)  # the offered tools' names, their schemas' tokens
         self._starting = asyncio.ensure_future(self._start_all())
 
     async def ready(self) -> None:
@@ -43,6 +45,15 @@ class McpTools:
     def schemas(self) -> list[dict[str, Any]]:
         """The running servers' tools, in the OpenAI function-tool format."""
         return [spec for name, spec in self._specs.items() if self._routes[name][0].alive]
+
+    def schema_tokens(self, count: Callable[[str], int]) -> int:
+        """The tokens the offered tools' specs take in a request, by the backend's `count` (counted again only
+        when the offered tools change)."""
+        schemas = self.schemas()
+        names = tuple(spec["function"]["name"] for spec in schemas)
+        if names != self._schema_tokens[0]:
+            self._schema_tokens = names, count(json.dumps(schemas)) if schemas else 0
+        return self._schema_tokens[1]
 
     def owns(self, name: str) -> bool:
         return name in self._routes
