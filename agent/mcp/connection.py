@@ -51,6 +51,7 @@ class McpConnection:
         self._ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._stderr = _StderrTail(spec.name) if spec.transport == "stdio" else None
         self._task: asyncio.Task[None] | None = None
+        self._http_refusal: int | None = None  # the last 4xx/5xx status of an HTTP server (the SDK keeps none)
 
     @property
     def alive(self) -> bool:
@@ -121,6 +122,9 @@ class McpConnection:
                     await self._stop.wait()
         except Exception as exc:  # the SDK raises transport errors as they come (and in exception groups)
             reason = _reason(exc, self.spec.transport)
+            if self._http_refusal is not None:
+                advice = ": check its headers (Authorization)" if self._http_refusal in (401, 403) else ""
+                reason += f" (HTTP {self._http_refusal}{advice})"
             if not self._ready.done():
                 self._ready.set_exception(ServerError(f"could not start: {reason}{self._stderr_note()}"))
             else:
@@ -146,7 +150,11 @@ class McpConnection:
 
             # The SDK's recommended timeouts (a response stream may stay open for minutes), with the headers.
             http = await stack.enter_async_context(
-                httpx2.AsyncClient(headers=dict(self.spec.headers), timeout=httpx2.Timeout(30.0, read=300.0))
+                httpx2.AsyncClient(
+                    headers=dict(self.spec.headers),
+                    timeout=httpx2.Timeout(30.0, read=300.0),
+                    event_hooks={"response": [self._note_refusal]},
+                )
             )
             transport: Any = streamable_http_client(self.spec.url, http_client=http)
         else:
@@ -172,6 +180,10 @@ class McpConnection:
             if cursor is None or len(listed) > MAX_TOOLS_PER_SERVER:
                 break
         self.tools, self.tools_cut = listed[:MAX_TOOLS_PER_SERVER], max(len(listed) - MAX_TOOLS_PER_SERVER, 0)
+
+    async def _note_refusal(self, response: Any) -> None:
+        if response.status_code >= 400:
+            self._http_refusal = response.status_code
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, Exception):  # a stdout line the SDK could not parse: skipped, counted

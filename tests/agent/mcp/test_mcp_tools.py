@@ -4,6 +4,7 @@ become observations, failures and stopped servers are told once and the session 
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -173,3 +174,21 @@ async def test_mcp_tools_in_the_loop(tmp_path: Path, events):
     said = events.text()
     assert "MCP server 'broken' could not start" in said and "no config found" in said  # its stderr, its words
     assert said.count("MCP server 'fixture' has stopped. Its tools are no longer available") == 1
+
+
+async def test_an_http_server_that_refuses_says_how(tmp_path: Path):
+    web = subprocess.Popen([sys.executable, FIXTURE, "--http"], stdout=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{web.stdout.readline().split()[-1]}/mcp"
+        mcp = McpTools([McpServerSpec("web", url=url), McpServerSpec("down", url="http://127.0.0.1:9/mcp")], "/")
+        await mcp.ready()
+        notices = mcp.take_notices()
+        await mcp.close()
+    finally:
+        web.kill()
+        web.wait()
+    assert notices[0].startswith("MCP server 'web' could not start:")
+    assert notices[0].endswith(
+        "(HTTP 401: check its headers (Authorization)). Its tools are not available in this session."
+    )
+    assert notices[1].startswith("MCP server 'down' could not start: ConnectError")
