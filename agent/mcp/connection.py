@@ -4,8 +4,8 @@ The SDK's client lives in anyio task groups and cancel scopes, which must be lef
 them: so each connection has a task of its own that enters the client, lists the tools and then waits for
 `close`; tool calls from the agent's turn go through the open client. A start that takes longer than the
 server's `startup_timeout_s` is cancelled through that task's cancel scope, and the SDK's shielded shutdown
-stops a stdio server whatever happens: stdin closed, then SIGTERM and SIGKILL to its process group (the SDK
-starts it in a session of its own), so nothing it started outlives the session.
+stops a stdio server whatever happens: stdin closed, then, when it has not exited within 2 s, SIGTERM and SIGKILL
+to its process group (the SDK starts it in a session of its own).
 
 A stdio server's stderr goes through a pipe whose last lines are kept, so that a server that fails says why in
 its own words ("ModuleNotFoundError: ..."), and lines that are not MCP messages on its stdout (a server logging
