@@ -5,7 +5,8 @@ max_tokens (the most tokens the model may write in one answer; default: the back
 or "bwrap": where run_command and run_tests run, tools/sandbox.py), sandbox_network (true or false, the default:
 whether commands in the sandbox may use the network), models (a list of backend specs the ACP service offers in
 its model picker, besides `model`, which stays the default: `models = ["openai:http://host:8000/v1#qwen3-coder",
-"local:/models/small"]`).
+"local:/models/small"]`), and `[mcp_servers.NAME]` tables: the MCP servers every session connects to
+(agent/mcp/specs.py: command, args, env or url, headers; startup_timeout_s, tool_timeout_s).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from warpcode.agent.mcp.specs import McpServerSpec, from_config
 from warpcode.agent.permissions import MODES
 from warpcode.tools.sandbox import SETTINGS as SANDBOXES
 
@@ -38,6 +40,7 @@ class Settings:
     sandbox: str = "none"
     sandbox_network: bool = False
     models: list[str] = field(default_factory=list)  # more models the ACP service offers (session config options)
+    mcp_servers: tuple[McpServerSpec, ...] = ()
 
 
 def config_path(env: Mapping[str, str] = os.environ) -> Path:
@@ -68,6 +71,11 @@ def _read(path: Path) -> dict[str, Any]:
         return {}
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: {exc}") from exc
+    if "mcp_servers" in values:
+        try:
+            values["mcp_servers"] = from_config(values["mcp_servers"])
+        except ValueError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
     types = Settings.__annotations__
     unknown = sorted(set(values) - set(types))
     if unknown:
@@ -77,6 +85,8 @@ def _read(path: Path) -> dict[str, Any]:
         if types[key] == "list[str]":
             if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
                 raise ConfigError(f'{path}: {key} must be a list of model specs, e.g. ["openai:http://host/v1#name"]')
+            continue
+        if key == "mcp_servers":
             continue
         expected, kind = kinds.get(types[key], (str, "a string"))
         if not isinstance(value, expected) or (expected is not bool and isinstance(value, bool)):

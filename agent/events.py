@@ -24,6 +24,7 @@ from acp.helpers import (
 
 from warpcode.agent.diff_excerpt import diff_contents
 from warpcode.agent.frame_limits import capped_input
+from warpcode.agent.mcp.naming import display_name
 from warpcode.tools import EditResult, PatchResult, WriteResult
 
 SessionUpdate = (
@@ -123,6 +124,7 @@ def tool_title(name: str, arguments: dict[str, Any]) -> str:
         "run_command": "Run",
         "update_plan": "Update plan",
     }.get(name, name or "unknown tool")
+    verb = display_name(name) or verb  # an MCP tool: "server: tool"
     if not isinstance(subject, str):
         return verb
     if len(subject) > TITLE_SUBJECT_CHARS:

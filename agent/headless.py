@@ -9,6 +9,7 @@ from warpcode.agent import events
 from warpcode.agent.backends import backend_from_spec
 from warpcode.agent.config import Settings
 from warpcode.agent.loop import Agent, Limits
+from warpcode.agent.mcp.session_tools import McpTools
 from warpcode.agent.permissions import PermissionPolicy, mode_policy
 from warpcode.tools import Workspace
 from warpcode.tools.sandbox import sandbox_from_setting
@@ -39,9 +40,11 @@ def headless_agent(
     sandbox: str | None = None,
     sandbox_network: bool | None = None,
     state_dir: Path | None = None,
+    mcp: McpTools | None = None,
 ) -> Agent:
     """The settings' model and limits, `mode`'s permission policy with `ask` for the calls that would ask, its state
-    under `state_dir` (default: the state home), its commands in `sandbox` (default: the settings')."""
+    under `state_dir` (default: the state home), its commands in `sandbox` (default: the settings'), the tools of
+    `mcp`'s servers beside ours (the caller closes it)."""
     limits = Limits(
         max_turn_requests or settings.max_turn_requests,
         settings.tool_output_tokens,
@@ -57,4 +60,5 @@ def headless_agent(
         mode_policy(mode, ask),
         limits,
         sandbox_from_setting(sandbox or settings.sandbox, network, (home,)),
+        mcp,
     )

@@ -24,6 +24,7 @@ from warpcode.agent.backends import (
     ThoughtDelta,
     ToolCallReady,
 )
+from warpcode.agent.mcp.session_tools import McpTools
 from warpcode.agent.permissions import PermissionPolicy, mode_policy, rejection_message
 from warpcode.agent.project_instructions import project_instructions
 from warpcode.agent.prompt import repo_overview, system_prompt
@@ -96,7 +97,8 @@ class _Reply:
 
 class Agent:
     """One session: a workspace, a model backend and the trajectory. `prompt` runs one turn; `cancel` stops it.
-    Its commands (run_command, run_tests) run in `sandbox` when one is given (tools.sandbox)."""
+    Its commands (run_command, run_tests) run in `sandbox` when one is given (tools.sandbox); the tools of the
+    session's MCP servers (`mcp`) are offered beside ours, under the same permission policy."""
 
     def __init__(
         self,
@@ -107,10 +109,12 @@ class Agent:
         policy: PermissionPolicy | None = None,
         limits: Limits | None = None,
         sandbox: Sandbox | None = None,
+        mcp: McpTools | None = None,
     ) -> None:
         self.workspace = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
         self.backend, self.emit, self.limits = backend, emit, limits or Limits()
         self.toolbox = Toolbox(self.workspace, on_output=self._tool_output_from_thread, sandbox=sandbox)
+        self.mcp = mcp
         self.messages = [Message("system", "")]
         self.overview: str | None = None  # the repository map in the system prompt, fixed at the first turn
         self.instructions = ""  # the project's AGENTS.md section of the system prompt, read at the first turn
@@ -159,6 +163,8 @@ class Agent:
             self.instructions = await asyncio.to_thread(project_instructions, self.workspace.root)
             self.overview = await repo_overview(self.workspace)
             self.set_mode(self.mode, self.policy)
+        if self.mcp is not None:
+            await self.mcp.ready()  # each server at most its startup timeout
         self.messages.append(Message("user", text))
         result = TurnResult("end_turn")
         self._checkpoint_message = f"before: {' '.join(text.split())[:80]}"
@@ -187,16 +193,20 @@ class Agent:
             raise
 
     async def _model_round(self) -> _Reply:
+        tools = self._tools
+        if self.mcp is not None:
+            for notice in self.mcp.take_notices():  # a server that failed or stopped: told once, in the session
+                self.emit(events.message_chunk(f"{notice}\n\n"))
+            tools = tools + self.mcp.schemas()
         await self.backend.prepare()  # the openai: backend learns the model's name and context here
-        budget = context.ContextBudget(
-            self.backend.context_window,
-            min(self.limits.answer_reserve_tokens, self.backend.context_window // 4),
-            self.limits.tool_output_tokens,
-        )
+        reserve = min(self.limits.answer_reserve_tokens, self.backend.context_window // 4)
+        if self.mcp is not None:  # their schemas share the context with the conversation: dozens of tools can fill it
+            reserve += self.mcp.schema_tokens(self.backend.count_tokens)
+        budget = context.ContextBudget(self.backend.context_window, reserve, self.limits.tool_output_tokens)
         context.fit(self.messages, budget, self.backend.count_tokens)
         reply = _Reply()
         try:
-            async for event in self.backend.stream(list(self.messages), self._tools):
+            async for event in self.backend.stream(list(self.messages), tools):
                 if isinstance(event, TextDelta):
                     reply.text += event.text
                     self.emit(events.message_chunk(event.text))
@@ -247,7 +257,10 @@ class Agent:
         self.emit(events.tool_call_running(call.id))
         self._streaming = _StreamedOutput(call.id)
         try:
-            result = await self.toolbox.call_async(call.name, call.arguments)
+            if self.mcp is not None and self.mcp.owns(call.name):
+                result = await self.mcp.call(call.name, call.arguments)
+            else:
+                result = await self.toolbox.call_async(call.name, call.arguments)
         finally:
             self._streaming = None
         if result.ok and call.name == "update_plan":
@@ -263,6 +276,10 @@ class Agent:
                 f"arguments as one JSON object that matches the tool's parameters.",
                 error="MalformedToolCall",
             )
+        if self.mcp is not None and self.mcp.owns(call.name):  # its server checks the arguments against its schema
+            if isinstance(call.arguments, dict):
+                return None
+            return ToolResult(False, f"Arguments of {call.name} must be a JSON object.", error="ArgumentError")
         if call.name not in TOOLS:
             return self.toolbox.call(call.name, call.arguments)  # the unknown-tool message, listing the tools
         try:

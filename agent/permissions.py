@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from warpcode.agent.mcp.naming import display_name
 from warpcode.agent.toolbox import TOOL_KINDS
 
 Decision = Literal["allow", "reject"]
@@ -89,6 +90,8 @@ class GrantScope:
             return f"exactly the command `{shown}`"
         if self.prefix:
             return f"`{shlex.join(self.prefix)} …` commands"
+        if mcp_tool := display_name(self.tool):
+            return f"the MCP tool {mcp_tool}"
         return f"edits with {self.tool}" if TOOL_KINDS.get(self.tool) == "edit" else self.tool
 
     def record(self) -> dict[str, Any]:

@@ -162,7 +162,8 @@ TOML_TYPES = {
 
 def test_the_config_reference_lists_every_key_the_loader_accepts_with_its_type_and_default(tmp_path: Path) -> None:
     rows = table_keys(section(CONFIG_PAGE, "Keys"))
-    fields = {field.name: field for field in dataclasses.fields(Settings)}
+    tables = {"mcp_servers"}  # documented in sections of their own
+    fields = {field.name: field for field in dataclasses.fields(Settings) if field.name not in tables}
     assert sorted(rows) == sorted(fields), "docs/reference/config.md's keys differ from the loader's"
     given = []
     for name, (kind, default, _meaning) in rows.items():
@@ -176,6 +177,15 @@ def test_the_config_reference_lists_every_key_the_loader_accepts_with_its_type_a
     path = tmp_path / "config.toml"
     path.write_text("\n".join(given) + "\n")  # the documented defaults, written as the page says: accepted
     assert load_settings(path=path, env={}) == Settings()
+
+
+def test_the_config_reference_lists_every_key_of_an_mcp_server() -> None:
+    from warpcode.agent.mcp.specs import CONFIG_KEYS, STARTUP_TIMEOUT_S, TOOL_TIMEOUT_S
+
+    rows = table_keys(section(CONFIG_PAGE, "MCP servers"))
+    assert sorted(rows) == sorted(CONFIG_KEYS)
+    assert rows["startup_timeout_s"][1] == f"`{STARTUP_TIMEOUT_S:g}`"
+    assert rows["tool_timeout_s"][1] == f"`{TOOL_TIMEOUT_S:g}`"
 
 
 def test_the_batch_reference_lists_every_jobs_field_and_every_results_field() -> None:

@@ -46,6 +46,7 @@ async def _run(args: argparse.Namespace) -> int:
     from warpcode.agent.cli.terminal_view import TerminalView
     from warpcode.agent.config import load_settings
     from warpcode.agent.headless import headless_agent, nobody_to_ask
+    from warpcode.agent.mcp.session_tools import McpTools
 
     cwd = checked_cwd(args.cwd)
     settings = load_settings(args.model, max_tokens=args.max_tokens)
@@ -56,23 +57,29 @@ async def _run(args: argparse.Namespace) -> int:
         emit = lambda update: print(events.to_json(update), flush=True)
     else:
         view = emit = TerminalView()
-    agent = headless_agent(
-        cwd,
-        settings,
-        mode,
-        emit,
-        nobody_to_ask(refused, args.yes),
-        max_turn_requests=args.max_turn_requests,
-        sandbox=args.sandbox,
-        sandbox_network=args.sandbox_network,
-        state_dir=args.state_dir,
-    )
-    loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGINT, agent.cancel)
+    mcp = McpTools(settings.mcp_servers, cwd) if settings.mcp_servers else None  # the config file's MCP servers
     try:
-        result = await agent.prompt(args.instruction)
+        agent = headless_agent(
+            cwd,
+            settings,
+            mode,
+            emit,
+            nobody_to_ask(refused, args.yes),
+            max_turn_requests=args.max_turn_requests,
+            sandbox=args.sandbox,
+            sandbox_network=args.sandbox_network,
+            state_dir=args.state_dir,
+            mcp=mcp,
+        )
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, agent.cancel)
+        try:
+            result = await agent.prompt(args.instruction)
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
     finally:
-        loop.remove_signal_handler(signal.SIGINT)
+        if mcp is not None:  # its servers stop with the run
+            await mcp.close()
     if args.json:
         print(json.dumps({"stopReason": result.stop_reason, **({"refused": refused} if refused else {})}), flush=True)
     else:

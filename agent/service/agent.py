@@ -40,6 +40,7 @@ from pydantic import BaseModel, Field
 from warpcode.agent.backends import BackendError, ModelBackend, backend_from_spec
 from warpcode.agent.config import Settings
 from warpcode.agent.loop import Limits
+from warpcode.agent.mcp.specs import McpServerSpec, Skipped, from_acp, session_servers
 from warpcode.agent.permissions import MODES
 from warpcode.agent.service.client_fs import ClientFiles
 from warpcode.agent.service.config_options import config_options, session_modes
@@ -82,6 +83,7 @@ class ServiceConfig:
     idle_sessions_in_memory: int = MAX_IDLE_LOADED  # per connection; older idle ones are unloaded until used
     max_tokens: int | None = None  # one answer's token limit; None: the backend's own
     models: tuple[str, ...] = ()  # the backend specs sessions may choose from; `model` (the default) comes first
+    mcp_servers: tuple[McpServerSpec, ...] = ()  # the config file's: every session connects to them
 
     def __post_init__(self) -> None:
         if self.model is None and self.models:
@@ -121,6 +123,7 @@ class ServiceConfig:
             network,
             max_tokens=settings.max_tokens,
             models=tuple(settings.models),
+            mcp_servers=settings.mcp_servers,
         )
 
 
@@ -170,6 +173,7 @@ class WarpcodeAcpAgent:
         self.open = OpenSessions(self._release, config.sessions_per_connection, config.idle_sessions_in_memory)
         self.client_fs = schema.FileSystemCapabilities()
         self.client_terminal = False  # whether the client runs commands in its terminals (client_terminal.py)
+        self.mcp_servers: dict[str, tuple[McpServerSpec | Skipped, ...]] = {}  # open session id -> its servers
 
     @property
     def sessions(self) -> dict[str, AcpSession]:
@@ -198,6 +202,7 @@ class WarpcodeAcpAgent:
                     close=schema.SessionCloseCapabilities(),
                     delete=schema.SessionDeleteCapabilities(),
                 ),
+                mcp_capabilities=schema.McpCapabilities(http=True),  # stdio always; not the deprecated SSE
             ),
             auth_methods=[],
             agent_info=schema.Implementation(name="warpcode", title="warpcode", version=_version()),
@@ -208,11 +213,14 @@ class WarpcodeAcpAgent:
         message = f"Unknown authentication method {method_id!r}: warpcode needs none (its authMethods is empty)."
         raise RequestError(-32602, message, {"methodId": method_id})
 
-    async def new_session(self, cwd: str, **kwargs: Any) -> schema.NewSessionResponse:
+    async def new_session(
+        self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
+    ) -> schema.NewSessionResponse:
         _check_cwd(cwd)
         config = self.service.config
         session_id, mode, model = uuid.uuid4().hex, config.default_mode, config.model
         self._reserve(session_id)
+        self.use_mcp_servers(session_id, mcp_servers)
         try:
             await asyncio.to_thread(self.service.store.create, session_id, cwd, mode, model)
         except BaseException:
@@ -225,15 +233,19 @@ class WarpcodeAcpAgent:
             session_id=session_id, modes=session_modes(mode), config_options=self._config_options(session)
         )
 
-    async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> schema.LoadSessionResponse:
-        session = await self._reopen(cwd, session_id, replay_history=True)
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kwargs: Any
+    ) -> schema.LoadSessionResponse:
+        session = await self._reopen(cwd, session_id, mcp_servers, replay_history=True)
         return schema.LoadSessionResponse(
             modes=session_modes(session.mode), config_options=self._config_options(session)
         )
 
-    async def resume_session(self, cwd: str, session_id: str, **kwargs: Any) -> schema.ResumeSessionResponse:
+    async def resume_session(
+        self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kwargs: Any
+    ) -> schema.ResumeSessionResponse:
         """session/load without the replay: the client shows the conversation already."""
-        session = await self._reopen(cwd, session_id, replay_history=False)
+        session = await self._reopen(cwd, session_id, mcp_servers, replay_history=False)
         return schema.ResumeSessionResponse(
             modes=session_modes(session.mode), config_options=self._config_options(session)
         )
@@ -376,10 +388,13 @@ class WarpcodeAcpAgent:
         persist what they emitted, and release its sessions so another connection may load them."""
         await self.open.close()
 
-    async def _reopen(self, cwd: str, session_id: str, replay_history: bool) -> AcpSession:
+    async def _reopen(
+        self, cwd: str, session_id: str, mcp_servers: list[Any] | None, replay_history: bool
+    ) -> AcpSession:
         """A stored session opened on this connection (session/load, session/resume)."""
         _check_cwd(cwd)
         self._reserve(session_id)  # before the first await: a concurrent load of the same id is refused
+        self.use_mcp_servers(session_id, mcp_servers)
         try:
             saved = await asyncio.to_thread(self._read_saved, session_id)
             _check_same_directory(saved, cwd)
@@ -392,6 +407,11 @@ class WarpcodeAcpAgent:
         await asyncio.to_thread(session.agent.toolbox.finish_interrupted_patch)
         advertise_commands(self.conn, session_id)
         return session
+
+    def use_mcp_servers(self, session_id: str, mcp_servers: list[Any] | None) -> None:
+        """The MCP servers a reserved session connects to when it opens (session/new, load or resume: the
+        config file's and the client's `mcpServers`), and again whenever it is loaded back into memory."""
+        self.mcp_servers[session_id] = session_servers(self.service.config.mcp_servers, from_acp(mcp_servers))
 
     def _config_options(self, session: AcpSession) -> list[Any]:
         return config_options(session.mode, session.model, self.service.config.models)
@@ -433,6 +453,7 @@ class WarpcodeAcpAgent:
             self.service.sandbox,
             model,
             self.client_terminal,
+            self.mcp_servers.get(session_id, ()),
         )
 
     def _reserve(self, session_id: str) -> None:
@@ -456,6 +477,7 @@ class WarpcodeAcpAgent:
         self._release(session_id)
 
     def _release(self, session_id: str) -> None:
+        self.mcp_servers.pop(session_id, None)
         if self.service.open_sessions.get(session_id) is self:
             del self.service.open_sessions[session_id]
 

@@ -34,6 +34,8 @@ from warpcode.agent.backends import ModelBackend, ModelEvent
 from warpcode.agent.events import SessionUpdate, edit_diffs
 from warpcode.agent.frame_limits import capped_input
 from warpcode.agent.loop import Agent, Limits, TurnResult
+from warpcode.agent.mcp.session_tools import McpTools
+from warpcode.agent.mcp.specs import McpServerSpec, Skipped
 from warpcode.agent.permissions import Decision, GrantScope, PermissionPolicy, grant_scope, mode_policy
 from warpcode.agent.service.client_fs import ClientFiles, ClientFileWorkspace
 from warpcode.agent.service.client_terminal import ClientTerminals
@@ -75,6 +77,7 @@ class AcpSession:
         sandbox: Sandbox | None = None,  # where the session's commands and tests run; None: as the user
         model: str | None = None,  # the backend spec `backend` was built from (config_options.py)
         client_terminal: bool = False,  # the client advertised terminal/*: commands run in its terminals
+        mcp_servers: tuple[McpServerSpec | Skipped, ...] = (),  # started now, stopped by close()
     ) -> None:
         self.pacer = pacer or StepPacer()  # the server's, shared by its sessions
         self.session_id, self.cwd, self.conn, self.store, self.client_files = session_id, cwd, conn, store, client_files
@@ -98,7 +101,8 @@ class AcpSession:
         self.model = model
         workspace = ClientFileWorkspace(cwd, client_files, state_dir) if client_files else Workspace(cwd, state_dir)
         self._backend = _PacedBackend(backend, self)
-        self.agent = Agent(workspace, self._backend, self._emit, mode, self._policy(mode), limits, sandbox)
+        self.mcp = McpTools(mcp_servers, cwd) if mcp_servers else None
+        self.agent = Agent(workspace, self._backend, self._emit, mode, self._policy(mode), limits, sandbox, self.mcp)
         if saved:
             self.agent.messages[1:] = saved.messages
             self.agent.remember_call_ids(used_tool_call_ids(saved))  # the new turns' ids differ from the replayed
@@ -194,6 +198,8 @@ class AcpSession:
             await asyncio.wait_for(self._no_turn.wait(), CLOSE_TURN_S)
         except TimeoutError:
             log.error("session %s: its cancelled turn did not end within %.0f s", self.session_id, CLOSE_TURN_S)
+        if self.mcp is not None:
+            await self.mcp.close()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._idle.wait(), CLOSE_FLUSH_S)
         self._sender.cancel()
