@@ -347,7 +347,7 @@ class WarpcodeAcpAgent:
                 session.set_mode(str(value))
                 mode_update = schema.CurrentModeUpdate(session_update="current_mode_update", current_mode_id=str(value))
                 await session.announce(mode_update)
-            else:
+            elif value != session.model:  # the same model again keeps its backend (and a scripted one its place)
                 try:
                     backend = self.service.backend_for_session(str(value))
                 except BackendError as exc:

@@ -254,6 +254,9 @@ async def _model(ctx: CommandContext, argument: str) -> None:
     if argument not in models:
         ctx.say(f"Unknown model {argument!r}: use one of {', '.join(models)} (the config file's `models` lists them).")
         return
+    if argument == session.model:
+        ctx.say(f"Model: {argument} already.")
+        return
     try:
         backend = ctx.backend_for(argument)  # as session/set_config_option builds it
     except BackendError as exc:

@@ -6,9 +6,10 @@ with its sender and, for an answer, the method of the request it answers, so tha
 check it against the right type.
 
 The session is the list `STEPS`, run in order, each an async function of one `Run`: initialize, a turn with tool
-calls, file reads and writes through the client, and permission questions (scripted model, mode ask), listing,
-modes, session/cancel and `$/cancel_request`, errors, and a session/load with its replay on a fresh connection
-(for stdio, a fresh process). To cover a new method, add a step to STEPS where it belongs (or pass
+calls, file reads and writes and terminals through the client, and permission questions (scripted model, mode ask),
+listing, modes and config options, slash commands, session/cancel and `$/cancel_request`, errors, a session/load
+with its replay on a fresh connection (for stdio, a fresh process), then close, resume and delete, and a session
+with an MCP server. To cover a new method, add a step to STEPS where it belongs (or pass
 `extra_steps`, run last): what it sends and receives is recorded and validated with the rest.
 """
 
@@ -28,7 +29,7 @@ from acp.connection import StreamDirection, StreamEvent
 from acp.helpers import text_block
 from acp.ws import create_websocket_stream
 
-from tests.agent.acp_clients import AcpTestClient
+from tests.agent.acp_clients import TerminalClient
 from tests.agent.scripted_model import write_script
 from tests.agent.service_processes import TOKEN, Server
 
@@ -48,6 +49,19 @@ TURNS = [
 ]  # fmt: skip
 PERMISSION_ANSWERS = ["allow_once", "allow_always", "reject_once"]  # edit_file, echo, ls
 CANCEL_REQUEST = "$/cancel_request"
+MCP_SERVER = Path(__file__).parent / "mcp" / "mcp_fixture_server.py"
+
+
+class EditorClient(TerminalClient):
+    """What an editor offers: its buffers (fs/*) and terminals (terminal/*), permission answers in order."""
+
+    def __init__(self) -> None:
+        super().__init__(PERMISSION_ANSWERS)
+        self.buffers: dict[str, str] = {}
+
+    def capabilities(self) -> Any:
+        fs = acp.schema.FileSystemCapabilities(read_text_file=True, write_text_file=True)
+        return acp.schema.ClientCapabilities(fs=fs, terminal=True)
 
 
 @dataclass
@@ -100,7 +114,7 @@ class Run:
     connector: Callable[[Any], contextlib.AbstractAsyncContextManager[Any]]
     connections: contextlib.AsyncExitStack
     conn: Any = None
-    client: AcpTestClient = field(default_factory=lambda: AcpTestClient(PERMISSION_ANSWERS, buffers={}))
+    client: EditorClient = field(default_factory=EditorClient)
     session_id: str = ""
 
     async def reconnect(self) -> None:
@@ -157,6 +171,19 @@ async def set_mode(run: Run) -> None:
     await run.conn.set_session_mode(session_id=run.session_id, mode_id="auto")
 
 
+async def config_options(run: Run) -> None:
+    answer = await run.conn.set_config_option(config_id="mode", session_id=run.session_id, value="auto")
+    model = next(o for o in answer.config_options if o.id == "model").current_value
+    await run.conn.set_config_option(config_id="model", session_id=run.session_id, value=model)
+    await run.expect_error(run.conn.set_config_option(config_id="speed", session_id=run.session_id, value="x"), -32602)
+
+
+async def slash_commands(run: Run) -> None:
+    for command in ("/checkpoints", "/mode auto", "/model"):
+        answer = await run.conn.prompt(session_id=run.session_id, prompt=[text_block(command)])
+        assert answer.stop_reason == "end_turn"
+
+
 async def session_cancel(run: Run) -> None:
     turn = asyncio.ensure_future(run.conn.prompt(session_id=run.session_id, prompt=[text_block("wait")]))
     await run.started_command()
@@ -187,6 +214,25 @@ async def load_with_replay(run: Run) -> None:
     assert (await run.conn.list_sessions()).sessions
 
 
+async def close_resume_delete(run: Run) -> None:
+    await run.conn.close_session(session_id=run.session_id)
+    await run.conn.resume_session(cwd=str(run.workspace), session_id=run.session_id)
+    await run.expect_error(_delete(run, run.session_id), -32602)  # open here
+    await run.conn.close_session(session_id=run.session_id)
+    await _delete(run, run.session_id)
+    await _delete(run, run.session_id)  # deleted already: nothing to do
+
+
+async def session_with_an_mcp_server(run: Run) -> None:
+    server = acp.schema.McpServerStdio(name="fixture", command=sys.executable, args=[str(MCP_SERVER)], env=[])
+    session = await run.conn.new_session(cwd=str(run.workspace), mcp_servers=[server])
+    await run.conn.close_session(session_id=session.session_id)
+
+
+async def _delete(run: Run, session_id: str) -> None:
+    await run.conn._conn.send_request("session/delete", {"sessionId": session_id})  # the SDK has no call for it
+
+
 Step = Callable[[Run], Awaitable[None]]
 STEPS: list[Step] = [
     initialize,
@@ -194,10 +240,14 @@ STEPS: list[Step] = [
     turn_with_tools_and_permissions,
     list_sessions,
     set_mode,
+    config_options,
+    slash_commands,
     session_cancel,
     cancel_request,
     errors_and_extensions,
     load_with_replay,
+    close_resume_delete,
+    session_with_an_mcp_server,
 ]
 
 

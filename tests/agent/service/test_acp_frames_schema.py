@@ -37,9 +37,14 @@ async def test_every_frame_of_a_full_session_over_both_transports_validates_stri
         assert not invalid, f"{transport}:\n" + "\n".join(invalid)
         methods = {f.message.get("method") for f in frames}
         assert {"session/request_permission", "fs/read_text_file", "fs/write_text_file", "$/cancel_request"} <= methods
+        assert {"session/set_config_option", "session/resume", "session/close", "session/delete"} <= methods
+        assert {"terminal/create", "terminal/wait_for_exit", "terminal/kill", "terminal/release"} <= methods
         updates = [f.message["params"]["update"] for f in frames if f.message.get("method") == "session/update"]
         kinds = {update["sessionUpdate"] for update in updates}
         assert {"tool_call", "tool_call_update", "plan", "agent_message_chunk", "user_message_chunk"} <= kinds
+        assert {"available_commands_update", "config_option_update", "session_info_update"} <= kinds
+        sessions = [f.message["params"] for f in frames if f.message.get("method") == "session/new"]
+        assert any(params["mcpServers"] for params in sessions), "no session/new with an MCP server was recorded"
         assert {f.message["error"]["code"] for f in frames if "error" in f.message} >= {-32602, -32800}
 
 
