@@ -99,3 +99,26 @@ async def test_resume_close_delete_and_the_mode_and_model_options(
         await asyncio.wait_for(conn.resume_session(cwd=str(workspace), session_id=waiting), 10)  # freed for others
         for connection in (conn, elsewhere, asking):
             await connection.close()
+
+
+async def test_the_model_slash_command_switches_among_the_configured_models(
+    tmp_path: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model_b = f"scripted:{write_script(tmp_path / 'b.json', [{'text': 'I am B.'}])}"
+    config = tmp_path / "config" / "warpcode" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(f'models = ["{model_b}"]\n')
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    async with serving(tmp_path, [{"text": "I am A."}]) as server:
+        client = AcpTestClient()
+        conn = await connect(server.url, client)
+        await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        session_id = (await conn.new_session(cwd=str(workspace))).session_id
+        await conn.prompt(session_id=session_id, prompt=[text_block("/model no-such-model")])
+        assert "Unknown model 'no-such-model'" in client.text() and not client.of("config_option_update")
+        await conn.prompt(session_id=session_id, prompt=[text_block(f"/model {model_b}")])
+        assert current(client.of("config_option_update")[-1].config_options, "model") == model_b
+        before = len(client.text())
+        await conn.prompt(session_id=session_id, prompt=[text_block("who?")])
+        assert client.text()[before:] == "I am B."  # the next model request went to B
+        await conn.close()
