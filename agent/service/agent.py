@@ -45,7 +45,7 @@ from warpcode.agent.permissions import MODES
 from warpcode.agent.service.client_fs import ClientFiles
 from warpcode.agent.service.config_options import config_options, session_modes
 from warpcode.agent.service.open_sessions import MAX_IDLE_LOADED, MAX_OPEN_SESSIONS, TOO_MANY_SESSIONS, OpenSessions
-from warpcode.agent.service.session import AcpSession, SessionBusy, replay
+from warpcode.agent.service.session import CLOSE_FLUSH_S, CLOSE_TURN_S, AcpSession, SessionBusy, replay
 from warpcode.agent.service.session_store import ListPosition, SavedSession, SessionStore, UnknownSession
 from warpcode.agent.service.slash_commands import CommandContext, advertise_commands, parse_invocation
 from warpcode.agent.service.stable_routes import route_stable_session_methods
@@ -174,6 +174,8 @@ class WarpcodeAcpAgent:
         self.client_fs = schema.FileSystemCapabilities()
         self.client_terminal = False  # whether the client runs commands in its terminals (client_terminal.py)
         self.mcp_servers: dict[str, tuple[McpServerSpec | Skipped, ...]] = {}  # open session id -> its servers
+        self.closed = asyncio.Event()  # set once close() has released every session of this connection
+        self.closing = False
 
     @property
     def sessions(self) -> dict[str, AcpSession]:
@@ -386,14 +388,27 @@ class WarpcodeAcpAgent:
     async def close(self) -> None:
         """The connection ended: cancel its running turns (killing commands, abandoning permission questions),
         persist what they emitted, and release its sessions so another connection may load them."""
-        await self.open.close()
+        self.closing = True
+        try:
+            await self.open.close()
+        finally:
+            self.closed.set()
+
+    async def _wait_for_closing_holder(self, session_id: str) -> None:
+        """A client that reconnects at once (its connection dropped) asks for its sessions while the old connection
+        is still closing them: wait for that close (its turns cancelled, its log complete) rather than refuse."""
+        holder = self.service.open_sessions.get(session_id)
+        if holder is not None and holder is not self and holder.closing:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(holder.closed.wait(), CLOSE_TURN_S + CLOSE_FLUSH_S)
 
     async def _reopen(
         self, cwd: str, session_id: str, mcp_servers: list[Any] | None, replay_history: bool
     ) -> AcpSession:
         """A stored session opened on this connection (session/load, session/resume)."""
         _check_cwd(cwd)
-        self._reserve(session_id)  # before the first await: a concurrent load of the same id is refused
+        await self._wait_for_closing_holder(session_id)
+        self._reserve(session_id)  # before the next await: a concurrent load of the same id is refused
         self.use_mcp_servers(session_id, mcp_servers)
         try:
             saved = await asyncio.to_thread(self._read_saved, session_id)

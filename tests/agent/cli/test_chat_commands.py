@@ -79,6 +79,11 @@ class TypedLines:
 
 
 async def chat_with(agent: Any, lines: list[str], tmp_path: Path) -> str:
+    return (await chat_session(agent, lines, tmp_path))[1]
+
+
+async def chat_session(agent: Any, lines: list[str], tmp_path: Path) -> tuple[Chat, str]:
+    """Chat typing `lines` to `agent` over the SDK's in-memory transport: the chat, and the screen's text."""
     console = Console(width=200, record=True, file=open(tmp_path / "screen.txt", "w"))  # noqa: SIM115
     chat = Chat(TerminalView(console), TypedLines(lines))
     agent_end, client_end = memory_transport_pair()
@@ -90,7 +95,7 @@ async def chat_with(agent: Any, lines: list[str], tmp_path: Path) -> str:
         await conn.close()
         server.cancel()
         await asyncio.gather(server, return_exceptions=True)
-    return console.export_text()
+    return chat, console.export_text()
 
 
 def test_the_spec_s_commands_are_listed_completed_and_sent_as_the_spec_s_prompt(tmp_path: Path) -> None:
@@ -180,19 +185,10 @@ async def _chat_with_warpcode(tmp_path: Path, lines: list[str]) -> tuple[Chat, s
 
     script = write_script(tmp_path / "model.json", [{"text": "Hello."}])
     agent = AcpService(ServiceConfig(f"scripted:{script}", tmp_path / "state")).new_connection_agent()
-    console = Console(width=200, record=True, file=open(tmp_path / "screen.txt", "w"))  # noqa: SIM115
-    chat = Chat(TerminalView(console), TypedLines(lines))
-    agent_end, client_end = memory_transport_pair()
-    server = asyncio.create_task(acp.run_agent(agent, agent_end))
-    conn = acp.connect_to_agent(chat, client_end)
     try:
-        await asyncio.wait_for(chat.run(str(tmp_path), None, None), 10)
+        return await chat_session(agent, lines, tmp_path)
     finally:
         await agent.close()
-        await conn.close()
-        server.cancel()
-        await asyncio.gather(server, return_exceptions=True)
-    return chat, console.export_text()
 
 
 def test_warpcode_s_own_commands_are_listed(tmp_path: Path) -> None:

@@ -47,11 +47,13 @@ async def test_servers_stop_with_the_connection_and_the_service(tmp_path: Path, 
         session_id = (await connection.new_session(cwd=str(workspace), mcp_servers=SERVERS)).session_id
         first = await _server_pid(connection, client, session_id)
         await connection.close()
-        assert await _gone(first)
 
+        # At once, as an editor reconnects: the old connection is still closing the session (stopping its MCP
+        # server), and the load waits for that rather than refusing a session "already open".
         client = AcpTestClient()
         connection = await connect(server.url, client)
         await connection.load_session(cwd=str(workspace), session_id=session_id, mcp_servers=SERVERS)
+        assert await _gone(first)
         client.updates.clear()  # the replayed history
         second = await _server_pid(connection, client, session_id)
         assert second != first and process_running(second)

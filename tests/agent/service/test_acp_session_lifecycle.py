@@ -26,6 +26,16 @@ async def delete_session(conn, session_id: str) -> None:
     await conn._conn.send_request("session/delete", {"sessionId": session_id})
 
 
+def second_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A scripted model that answers "I am B.", offered by the user's config file beside the service's own."""
+    model_b = f"scripted:{write_script(tmp_path / 'b.json', [{'text': 'I am B.'}])}"
+    config = tmp_path / "config" / "warpcode" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(f'models = ["{model_b}"]\n')
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    return model_b
+
+
 def current(options: list, option_id: str) -> str:
     return next(o.root if hasattr(o, "root") else o for o in options if o.id == option_id).current_value
 
@@ -33,11 +43,7 @@ def current(options: list, option_id: str) -> str:
 async def test_resume_close_delete_and_the_mode_and_model_options(
     tmp_path: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    model_b = f"scripted:{write_script(tmp_path / 'b.json', [{'text': 'I am B.'}])}"
-    config = tmp_path / "config" / "warpcode" / "config.toml"
-    config.parent.mkdir(parents=True)
-    config.write_text(f'models = ["{model_b}"]\n')
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    model_b = second_model(tmp_path, monkeypatch)
     turns_a = [{"tool_calls": [{"name": "run_command", "arguments": {"command": "echo a"}}]}, {"text": "A done."}]
     async with serving(tmp_path, turns_a) as server:
         client = AcpTestClient()
@@ -104,11 +110,7 @@ async def test_resume_close_delete_and_the_mode_and_model_options(
 async def test_the_model_slash_command_switches_among_the_configured_models(
     tmp_path: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    model_b = f"scripted:{write_script(tmp_path / 'b.json', [{'text': 'I am B.'}])}"
-    config = tmp_path / "config" / "warpcode" / "config.toml"
-    config.parent.mkdir(parents=True)
-    config.write_text(f'models = ["{model_b}"]\n')
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    model_b = second_model(tmp_path, monkeypatch)
     async with serving(tmp_path, [{"text": "I am A."}]) as server:
         client = AcpTestClient()
         conn = await connect(server.url, client)
