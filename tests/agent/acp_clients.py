@@ -65,6 +65,18 @@ class AcpTestClient:
         return acp_schema.ClientCapabilities(fs=fs)
 
 
+class NamingClient(AcpTestClient):
+    """Also keeps each permission question's option names."""
+
+    def __init__(self, answers: list[str]) -> None:
+        super().__init__(answers)
+        self.option_names: list[list[str]] = []
+
+    async def request_permission(self, options: list, session_id: str, tool_call, **kwargs):
+        self.option_names.append([o.name for o in options])
+        return await super().request_permission(options, session_id, tool_call, **kwargs)
+
+
 class RecordingClient:
     """An ACP client that records every session update and allows every permission request once."""
 

@@ -13,7 +13,7 @@ import acp
 import pytest
 from acp import schema
 
-from tests.agent.acp_clients import AcpTestClient
+from tests.agent.acp_clients import NamingClient
 from tests.agent.scripted_model import write_script
 from tests.agent.service_processes import acp_process
 from tests.processes import process_running
@@ -36,16 +36,6 @@ TURNS = [
     {"text": "All done."},
 ]
 ANSWERS = ["allow_always", "allow_once", "reject_once", "allow_once", "allow_once"]
-
-
-class NamingClient(AcpTestClient):
-    def __init__(self, answers: list[str]) -> None:
-        super().__init__(answers)
-        self.option_names: list[list[str]] = []
-
-    async def request_permission(self, options: list, session_id: str, tool_call, **kwargs):
-        self.option_names.append([o.name for o in options])
-        return await super().request_permission(options, session_id, tool_call, **kwargs)
 
 
 @pytest.mark.slow

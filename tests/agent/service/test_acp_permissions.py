@@ -11,7 +11,7 @@ from pathlib import Path
 import acp
 import pytest
 
-from tests.agent.acp_clients import AcpTestClient
+from tests.agent.acp_clients import NamingClient
 from tests.agent.service_processes import connect, serving
 
 pytestmark = pytest.mark.asyncio
@@ -31,18 +31,6 @@ TURNS = [
     {"text": "Done."},
 ]
 ANSWERS = ["allow_always", "allow_always", "reject_once", "reject_always", "allow_always", "allow_once"]
-
-
-class NamingClient(AcpTestClient):
-    """Also keeps each permission question's option names."""
-
-    def __init__(self, answers: list[str]) -> None:
-        super().__init__(answers)
-        self.option_names: list[list[str]] = []
-
-    async def request_permission(self, options: list, session_id: str, tool_call, **kwargs):
-        self.option_names.append([o.name for o in options])
-        return await super().request_permission(options, session_id, tool_call, **kwargs)
 
 
 async def _client(url: str, answers: list[str]):
