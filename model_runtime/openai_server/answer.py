@@ -9,7 +9,8 @@ from typing import Any
 
 from warpcode.model_runtime.chat.deltas import ThoughtDelta
 from warpcode.model_runtime.chat.reasoning import ReasoningSplitter, splitter_for
-from warpcode.model_runtime.openai_server.chat import ChatDelta, ToolCallStream, parses_tool_calls
+from warpcode.model_runtime.openai_server.chat import ChatDelta, ToolCallStream, chat_finish_reason, parses_tool_calls
+from warpcode.model_runtime.openai_server.choices import Collected
 from warpcode.model_runtime.openai_server.schemas import ChatCompletionRequest
 
 
@@ -58,3 +59,23 @@ def answer_stream(tokenizer: Any, prompt_ids: list[int], request: ChatCompletion
 def _add(delta: ChatDelta, more: ChatDelta) -> None:
     delta.content += more.content
     delta.tool_calls += more.tool_calls
+
+
+def chat_choice(index: int, result: Collected, answer: AnswerStream, request: ChatCompletionRequest) -> dict[str, Any]:
+    """A non-streamed choice: the whole answer as one message."""
+    whole, rest = answer.feed(result.text), answer.finish()
+    content: str | None = whole.content + rest.content
+    message: dict[str, Any] = {"role": "assistant"}
+    if answer.reasons:  # as vLLM: null when the model did not reason, and then content null if it is empty
+        message["reasoning_content"] = (whole.reasoning_content + rest.reasoning_content) or None
+        content = content or None
+    if answer.calls:  # as OpenAI: content null beside the calls when the model wrote nothing else
+        message["tool_calls"] = answer.calls
+        content = content or None
+    message["content"] = content
+    message["refusal"] = None  # required by OpenAI's schema; this server never refuses (vLLM sends null too)
+    finish_reason = chat_finish_reason(result.finish_reason, answer.tools)
+    choice = {"index": index, "message": message, "logprobs": None, "finish_reason": finish_reason}
+    if request.return_token_ids:
+        choice["token_ids"] = result.token_ids
+    return choice

@@ -16,19 +16,21 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
 
-from warpcode.model_runtime.openai_server.answer import answer_stream
-from warpcode.model_runtime.openai_server.chat import chat_finish_reason, chat_prompt_ids
+from warpcode.model_runtime.openai_server.answer import answer_stream, chat_choice
+from warpcode.model_runtime.openai_server.chat import chat_prompt_ids
+from warpcode.model_runtime.openai_server.choices import Choices, collect
 from warpcode.model_runtime.openai_server.errors import ApiError, install_error_handlers
-from warpcode.model_runtime.openai_server.generation import (
-    ClientGone,
-    Generation,
-    collect,
-    completion_prompt_ids,
-    engine_stopped,
-)
+from warpcode.model_runtime.openai_server.generation import ClientGone, completion_prompt_ids, engine_stopped
 from warpcode.model_runtime.openai_server.guard import RequestGuard, RequestLimits
 from warpcode.model_runtime.openai_server.schemas import ChatCompletionRequest, CompletionRequest
-from warpcode.model_runtime.openai_server.streaming import EventStream, Reply, chat_chunks, completion_chunks
+from warpcode.model_runtime.openai_server.streaming import (
+    EventStream,
+    Reply,
+    chat_chunks,
+    completion_chunks,
+    system_fingerprint,
+)
+from warpcode.model_runtime.openai_server.unsupported import CHAT_REFUSALS, COMPLETION_REFUSALS, refuse_unbuilt
 
 # never delivered: the client has gone (nginx's "client closed request")
 CLIENT_CLOSED = 499
@@ -41,6 +43,7 @@ def create_app(
     app = FastAPI(title="warpcode serve-model", docs_url=None, redoc_url=None, openapi_url=None)
     install_error_handlers(app)
     created = int(time.time())
+    fingerprint = system_fingerprint(model_name, engine.context_length)
 
     def check_model(name: str | None) -> None:
         if name is not None and name != model_name:
@@ -71,52 +74,43 @@ def create_app(
     @api.post("/completions", response_model=None)
     async def completions(body: CompletionRequest, request: Request) -> Any:
         check_model(body.model)
+        refuse_unbuilt(body, COMPLETION_REFUSALS)
         # tokenising (and rendering a template) takes a while on long prompts: off the event loop, not to stall others
-        prompt_ids = await asyncio.to_thread(completion_prompt_ids, engine, body.prompt)
-        generation = Generation(engine, prompt_ids, body, body.max_tokens, "prompt")
-        reply = Reply("text_completion", model_name)
+        prompts = [await asyncio.to_thread(completion_prompt_ids, engine, prompt) for prompt in body.prompts()]
+        choices = Choices(engine, prompts, body, body.max_tokens, "prompt")
+        reply = Reply("text_completion", model_name, fingerprint)
         if body.stream:
-            chunks = completion_chunks(generation, reply, body.include_usage(), body.return_token_ids)
-            return EventStream(generation, chunks)
+            return EventStream(choices, completion_chunks(choices, reply, body.include_usage(), body.return_token_ids))
         try:
-            result = await collect(generation, request)
+            results = await collect(choices, request)
         except ClientGone:
             return Response(status_code=CLIENT_CLOSED)
-        choice = {"index": 0, "text": result.text, "logprobs": None, "finish_reason": result.finish_reason}
-        if body.return_token_ids:
-            choice["token_ids"] = result.token_ids
-        return reply.wrap([choice], usage=generation.usage())
+        answers = []
+        for index, result in enumerate(results):
+            choice = {"index": index, "text": result.text, "logprobs": None, "finish_reason": result.finish_reason}
+            if body.return_token_ids:
+                choice["token_ids"] = result.token_ids
+            answers.append(choice)
+        return reply.wrap(answers, usage=choices.usage())
 
     @api.post("/chat/completions", response_model=None)
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any:
         check_model(body.model)
+        refuse_unbuilt(body, CHAT_REFUSALS)
         prompt_ids = await asyncio.to_thread(chat_prompt_ids, engine.tokenizer, body)
-        answer = answer_stream(engine.tokenizer, prompt_ids, body)
-        # from here on, every way out ends the engine request (EventStream, collect)
-        generation = Generation(engine, prompt_ids, body, body.completion_limit(), "messages")
+        answers = [answer_stream(engine.tokenizer, prompt_ids, body) for _ in range(body.n)]
+        # from here on, every way out ends the engine requests (EventStream, collect)
+        choices = Choices(engine, [prompt_ids], body, body.completion_limit(), "messages")
         if body.stream:
-            reply = Reply("chat.completion.chunk", model_name)
-            chunks = chat_chunks(generation, reply, body.include_usage(), body.return_token_ids, answer)
-            return EventStream(generation, chunks)
+            reply = Reply("chat.completion.chunk", model_name, fingerprint)
+            chunks = chat_chunks(choices, reply, body.include_usage(), body.return_token_ids, answers)
+            return EventStream(choices, chunks)
         try:
-            result = await collect(generation, request)
+            results = await collect(choices, request)
         except ClientGone:
             return Response(status_code=CLIENT_CLOSED)
-        whole, rest = answer.feed(result.text), answer.finish()
-        content: str | None = whole.content + rest.content
-        message: dict[str, Any] = {"role": "assistant"}
-        if answer.reasons:  # as vLLM: null when the model did not reason, and then content null if it is empty
-            message["reasoning_content"] = (whole.reasoning_content + rest.reasoning_content) or None
-            content = content or None
-        if answer.calls:  # as OpenAI: content null beside the calls when the model wrote nothing else
-            message["tool_calls"] = answer.calls
-            content = content or None
-        message["content"] = content
-        finish_reason = chat_finish_reason(result.finish_reason, answer.tools)
-        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
-        if body.return_token_ids:
-            choice["token_ids"] = result.token_ids
-        return Reply("chat.completion", model_name).wrap([choice], usage=generation.usage())
+        replies = [chat_choice(index, result, answers[index], body) for index, result in enumerate(results)]
+        return Reply("chat.completion", model_name, fingerprint).wrap(replies, usage=choices.usage())
 
     app.include_router(api)
     if limits.allowed_origins:  # what a browser needs to read the answers (and to send a key) from those origins

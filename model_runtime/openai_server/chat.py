@@ -2,8 +2,8 @@
 `content` and `tool_calls` as it streams.
 
 Tool calls are found by the project's own parsers (the format the template teaches: Hermes / Qwen3 JSON or
-Qwen3-Coder XML). A block that does not parse is returned as the text the model wrote, as vLLM does, so the
-client sees what went wrong instead of a call it cannot run.
+Qwen3-Coder XML). A block that does not parse, or that calls a function the request did not define, is returned as
+the text the model wrote, as vLLM does, so the client sees what went wrong instead of a call it cannot run.
 """
 
 from __future__ import annotations
@@ -83,6 +83,7 @@ class ToolCallStream:
             for tool in tools
         ]
         self._parser = parser_for_template(template, tools)
+        self._defined = {tool["function"]["name"] for tool in tools}
         self.calls: list[dict[str, Any]] = []
 
     def feed(self, text: str) -> ChatDelta:
@@ -96,7 +97,9 @@ class ToolCallStream:
         for item in parsed:
             if isinstance(item, TextDelta):
                 delta.content += item.text
-            elif item.error or not item.name:  # the model's own text, as vLLM returns a call it cannot parse
+            elif item.error or item.name not in self._defined:
+                # the model's own text, as vLLM returns a call it cannot parse or to a function the request did not
+                # define: the client could not run it
                 delta.content += self._parser.source(item.id)
             else:
                 function = {"name": item.name, "arguments": json.dumps(item.arguments)}

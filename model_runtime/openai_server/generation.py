@@ -1,12 +1,11 @@
-"""The bridge to the engine: a request's prompt ids, limits and sampling checked and submitted, its outputs
-collected, its usage counted. A request whose client goes away is cancelled, so its sequence and cache blocks
-are freed within one engine step instead of generating for nobody."""
+"""The bridge to the engine: a request's prompt ids, limits and sampling checked and submitted, its outputs read
+(choices.py merges the choices of a request, collects them and counts their usage). A request whose client goes
+away is cancelled, so its sequence and cache blocks are freed within one engine step instead of generating for
+nobody."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Request
@@ -39,7 +38,16 @@ def engine_stopped(engine: Any) -> ApiError | None:
 class Generation:
     """One request in the engine: its handle, and whether the engine has finished it."""
 
-    def __init__(self, engine: Any, prompt_ids: list[int], request: Sampling, max_tokens: int | None, param: str):
+    def __init__(
+        self,
+        engine: Any,
+        prompt_ids: list[int],
+        request: Sampling,
+        max_tokens: int | None,
+        param: str,
+        seed: int | None = None,
+    ) -> None:
+        """`seed`: this choice's own (choices.py derives it from the request's)."""
         if (stopped := engine_stopped(engine)) is not None:
             raise stopped
         context, length = engine.context_length, len(prompt_ids)
@@ -60,7 +68,7 @@ class Generation:
         try:
             sampling = SamplingParams(request.temperature, max(request.top_k, 0), request.top_p, request.min_p)
             stop_ids = () if request.ignore_eos else None  # None: the model's end-of-sequence ids
-            self.handle = engine.submit(prompt_ids, wanted, sampling, request.seed, stop_ids, stops)
+            self.handle = engine.submit(prompt_ids, wanted, sampling, seed, stop_ids, stops)
         except ValueError as exc:  # RequestRefused (ids outside the vocabulary, more than the cache holds, a seed
             # past 64 bits), SamplingParams (a value the rows cannot hold)
             raise bad_request(str(exc), param, "request_refused") from None
@@ -84,52 +92,12 @@ class Generation:
         if not self.finished:
             self.handle.cancel()
 
-    def usage(self) -> dict[str, Any]:
-        stats = self.handle.stats
-        return {
-            "prompt_tokens": stats.prompt_tokens,
-            "completion_tokens": stats.completion_tokens,
-            "total_tokens": stats.prompt_tokens + stats.completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": stats.cached_tokens},
-        }
-
-
-@dataclass
-class Collected:
-    token_ids: list[int]
-    text: str
-    finish_reason: str
-
 
 class ClientGone(Exception):
     """The client disconnected before its (non-streamed) response was ready."""
 
 
-async def collect(generation: Generation, request: Request) -> Collected:
-    """Every output of a non-streamed request, cancelling it if the client disconnects while it waits."""
-    result = Collected([], "", "stop")
-
-    async def drain() -> None:
-        async for out in generation.outputs():
-            result.token_ids += out.token_ids
-            result.text += out.text
-            result.finish_reason = out.finish_reason or result.finish_reason
-
-    draining, watching = asyncio.ensure_future(drain()), asyncio.ensure_future(_disconnected(request))
-    try:
-        await asyncio.wait({draining, watching}, return_when=asyncio.FIRST_COMPLETED)
-    finally:  # also when this handler is cancelled (the server stopping)
-        watching.cancel()
-        if not draining.done():
-            generation.cancel()
-            draining.cancel()
-    if not draining.done() or draining.cancelled():
-        raise ClientGone
-    draining.result()  # raises what generation raised
-    return result
-
-
-async def _disconnected(request: Request) -> None:
+async def disconnected(request: Request) -> None:
     # the body has been read, so the next ASGI message is the disconnect (uvicorn sends it when the socket closes)
     while (await request.receive())["type"] != "http.disconnect":
         pass

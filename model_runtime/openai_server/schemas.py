@@ -2,8 +2,9 @@
 
 Strict types, as OpenAI checks them: `"max_tokens": "8"` is a 400, not an 8. Every number the engine uses is
 checked against what it can hold (a 64-bit seed, finite floats), and stop strings are bounded, so no request reaches
-the engine with a value it cannot serve. Fields this server does not use (`user`, `logprobs`, penalties, ...) are
-accepted and ignored, so stock clients work unchanged. Sampling follows OpenAI's defaults (temperature 1, top_p 1);
+the engine with a value it cannot serve. Fields that change nothing here (`user`, `metadata`, ...) are accepted, so
+stock clients work unchanged; those that would change the answer and are not built get a 400 naming them
+(unsupported.py reads them from the body's extra fields). Sampling follows OpenAI's defaults (temperature 1, top_p 1);
 temperature 0 is greedy.
 """
 
@@ -18,6 +19,7 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 FLOAT32_MAX = 3.4e38  # the engine holds temperatures in fp32
 MAX_STOP_STRINGS = 32
 MAX_STOP_LENGTH = 1024  # characters; a stop marker, not a document
+MAX_CHOICES = 128  # OpenAI's bound on n
 RENDERED_BY_THE_SERVER = frozenset({"messages", "tools", "documents", "add_generation_prompt", "mark_literal"})
 
 
@@ -38,11 +40,16 @@ class _Body(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore")
 
 
+class _Request(_Body):
+    # unknown top-level fields are kept, for unsupported.py to refuse those that would change the answer
+    model_config = ConfigDict(extra="allow")
+
+
 class StreamOptions(_Body):
     include_usage: bool = False
 
 
-class Sampling(_Body):
+class Sampling(_Request):
     """What both endpoints share: the model, limits, sampling and streaming."""
 
     model: str | None = None  # optional, as in vLLM: the one served model
@@ -53,7 +60,7 @@ class Sampling(_Body):
     min_p: float = Field(0.0, ge=0, le=1, allow_inf_nan=False)
     seed: int | None = Field(None, ge=INT64_MIN, le=INT64_MAX)
     stop: Annotated[str | list[str] | None, either("a string or a list of strings")] = None
-    n: int = 1
+    n: int = Field(1, ge=1, le=MAX_CHOICES)  # choices per prompt, each its own seed (choices.py)
     stream: bool = False
     stream_options: StreamOptions | None = None
     return_token_ids: bool = False  # each choice also carries the generated token ids
@@ -68,13 +75,6 @@ class Sampling(_Body):
         if (longest := max(map(len, stops), default=0)) > MAX_STOP_LENGTH:
             raise ValueError(f"a stop string may be at most {MAX_STOP_LENGTH} characters, got one of {longest}")
         return stop
-
-    @field_validator("n")
-    @classmethod
-    def _one_choice(cls, n: int) -> int:
-        if n != 1:
-            raise ValueError("only n=1 is supported (one choice per request)")
-        return n
 
     @field_validator(
         "temperature", "top_p", "min_p", "top_k", "n", "stream", "return_token_ids", "ignore_eos", mode="before"
@@ -93,7 +93,17 @@ class Sampling(_Body):
 
 
 class CompletionRequest(Sampling):
-    prompt: Annotated[str | list[int], either("a string or a list of token ids")]
+    # one prompt (text or token ids) or a batch of them, each answered with n choices
+    prompt: Annotated[
+        str | list[int] | list[str] | list[list[int]],
+        either("a string, a list of token ids, or a non-empty list of strings or of token-id lists"),
+    ]
+
+    def prompts(self) -> list[str | list[int]]:
+        """The batch: a single prompt is a batch of one; `[]` is one empty prompt (refused as empty)."""
+        if isinstance(self.prompt, str) or not self.prompt or isinstance(self.prompt[0], int):
+            return [self.prompt]
+        return list(self.prompt)
 
 
 class TextPart(_Body):
