@@ -48,8 +48,9 @@ def json_schema(openapi: Any) -> Any:
 
 
 # The spec has no schema of its own for streamed completions: OpenAI streams CreateCompletionResponse objects whose
-# choices' finish_reason is null until the last, which CreateCompletionResponse does not allow. This name is that
-# schema with finish_reason nullable.
+# choices' finish_reason is null until the last, and whose usage is null but in the last chunk when usage is asked
+# for (as in its chat chunks), neither of which CreateCompletionResponse allows. This name is that schema with the
+# two nullable, as CreateChatCompletionStreamResponse has them.
 COMPLETION_CHUNK = "CreateCompletionResponse (stream chunk)"
 
 
@@ -60,6 +61,7 @@ def _validator(name: str) -> Draft202012Validator:
         chunk = copy.deepcopy(definitions["CreateCompletionResponse"])
         choice = chunk["properties"]["choices"]["items"]["properties"]
         choice["finish_reason"] = {"anyOf": [choice["finish_reason"], {"type": "null"}]}
+        chunk["properties"]["usage"] = {"anyOf": [chunk["properties"]["usage"], {"type": "null"}]}
         definitions[name] = chunk
     return Draft202012Validator({"$ref": f"#/$defs/{name}", "$defs": definitions})
 
