@@ -152,6 +152,15 @@ class ChatMessage(_Body):
     thinking: str | None = None
     reasoning: str | None = None
 
+    @field_validator("content", mode="before")
+    @classmethod
+    def _text_parts_only(cls, content: Any) -> Any:
+        # images, audio and files are not built: say which part was refused rather than that the shape is wrong
+        kinds = [part.get("type") for part in content if isinstance(part, dict)] if isinstance(content, list) else []
+        if refused := sorted({kind for kind in kinds if isinstance(kind, str) and kind != "text"}):
+            raise ValueError(f"{', '.join(refused)} content parts are not supported by this server: send text parts")
+        return content
+
     def text(self) -> str:
         if isinstance(self.content, list):
             return "".join(part.text for part in self.content)

@@ -35,6 +35,8 @@ BAD_REQUESTS = [  # (path, body, param or None, what the message says)
     ("chat/completions", {**CHAT, "messages": []}, "messages", "at least 1"),
     ("chat/completions", {**CHAT, "messages": [{"role": "robot", "content": "x"}]}, "messages[0].role", "'user'"),
     ("chat/completions", {**CHAT, "messages": [{"role": "user", "content": [{"type": "image_url"}]}]},
+     "messages[0].content", "image_url content parts are not supported"),
+    ("chat/completions", {**CHAT, "messages": [{"role": "user", "content": [{"text": "x"}]}]},
      "messages[0].content", "list of text parts"),
     ("chat/completions", {**CHAT, "tool_choice": "required"}, "tool_choice", "'auto' or 'none'"),
     ("chat/completions", {**CHAT, "tool_choice": {"type": "function", "function": {"name": "f"}}}, "tool_choice",

@@ -80,6 +80,7 @@ def test_the_official_client_hears_which_parameter_is_not_supported(chat_url):
     with pytest.raises(openai.BadRequestError) as refused:
         client.chat.completions.create(model=CHAT_MODEL, messages=[{"role": "user", "content": [image]}], max_tokens=2)
     assert refused.value.param == "messages[0].content"
+    assert "image_url content parts are not supported" in refused.value.message
 
 
 def test_answers_and_chunks_conform_with_refusal_null_and_a_system_fingerprint(chat_url):
