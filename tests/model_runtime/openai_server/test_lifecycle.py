@@ -1,9 +1,11 @@
 """Requests over their lifetime: a client that leaves (mid-stream, or while waiting for a whole answer) has its
-sequence freed at once, and greedy answers do not depend on what else the server is running."""
+sequences (every choice of every prompt) freed at once, and greedy answers do not depend on what else the server is
+running."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import httpx
@@ -53,6 +55,23 @@ def test_a_client_that_disconnects_mid_stream_frees_its_sequence(roomy_url, room
 def test_a_client_that_stops_waiting_for_a_whole_answer_frees_its_sequence(roomy_url, roomy_engine):
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(f"{roomy_url}/completions", json={"prompt": [1, 2], "max_tokens": LONG}, timeout=1.0)
+    wait_idle(roomy_engine)
+
+
+def test_a_client_that_leaves_frees_every_choice_of_every_prompt(roomy_url, roomy_engine):
+    # two prompts, three choices each: the later choices join once their prompt's first has its first token
+    body = {"prompt": [[1, 2, 3], [4, 5]], "n": 3, "max_tokens": LONG, "stream": True, "return_token_ids": True}
+    with httpx.stream("POST", f"{roomy_url}/completions", json=body, timeout=60) as response:
+        seen = set()
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                seen.add(json.loads(line[len("data: ") :])["choices"][0]["index"])
+            if len(seen) == 6:
+                break
+        assert roomy_engine.core.active_requests == 6
+    wait_idle(roomy_engine)
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{roomy_url}/completions", json={**body, "stream": False}, timeout=1.0)
     wait_idle(roomy_engine)
 
 
