@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse, Response
 
 from warpcode.model_runtime.openai_server.answer import answer_stream
 from warpcode.model_runtime.openai_server.chat import chat_finish_reason, chat_prompt_ids
+from warpcode.model_runtime.openai_server.echo import Echo
 from warpcode.model_runtime.openai_server.errors import ApiError, install_error_handlers
 from warpcode.model_runtime.openai_server.generation import (
     ClientGone,
@@ -27,6 +28,7 @@ from warpcode.model_runtime.openai_server.generation import (
     engine_stopped,
 )
 from warpcode.model_runtime.openai_server.guard import RequestGuard, RequestLimits
+from warpcode.model_runtime.openai_server.logprobs import TokenText, chat_logprobs, completion_logprobs
 from warpcode.model_runtime.openai_server.schemas import ChatCompletionRequest, CompletionRequest
 from warpcode.model_runtime.openai_server.streaming import EventStream, Reply, chat_chunks, completion_chunks
 
@@ -75,14 +77,22 @@ def create_app(
         prompt_ids = await asyncio.to_thread(completion_prompt_ids, engine, body.prompt)
         generation = Generation(engine, prompt_ids, body, body.max_tokens, "prompt")
         reply = Reply("text_completion", model_name)
+        echo = Echo(body, prompt_ids, engine.tokenizer)
         if body.stream:
-            chunks = completion_chunks(generation, reply, body.include_usage(), body.return_token_ids)
+            chunks = completion_chunks(generation, reply, body.include_usage(), body.return_token_ids, echo)
             return EventStream(generation, chunks)
         try:
             result = await collect(generation, request)
         except ClientGone:
             return Response(status_code=CLIENT_CLOSED)
-        choice = {"index": 0, "text": result.text, "logprobs": None, "finish_reason": result.finish_reason}
+        logprobs = None
+        if body.logprobs is not None:
+            ids, entries = result.token_ids, result.logprobs
+            if body.echo:
+                ids, entries = prompt_ids + ids, generation.handle.prompt_logprobs + entries
+            logprobs = completion_logprobs(echo.token_text, entries, ids)
+        text = echo.text + result.text
+        choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": result.finish_reason}
         if body.return_token_ids:
             choice["token_ids"] = result.token_ids
         return reply.wrap([choice], usage=generation.usage())
@@ -94,9 +104,10 @@ def create_app(
         answer = answer_stream(engine.tokenizer, prompt_ids, body)
         # from here on, every way out ends the engine request (EventStream, collect)
         generation = Generation(engine, prompt_ids, body, body.completion_limit(), "messages")
+        token_text = TokenText(engine.tokenizer) if body.logprobs else None
         if body.stream:
             reply = Reply("chat.completion.chunk", model_name)
-            chunks = chat_chunks(generation, reply, body.include_usage(), body.return_token_ids, answer)
+            chunks = chat_chunks(generation, reply, body.include_usage(), body.return_token_ids, answer, token_text)
             return EventStream(generation, chunks)
         try:
             result = await collect(generation, request)
@@ -113,7 +124,8 @@ def create_app(
             content = content or None
         message["content"] = content
         finish_reason = chat_finish_reason(result.finish_reason, answer.tools)
-        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
+        logprobs = chat_logprobs(token_text, result.logprobs) if token_text else None
+        choice = {"index": 0, "message": message, "logprobs": logprobs, "finish_reason": finish_reason}
         if body.return_token_ids:
             choice["token_ids"] = result.token_ids
         return Reply("chat.completion", model_name).wrap([choice], usage=generation.usage())

@@ -14,6 +14,7 @@ from fastapi import Request
 from warpcode.model_runtime.openai_server.errors import ApiError, bad_request
 from warpcode.model_runtime.openai_server.schemas import Sampling
 from warpcode.model_runtime.sampling import SamplingParams
+from warpcode.model_runtime.serving.token_logprobs import TokenLogprob
 
 
 def completion_prompt_ids(engine: Any, prompt: str | list[int]) -> list[int]:
@@ -57,10 +58,16 @@ class Generation:
         stops = request.stop_strings()
         if stops and engine.tokenizer is None:
             raise bad_request("stop strings need the model's tokenizer, and this model has none", "stop")
+        processing = request.processing()
+        self.request_logprobs = processing.logprobs  # alternatives per token; None: no logprobs
+        try:
+            processing.check(engine.config.vocab_size)
+        except ValueError as exc:  # a logit_bias id outside the vocabulary
+            raise bad_request(str(exc), "logit_bias", "invalid_value") from None
         try:
             sampling = SamplingParams(request.temperature, max(request.top_k, 0), request.top_p, request.min_p)
             stop_ids = () if request.ignore_eos else None  # None: the model's end-of-sequence ids
-            self.handle = engine.submit(prompt_ids, wanted, sampling, request.seed, stop_ids, stops)
+            self.handle = engine.submit(prompt_ids, wanted, sampling, request.seed, stop_ids, stops, processing)
         except ValueError as exc:  # RequestRefused (ids outside the vocabulary, more than the cache holds, a seed
             # past 64 bits), SamplingParams (a value the rows cannot hold)
             raise bad_request(str(exc), param, "request_refused") from None
@@ -99,6 +106,7 @@ class Collected:
     token_ids: list[int]
     text: str
     finish_reason: str
+    logprobs: list[TokenLogprob]
 
 
 class ClientGone(Exception):
@@ -107,12 +115,13 @@ class ClientGone(Exception):
 
 async def collect(generation: Generation, request: Request) -> Collected:
     """Every output of a non-streamed request, cancelling it if the client disconnects while it waits."""
-    result = Collected([], "", "stop")
+    result = Collected([], "", "stop", [])
 
     async def drain() -> None:
         async for out in generation.outputs():
             result.token_ids += out.token_ids
             result.text += out.text
+            result.logprobs += out.logprobs or []
             result.finish_reason = out.finish_reason or result.finish_reason
 
     draining, watching = asyncio.ensure_future(drain()), asyncio.ensure_future(_disconnected(request))

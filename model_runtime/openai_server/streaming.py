@@ -19,8 +19,11 @@ from fastapi.responses import StreamingResponse
 
 from warpcode.model_runtime.openai_server.answer import AnswerStream
 from warpcode.model_runtime.openai_server.chat import ChatDelta, chat_finish_reason
+from warpcode.model_runtime.openai_server.echo import Echo
 from warpcode.model_runtime.openai_server.errors import ApiError, internal_error
 from warpcode.model_runtime.openai_server.generation import Generation
+from warpcode.model_runtime.openai_server.logprobs import TokenText, chat_logprobs, completion_logprobs
+from warpcode.model_runtime.serving.token_logprobs import TokenLogprob
 
 logger = logging.getLogger(__name__)
 
@@ -74,23 +77,49 @@ def _event(chunk: dict[str, Any]) -> str:
     return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
 
 
-async def completion_chunks(generation: Generation, reply: Reply, usage: bool, token_ids: bool):
+async def completion_chunks(generation: Generation, reply: Reply, usage: bool, token_ids: bool, echo: Echo):
     extra = {"usage": None} if usage else {}
+    wants_logprobs = generation.request_logprobs is not None
+    offset, echoed = 0, False
     async for out in generation.outputs():
-        choice = {"index": 0, "text": out.text, "logprobs": None, "finish_reason": out.finish_reason}
+        ids, entries, text = out.token_ids, out.logprobs or [], out.text
+        if not echoed:  # the prompt comes with the first output: the engine has its logprobs by then
+            echoed = True
+            text = echo.text + text
+            if wants_logprobs and echo.prompt_ids:
+                ids, entries = echo.prompt_ids + ids, generation.handle.prompt_logprobs + entries
+        logprobs = None
+        if wants_logprobs:
+            logprobs = completion_logprobs(echo.token_text, entries, ids, offset)
+            offset += sum(map(len, logprobs["tokens"]))
+        choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": out.finish_reason}
         if token_ids:
             choice["token_ids"] = out.token_ids
-        if out.text or out.finish_reason or (token_ids and out.token_ids):
+        if text or out.finish_reason or (token_ids and out.token_ids) or entries:
             yield reply.wrap([choice], **extra)
     if usage:
         yield reply.wrap([], usage=generation.usage())
 
 
-async def chat_chunks(generation: Generation, reply: Reply, usage: bool, token_ids: bool, answer: AnswerStream):
+async def chat_chunks(
+    generation: Generation,
+    reply: Reply,
+    usage: bool,
+    token_ids: bool,
+    answer: AnswerStream,
+    token_text: TokenText | None,
+):
     extra = {"usage": None} if usage else {}
+    # logprobs of tokens whose text is held back (an incomplete character, a possible stop string or tool call)
+    # wait for the next chunk that goes out, so every token's logprob is sent once, in order
+    pending: list[TokenLogprob] = []
 
     def chunk(delta: dict[str, Any], finish_reason: str | None = None, ids: list[int] | None = None) -> dict:
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        logprobs = None
+        if token_text is not None and delta.get("role") is None:
+            logprobs = chat_logprobs(token_text, pending[:])
+            pending.clear()
+        choice = {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason}
         if token_ids and ids is not None:
             choice["token_ids"] = ids
         return reply.wrap([choice], **extra)
@@ -98,6 +127,7 @@ async def chat_chunks(generation: Generation, reply: Reply, usage: bool, token_i
     yield chunk({"role": "assistant", "content": ""})
     finish_reason = "stop"
     async for out in generation.outputs():
+        pending.extend(out.logprobs or [])
         delta = answer.feed(out.text)
         if delta.reasoning_content or delta.content or delta.tool_calls or (token_ids and out.token_ids):
             yield chunk(_delta(delta), ids=out.token_ids)
