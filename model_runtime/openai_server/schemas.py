@@ -14,7 +14,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, WrapValidator, field_validator
 
-from warpcode.model_runtime.serving.logits_processors import MAX_BIAS, MAX_PENALTY, LogitsProcessing
+from warpcode.model_runtime.serving.logits_processors import (
+    MAX_BIAS,
+    MAX_PENALTY,
+    MAX_REPETITION_PENALTY,
+    LogitsProcessing,
+)
 from warpcode.model_runtime.serving.token_logprobs import MAX_TOP_LOGPROBS
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -67,6 +72,8 @@ class Sampling(_Body):
     # subtracted from a token's logit: presence once it was generated, frequency times the times it was
     presence_penalty: Penalty = 0.0
     frequency_penalty: Penalty = 0.0
+    # vLLM's extension: a token already in the prompt or the output has its logit divided by it (multiplied if < 0)
+    repetition_penalty: float = Field(1.0, gt=0, le=MAX_REPETITION_PENALTY, allow_inf_nan=False)
     logit_bias: dict[str, Bias] | None = None  # {"token id": bias}, added to the logits before sampling
 
     @field_validator("logit_bias")
@@ -105,6 +112,7 @@ class Sampling(_Body):
         "ignore_eos",
         "presence_penalty",
         "frequency_penalty",
+        "repetition_penalty",
         mode="before",
     )
     @classmethod
@@ -123,7 +131,12 @@ class Sampling(_Body):
         """What the request changes in the logits, and the logprobs it wants reported."""
         bias = tuple((int(token), value) for token, value in (self.logit_bias or {}).items())
         return LogitsProcessing(
-            self.presence_penalty, self.frequency_penalty, bias, self.token_logprobs(), self.prompt_logprobs()
+            self.presence_penalty,
+            self.frequency_penalty,
+            self.repetition_penalty,
+            bias,
+            self.token_logprobs(),
+            self.prompt_logprobs(),
         )
 
     def token_logprobs(self) -> int | None:

@@ -38,4 +38,5 @@ def row_processors(rows: list[Sequence], bucket: int, vocab: int, device: torch.
     """The logits processors of `rows`, padded with rows that change nothing up to `bucket` rows."""
     padding = bucket - len(rows)
     processing = [s.processing for s in rows] + [NO_PROCESSING] * padding
-    return RowProcessors(processing, [s.output_ids for s in rows] + [[]] * padding, vocab, device)
+    prompts, outputs = [s.prompt_ids for s in rows] + [[]] * padding, [s.output_ids for s in rows] + [[]] * padding
+    return RowProcessors(processing, prompts, outputs, vocab, device)

@@ -66,16 +66,24 @@ def reference_url(reference_engine) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def reference(chat_checkpoint):
-    """token ids -> log_softmax of transformers' logits [T, V] over the chat checkpoint: what the model gives, by
-    an implementation nobody here wrote."""
+def reference_logits(chat_checkpoint):
+    """token ids -> transformers' logits [T, V] (fp32) over the chat checkpoint: what the model gives, by an
+    implementation nobody here wrote."""
     import torch
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(chat_checkpoint, torch_dtype=torch.float32).eval()
 
     @torch.no_grad()
-    def logprobs(ids: list[int]) -> torch.Tensor:
-        return torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), dim=-1)
+    def logits(ids: list[int]) -> torch.Tensor:
+        return model(torch.tensor([ids])).logits[0].float()
 
-    return logprobs
+    return logits
+
+
+@pytest.fixture(scope="session")
+def reference(reference_logits):
+    """token ids -> log_softmax of transformers' logits [T, V]: the logprobs the model gives."""
+    import torch
+
+    return lambda ids: torch.log_softmax(reference_logits(ids), dim=-1)

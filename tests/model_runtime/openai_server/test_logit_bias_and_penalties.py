@@ -13,6 +13,7 @@ from collections import Counter
 import httpx
 import openai
 import pytest
+import torch
 
 from tests.model_runtime.openai_server.servers import CHAT_MODEL
 
@@ -25,10 +26,10 @@ def client(reference_url) -> openai.OpenAI:
     return openai.OpenAI(base_url=reference_url, api_key="unused")
 
 
-def greedy(client, max_tokens: int = 10, **body) -> list[int]:
+def greedy(client, max_tokens: int = 10, extra: dict | None = None, **body) -> list[int]:
     reply = client.chat.completions.create(
         model=CHAT_MODEL, messages=MESSAGES, max_tokens=max_tokens, temperature=0,
-        extra_body={"return_token_ids": True, "ignore_eos": True}, **body,
+        extra_body={"return_token_ids": True, "ignore_eos": True, **(extra or {})}, **body,
     )  # fmt: skip
     return reply.choices[0].model_extra["token_ids"]
 
@@ -85,6 +86,24 @@ def test_penalties_change_the_logits_as_openai_defines_them(client, reference_en
         assert len(set(plain)) < len(plain) and penalised != plain
 
 
+@pytest.mark.parametrize("penalty", [1.8, 0.5])
+def test_the_repetition_penalty_scales_the_logits_of_tokens_seen_in_the_prompt_or_output(
+    client, reference_engine, reference_logits, penalty
+):
+    """vLLM's extension: a seen token's logit divided by the penalty when positive, multiplied when negative."""
+    prompt = reference_engine.tokenizer.chat_prompt_ids(MESSAGES)
+    plain = greedy(client, max_tokens=12)
+    penalised = greedy(client, max_tokens=12, extra={"repetition_penalty": penalty})
+    logits = reference_logits(prompt + penalised)[len(prompt) - 1 : -1]
+    for step, token in enumerate(penalised):
+        changed = logits[step].clone()
+        seen = list(set(prompt + penalised[:step]))
+        changed[seen] = torch.where(changed[seen] > 0, changed[seen] / penalty, changed[seen] * penalty)
+        assert changed[token] >= changed.max() - TOLERANCE, f"step {step}: {token} is not the best token"
+    if penalty > 1:
+        assert penalised != plain
+
+
 def test_penalties_and_bias_apply_to_a_batch_and_to_one_row_only(client, reference_engine):
     """Requests decoding together keep their own changes: a penalised request beside plain ones does not change
     theirs (the engine batches them in one step)."""
@@ -108,6 +127,7 @@ def test_penalties_and_bias_apply_to_a_batch_and_to_one_row_only(client, referen
         ({"logit_bias": {"3": 101}}, "logit_bias"),
         ({"presence_penalty": 2.5}, "presence_penalty"),
         ({"frequency_penalty": -3}, "frequency_penalty"),
+        ({"repetition_penalty": 0}, "repetition_penalty"),
     ],
 )
 def test_values_out_of_range_are_refused_naming_the_parameter(reference_url, body, param):
