@@ -114,6 +114,7 @@ class EngineCore:
         self._rows: list[Sequence] = []
         self._rows_stale = False
         self._processors: RowProcessors | None = None  # the rows' logit_bias and penalties, when some row has them
+        self._top_logprobs: int | None = None  # the most alternatives a row reports; None: no row wants logprobs
         self._pass: _PrefillPass | None = None
         self._in_flight: deque[_Step] = deque()
         self._host_tokens = [self._host_buffer() for _ in range(STEPS_IN_FLIGHT)]
@@ -395,6 +396,8 @@ class EngineCore:
         state.seeds[:bucket].copy_(torch.tensor([s.seed for s in self._rows] + [0] * padding))
         state.steps[:bucket].copy_(torch.tensor([len(s.output_ids) for s in self._rows] + [0] * padding))
         state.sampling.set_rows([s.sampling for s in self._rows] + [SamplingParams()] * padding)
+        wanted = [s.processing.logprobs for s in self._rows if s.processing.logprobs is not None]
+        self._top_logprobs = max(wanted, default=None)
         self._processors = None
         if any(s.processing.changes_logits for s in self._rows):
             self._processors = row_processors(self._rows, bucket, self.model.config.vocab_size, self.device)
@@ -412,9 +415,8 @@ class EngineCore:
                 self.state.block_tables[row, had : len(seq.block_table)].copy_(new)
         longest = max(s.computed + s.in_flight + 1 for s in self._rows)
         count, columns = len(self._rows), self._table_columns(longest)
-        top = max((s.processing.logprobs for s in self._rows if s.processing.logprobs is not None), default=None)
-        if self._processors is not None or top is not None:
-            self._in_flight.append(self._processed_step(columns, top))
+        if self._processors is not None or self._top_logprobs is not None:
+            self._in_flight.append(self._processed_step(columns, self._top_logprobs))
         elif self.runner.use_graphs:
             self.runner.step_function(count, variant(self._rows), columns)()
             host = self._host_tokens[self._launched % STEPS_IN_FLIGHT]
