@@ -38,7 +38,12 @@ from warpcode.model_runtime.serving.request import RequestHandle, RequestRefused
 from warpcode.model_runtime.serving.row_sampling import row_processors, sample, variant
 from warpcode.model_runtime.serving.scheduler import Scheduler
 from warpcode.model_runtime.serving.sequence import Sequence
-from warpcode.model_runtime.serving.token_logprobs import TokenLogprob, prompt_logprobs, token_logprobs
+from warpcode.model_runtime.serving.token_logprobs import (
+    MAX_PROMPT_LOGPROBS_TOKENS,
+    TokenLogprob,
+    prompt_logprobs,
+    token_logprobs,
+)
 
 STEPS_IN_FLIGHT = 2  # eager steps too: the CPU then runs the GPU's pipeline, one token computed past each end
 MIN_COLUMN_SLOTS = 1024  # the smallest attention span of a step's graph
@@ -151,6 +156,11 @@ class EngineCore:
             processing.check(self.model.config.vocab_size)
         except ValueError as error:
             raise RequestRefused(str(error)) from None
+        if processing.prompt_logprobs is not None and len(prompt_ids) > MAX_PROMPT_LOGPROBS_TOKENS:
+            raise RequestRefused(
+                f"the prompt's logprobs (echo with logprobs) are served for prompts of up to "
+                f"{MAX_PROMPT_LOGPROBS_TOKENS} tokens, and this one has {len(prompt_ids)}: shorten it or drop echo"
+            )
         if seed is not None and seed not in SEED_RANGE:
             raise RequestRefused(f"seed must be a 64-bit integer (-2**63 to 2**63 - 1), got {seed}")
         if sampling.top_k >= self.model.config.vocab_size:  # keeping every token is no filter at all
@@ -510,17 +520,10 @@ class EngineCore:
                 self._append(seq, token, logprob)
             self._rows_stale = True  # they decode from the next step on
 
-    def _prompt_logprobs(self, seq: Sequence) -> list[TokenLogprob | None]:
-        """The prompt's tokens' logprobs (echo), from one more forward pass over the prompt: only for requests
-        that ask, as the paged prefill keeps no logits but the last, and cached blocks have none at all."""
-        ids = torch.tensor([seq.prompt_ids], device=self.device)
-        positions = torch.arange(len(seq.prompt_ids), device=self.device)[None]
-        logits = self.model(ids, positions, torch.ones_like(ids, dtype=torch.bool))[0]
-        return prompt_logprobs(logits, seq.prompt_ids, seq.processing.prompt_logprobs)
-
     def _append(self, seq: Sequence, token: int, logprob: TokenLogprob | None = None) -> None:
         if seq.processing.prompt_logprobs is not None and seq.handle.prompt_logprobs is None:
-            seq.handle.prompt_logprobs = self._prompt_logprobs(seq)  # before the first token reaches the caller
+            # before the first token reaches the caller
+            seq.handle.prompt_logprobs = prompt_logprobs(self.model, seq.prompt_ids, seq.processing.prompt_logprobs)
         seq.append(token, logprob)
         self.counters.generated_tokens += 1
         stats = seq.handle.stats

@@ -11,8 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
+
+from warpcode.model_runtime.model import MoeForCausalLM
 
 MAX_TOP_LOGPROBS = 20  # OpenAI's limit for chat's top_logprobs (completions allow 5)
+MAX_PROMPT_LOGPROBS_TOKENS = 8192  # the reference forward's causal mask is [T, T]: bounded prompts only
+LM_HEAD_ROWS = 512  # prompt positions projected to the vocabulary at a time
 
 
 @dataclass(frozen=True)
@@ -34,10 +39,18 @@ def token_logprobs(logits: torch.Tensor, chosen: torch.Tensor, top: int) -> list
     return rows
 
 
-def prompt_logprobs(logits: torch.Tensor, prompt_ids: list[int], top: int) -> list[TokenLogprob | None]:
-    """The reference forward's logits [T, V] over a prompt -> each prompt token's logprob given the tokens before
-    it; the first token has none (nothing comes before it)."""
-    if len(prompt_ids) < 2:
-        return [None] * len(prompt_ids)
-    chosen = torch.tensor(prompt_ids[1:], device=logits.device)
-    return [None, *token_logprobs(logits[:-1], chosen, top)]
+def prompt_logprobs(model: MoeForCausalLM, prompt_ids: list[int], top: int) -> list[TokenLogprob | None]:
+    """Each prompt token's logprob given the tokens before it (the first has none: nothing comes before it), from
+    the reference forward (model.py) over the prompt, its LM head applied a slice of rows at a time so that the
+    prompt's [T, V] logits never exist at once. Only for requests that ask (echo with logprobs): the paged prefill
+    keeps no logits but the last, and a prompt's cached blocks have none at all."""
+    device = model.output_weight.device
+    ids = torch.tensor([prompt_ids], device=device)
+    positions = torch.arange(len(prompt_ids), device=device)[None]
+    hidden = model.hidden_states(ids, positions, torch.ones_like(ids, dtype=torch.bool))[0]
+    result: list[TokenLogprob | None] = [None]
+    for start in range(0, len(prompt_ids) - 1, LM_HEAD_ROWS):
+        end = min(start + LM_HEAD_ROWS, len(prompt_ids) - 1)
+        logits = F.linear(hidden[start:end], model.output_weight)
+        result += token_logprobs(logits, ids[0, start + 1 : end + 1], top)
+    return result
