@@ -151,16 +151,16 @@ class EngineCore:
             prompt_ids = list(map(operator.index, prompt_ids))
         except TypeError as error:
             raise RequestRefused(f"token ids must be integers ({error})") from None
-        self._check(prompt_ids, max_new_tokens)
-        try:
-            processing.check(self.model.config.vocab_size)
-        except ValueError as error:
-            raise RequestRefused(str(error)) from None
         if processing.prompt_logprobs is not None and len(prompt_ids) > MAX_PROMPT_LOGPROBS_TOKENS:
             raise RequestRefused(
                 f"the prompt's logprobs (echo with logprobs) are served for prompts of up to "
                 f"{MAX_PROMPT_LOGPROBS_TOKENS} tokens, and this one has {len(prompt_ids)}: shorten it or drop echo"
             )
+        self._check(prompt_ids, max_new_tokens)
+        try:
+            processing.check(self.model.config.vocab_size)
+        except ValueError as error:
+            raise RequestRefused(str(error)) from None
         if seed is not None and seed not in SEED_RANGE:
             raise RequestRefused(f"seed must be a 64-bit integer (-2**63 to 2**63 - 1), got {seed}")
         if sampling.top_k >= self.model.config.vocab_size:  # keeping every token is no filter at all
