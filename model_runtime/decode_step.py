@@ -43,6 +43,7 @@ fused kernels against their unfused fallbacks in test_decode_fused.py.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -147,13 +148,18 @@ def prepare_for_decode(model: MoeForCausalLM, fold_routers: bool | None = None) 
 
 
 def decode_step(
-    model: MoeForCausalLM, state: DecodeState, batch: int, sampling: str, table_columns: int | None = None
+    model: MoeForCausalLM,
+    state: DecodeState,
+    batch: int,
+    sampling: str,
+    table_columns: int | None = None,
+    process: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """Advances rows [0, batch) of `state` by one token (see the module docstring). `sampling` is the static
     variant ("greedy", "sample", or "filtered" when some row uses top-k or top-p), so each captured graph does only
     the work its rows need. `table_columns`: the block-table columns attention reads (default all): a step for
-    shorter rows launches attention over that many blocks only. Returns the logits [batch, V] the tokens were
-    taken from."""
+    shorter rows launches attention over that many blocks only. `process` (eager steps only): logits [batch, V]
+    -> the logits to choose from (logit_bias, penalties). Returns the model's logits [batch, V], before `process`."""
     config = model.config
     seq_lens = state.seq_lens[:batch]
     tables = state.block_tables[:batch, :table_columns]
@@ -184,10 +190,11 @@ def decode_step(
         h, pending = _mlp(layer, h, pending, eps)
     normed, _ = add_pending_rmsnorm(h, pending, model.model.norm.weight, eps)
     logits = F.linear(normed, model.output_weight)  # [B, V]
+    choose_from = logits if process is None else process(logits)
     if sampling == "greedy":  # argmax into tokens, steps and seq_lens + 1: two launches
-        greedy_finish(logits, state.tokens[:batch], (state.steps[:batch], seq_lens))
+        greedy_finish(choose_from, state.tokens[:batch], (state.steps[:batch], seq_lens))
     else:
-        sample_next_tokens(state, logits, batch, sampling)
+        sample_next_tokens(state, choose_from, batch, sampling)
         seq_lens += 1
     return logits
 

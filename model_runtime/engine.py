@@ -24,6 +24,7 @@ from warpcode.model_runtime.presets import get_preset
 from warpcode.model_runtime.sampling import SamplingParams
 from warpcode.model_runtime.serving.config import EngineConfig
 from warpcode.model_runtime.serving.engine_core import EngineCore
+from warpcode.model_runtime.serving.logits_processors import NO_PROCESSING, LogitsProcessing
 from warpcode.model_runtime.serving.request import RequestHandle
 from warpcode.model_runtime.tokenizer import Tokenizer, eos_token_ids
 from warpcode.model_runtime.weights import load_weights
@@ -120,11 +121,13 @@ class Engine:
         seed: int | None = None,
         stop_token_ids: Iterable[int] | None = None,
         stop_strings: Iterable[str] = (),
+        processing: LogitsProcessing = NO_PROCESSING,
     ) -> RequestHandle:
         """Queues one request on the serving engine; its handle yields outputs as they come (any thread, or
-        `async for`). Raises RequestRefused when it can never fit. stop_token_ids None: the checkpoint's EOS ids."""
+        `async for`). Raises RequestRefused when it can never fit. stop_token_ids None: the checkpoint's EOS ids.
+        `processing`: logit_bias, penalties and the logprobs to report (serving/logits_processors.py)."""
         return self.core.submit(prompt_ids, max_new_tokens, sampling or SamplingParams(), seed, stop_token_ids,
-                                stop_strings)  # fmt: skip
+                                stop_strings, processing)  # fmt: skip
 
     def warm_up(self, max_batch: int, max_tokens: int) -> int:
         """Captures the serving engine's decode graphs for up to `max_batch` streams of up to `max_tokens` tokens

@@ -79,12 +79,18 @@ class MoeForCausalLM(nn.Module):
     ) -> torch.Tensor:  # fp [B, T, V]
         """The reference forward, without a cache (Engine.logits; module docstring); generation runs prefill.py
         and decode_step.py, tested against it."""
+        return F.linear(self.hidden_states(input_ids, positions, token_valid), self.output_weight)
+
+    def hidden_states(
+        self, input_ids: torch.Tensor, positions: torch.Tensor, token_valid: torch.Tensor
+    ) -> torch.Tensor:  # fp [B, T, H]
+        """`forward` before the LM head: the final norm's output, for callers that project a few rows at a time."""
         x = self.model.embed_tokens(input_ids)
         mask = attention_bias(token_valid, x.dtype)
         cos, sin = self.model.rotary(positions, x.dtype)
         for layer in self.model.layers:
             x = layer(x, cos, sin, mask)
-        return F.linear(self.model.norm(x), self.output_weight)
+        return self.model.norm(x)
 
 
 def build_model(

@@ -1,8 +1,8 @@
 """warpcode.model_runtime.openai_server: `warpcode serve-model`, an OpenAI-compatible HTTP API over the in-process
 engine (docs/reference/model-server.md). app.py: the routes; schemas, the parameters refused (unsupported.py), chat
-rendering and tool-call parsing, the engine bridge, a request's choices, SSE streaming and errors live in one module
-each; guard.py checks Host, Origin, key and body before the routes; bound_socket.py binds the port; server.py runs
-uvicorn on it with connections.py's deadlines and cap.
+rendering and tool-call parsing, the engine bridge, a request's choices, logprobs' shapes (logprobs.py), completions'
+echo (echo.py), SSE streaming and errors live in one module each; guard.py checks Host, Origin, key and body before the
+routes; bound_socket.py binds the port; server.py runs uvicorn on it with connections.py's deadlines and cap.
 
 The engine is built by the caller (`warpcode.model_runtime.load`) and handed to `create_app`. Names load on first
 use (PEP 562): the command binds its port (bound_socket.py) before FastAPI, uvicorn and torch are imported.

@@ -11,6 +11,7 @@ from warpcode.model_runtime.chat.deltas import ThoughtDelta
 from warpcode.model_runtime.chat.reasoning import ReasoningSplitter, splitter_for
 from warpcode.model_runtime.openai_server.chat import ChatDelta, ToolCallStream, chat_finish_reason, parses_tool_calls
 from warpcode.model_runtime.openai_server.choices import Collected
+from warpcode.model_runtime.openai_server.logprobs import TokenText, chat_logprobs
 from warpcode.model_runtime.openai_server.schemas import ChatCompletionRequest
 
 
@@ -61,8 +62,11 @@ def _add(delta: ChatDelta, more: ChatDelta) -> None:
     delta.tool_calls += more.tool_calls
 
 
-def chat_choice(index: int, result: Collected, answer: AnswerStream, request: ChatCompletionRequest) -> dict[str, Any]:
-    """A non-streamed choice: the whole answer as one message."""
+def chat_choice(
+    index: int, result: Collected, answer: AnswerStream, request: ChatCompletionRequest, token_text: TokenText | None
+) -> dict[str, Any]:
+    """A non-streamed choice: the whole answer as one message; `token_text`: how logprobs show a token, when the
+    request asked for them."""
     whole, rest = answer.feed(result.text), answer.finish()
     content: str | None = whole.content + rest.content
     message: dict[str, Any] = {"role": "assistant"}
@@ -75,7 +79,8 @@ def chat_choice(index: int, result: Collected, answer: AnswerStream, request: Ch
     message["content"] = content
     message["refusal"] = None  # required by OpenAI's schema; this server never refuses (vLLM sends null too)
     finish_reason = chat_finish_reason(result.finish_reason, answer.tools)
-    choice = {"index": index, "message": message, "logprobs": None, "finish_reason": finish_reason}
+    logprobs = chat_logprobs(token_text, result.logprobs) if token_text is not None else None
+    choice = {"index": index, "message": message, "logprobs": logprobs, "finish_reason": finish_reason}
     if request.return_token_ids:
         choice["token_ids"] = result.token_ids
     return choice

@@ -19,9 +19,11 @@ from fastapi.responses import JSONResponse, Response
 from warpcode.model_runtime.openai_server.answer import answer_stream, chat_choice
 from warpcode.model_runtime.openai_server.chat import chat_prompt_ids
 from warpcode.model_runtime.openai_server.choices import Choices, collect
+from warpcode.model_runtime.openai_server.echo import Echo
 from warpcode.model_runtime.openai_server.errors import ApiError, install_error_handlers
 from warpcode.model_runtime.openai_server.generation import ClientGone, completion_prompt_ids, engine_stopped
 from warpcode.model_runtime.openai_server.guard import RequestGuard, RequestLimits
+from warpcode.model_runtime.openai_server.logprobs import TokenText, completion_logprobs
 from warpcode.model_runtime.openai_server.schemas import ChatCompletionRequest, CompletionRequest
 from warpcode.model_runtime.openai_server.streaming import (
     EventStream,
@@ -76,18 +78,33 @@ def create_app(
         check_model(body.model)
         refuse_unbuilt(body, COMPLETION_REFUSALS)
         # tokenising (and rendering a template) takes a while on long prompts: off the event loop, not to stall others
-        prompts = [await asyncio.to_thread(completion_prompt_ids, engine, prompt) for prompt in body.prompts()]
-        choices = Choices(engine, prompts, body, body.max_tokens, "prompt")
+        prompts = body.prompts()
+        prompt_ids = [await asyncio.to_thread(completion_prompt_ids, engine, prompt) for prompt in prompts]
+        echoes = [Echo(body, prompt, ids, engine.tokenizer) for prompt, ids in zip(prompts, prompt_ids, strict=True)]
+        wants_logprobs = body.logprobs is not None
+        # from here on, every way out ends the engine requests (EventStream, collect)
+        choices = Choices(engine, prompt_ids, body, body.max_tokens, "prompt")
         reply = Reply("text_completion", model_name, fingerprint)
         if body.stream:
-            return EventStream(choices, completion_chunks(choices, reply, body.include_usage(), body.return_token_ids))
+            chunks = completion_chunks(
+                choices, reply, body.include_usage(), body.return_token_ids, echoes, wants_logprobs
+            )
+            return EventStream(choices, chunks)
         try:
             results = await collect(choices, request)
         except ClientGone:
             return Response(status_code=CLIENT_CLOSED)
         answers = []
         for index, result in enumerate(results):
-            choice = {"index": index, "text": result.text, "logprobs": None, "finish_reason": result.finish_reason}
+            echo = echoes[index // body.n]
+            logprobs = None
+            if wants_logprobs:
+                ids, entries = result.token_ids, result.logprobs
+                if echo.prompt_ids:
+                    ids, entries = echo.prompt_ids + ids, choices.prompt_logprobs(index) + entries
+                logprobs = completion_logprobs(echo.token_text, entries, ids)
+            text = echo.text + result.text
+            choice = {"index": index, "text": text, "logprobs": logprobs, "finish_reason": result.finish_reason}
             if body.return_token_ids:
                 choice["token_ids"] = result.token_ids
             answers.append(choice)
@@ -101,15 +118,16 @@ def create_app(
         answers = [answer_stream(engine.tokenizer, prompt_ids, body) for _ in range(body.n)]
         # from here on, every way out ends the engine requests (EventStream, collect)
         choices = Choices(engine, [prompt_ids], body, body.completion_limit(), "messages")
+        token_text = TokenText(engine.tokenizer) if body.logprobs else None
         if body.stream:
             reply = Reply("chat.completion.chunk", model_name, fingerprint)
-            chunks = chat_chunks(choices, reply, body.include_usage(), body.return_token_ids, answers)
+            chunks = chat_chunks(choices, reply, body.include_usage(), body.return_token_ids, answers, token_text)
             return EventStream(choices, chunks)
         try:
             results = await collect(choices, request)
         except ClientGone:
             return Response(status_code=CLIENT_CLOSED)
-        replies = [chat_choice(index, result, answers[index], body) for index, result in enumerate(results)]
+        replies = [chat_choice(index, result, answers[index], body, token_text) for index, result in enumerate(results)]
         return Reply("chat.completion", model_name, fingerprint).wrap(replies, usage=choices.usage())
 
     app.include_router(api)

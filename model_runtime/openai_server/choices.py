@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fastapi import Request
@@ -24,6 +24,7 @@ from warpcode.model_runtime.openai_server.errors import bad_request
 from warpcode.model_runtime.openai_server.generation import ClientGone, Generation, disconnected
 from warpcode.model_runtime.openai_server.schemas import INT64_MAX, Sampling
 from warpcode.model_runtime.serving.request import RequestOutput
+from warpcode.model_runtime.serving.token_logprobs import TokenLogprob
 
 
 class Choices:
@@ -34,7 +35,12 @@ class Choices:
         if self.seed is not None and self.seed + self.n - 1 > INT64_MAX:
             message = f"seed: choice i samples with seed + i, so seed + n - 1 must be at most {INT64_MAX}"
             raise bad_request(message, "seed")
-        self._submit_to = lambda prompt_ids, seed: Generation(engine, prompt_ids, request, max_tokens, param, seed)
+        processing = request.processing()
+        # the prompt's logprobs (echo) are the same for every choice of it: its first choice alone has them computed
+        later = replace(processing, prompt_logprobs=None)
+        self._submit_to = lambda prompt_ids, seed, first: Generation(
+            engine, prompt_ids, request, max_tokens, param, seed, processing if first else later
+        )
         self.prompts = prompts
         self.generations: list[Generation | None] = [None] * (len(prompts) * self.n)
         try:  # every prompt is checked (and its first choice submitted) before the response starts
@@ -50,7 +56,12 @@ class Choices:
 
     def _submit(self, index: int) -> None:
         seed = None if self.seed is None else self.seed + index % self.n
-        self.generations[index] = self._submit_to(self.prompts[index // self.n], seed)
+        self.generations[index] = self._submit_to(self.prompts[index // self.n], seed, index % self.n == 0)
+
+    def prompt_logprobs(self, index: int) -> list[TokenLogprob | None]:
+        """The logprobs of choice `index`'s prompt (when asked), set once that prompt's first choice has its first
+        token, which is before any other choice of the prompt has any."""
+        return self.generations[index - index % self.n].handle.prompt_logprobs
 
     async def outputs(self) -> AsyncIterator[tuple[int, RequestOutput]]:
         """(choice index, engine output) as they come, each choice's in order; raises what a choice raises."""
@@ -111,17 +122,19 @@ class Collected:
     token_ids: list[int]
     text: str
     finish_reason: str
+    logprobs: list[TokenLogprob]  # one per token id, when the request asked for logprobs
 
 
 async def collect(choices: Choices, request: Request) -> list[Collected]:
     """Every output of a non-streamed request, per choice; cancels it if the client disconnects while it waits."""
-    results = [Collected([], "", "stop") for _ in range(choices.count)]
+    results = [Collected([], "", "stop", []) for _ in range(choices.count)]
 
     async def drain() -> None:
         async for index, out in choices.outputs():
             result = results[index]
             result.token_ids += out.token_ids
             result.text += out.text
+            result.logprobs += out.logprobs or []
             result.finish_reason = out.finish_reason or result.finish_reason
 
     draining, watching = asyncio.ensure_future(drain()), asyncio.ensure_future(disconnected(request))

@@ -13,6 +13,7 @@ from fastapi import Request
 from warpcode.model_runtime.openai_server.errors import ApiError, bad_request
 from warpcode.model_runtime.openai_server.schemas import Sampling
 from warpcode.model_runtime.sampling import SamplingParams
+from warpcode.model_runtime.serving.logits_processors import NO_PROCESSING, LogitsProcessing
 
 
 def completion_prompt_ids(engine: Any, prompt: str | list[int]) -> list[int]:
@@ -46,8 +47,9 @@ class Generation:
         max_tokens: int | None,
         param: str,
         seed: int | None = None,
+        processing: LogitsProcessing = NO_PROCESSING,
     ) -> None:
-        """`seed`: this choice's own (choices.py derives it from the request's)."""
+        """`seed` and `processing`: this choice's own (choices.py derives them from the request's)."""
         if (stopped := engine_stopped(engine)) is not None:
             raise stopped
         context, length = engine.context_length, len(prompt_ids)
@@ -66,9 +68,13 @@ class Generation:
         if stops and engine.tokenizer is None:
             raise bad_request("stop strings need the model's tokenizer, and this model has none", "stop")
         try:
+            processing.check(engine.config.vocab_size)
+        except ValueError as exc:  # a logit_bias id outside the vocabulary
+            raise bad_request(str(exc), "logit_bias", "invalid_value") from None
+        try:
             sampling = SamplingParams(request.temperature, max(request.top_k, 0), request.top_p, request.min_p)
             stop_ids = () if request.ignore_eos else None  # None: the model's end-of-sequence ids
-            self.handle = engine.submit(prompt_ids, wanted, sampling, seed, stop_ids, stops)
+            self.handle = engine.submit(prompt_ids, wanted, sampling, seed, stop_ids, stops, processing)
         except ValueError as exc:  # RequestRefused (ids outside the vocabulary, more than the cache holds, a seed
             # past 64 bits), SamplingParams (a value the rows cannot hold)
             raise bad_request(str(exc), param, "request_refused") from None

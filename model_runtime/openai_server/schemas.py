@@ -13,13 +13,24 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, WrapValidator, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, WrapValidator, field_validator
+
+from warpcode.model_runtime.serving.logits_processors import (
+    MAX_BIAS,
+    MAX_PENALTY,
+    MAX_REPETITION_PENALTY,
+    LogitsProcessing,
+)
+from warpcode.model_runtime.serving.token_logprobs import MAX_TOP_LOGPROBS
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 FLOAT32_MAX = 3.4e38  # the engine holds temperatures in fp32
 MAX_STOP_STRINGS = 32
 MAX_STOP_LENGTH = 1024  # characters; a stop marker, not a document
 MAX_CHOICES = 128  # OpenAI's bound on n
+MAX_COMPLETION_LOGPROBS = 5  # OpenAI's limit for /v1/completions' logprobs
+Penalty = Annotated[float, Field(ge=-MAX_PENALTY, le=MAX_PENALTY, allow_inf_nan=False)]
+Bias = Annotated[float, Field(ge=-MAX_BIAS, le=MAX_BIAS, allow_inf_nan=False)]
 RENDERED_BY_THE_SERVER = frozenset({"messages", "tools", "documents", "add_generation_prompt", "mark_literal"})
 
 
@@ -65,6 +76,20 @@ class Sampling(_Request):
     stream_options: StreamOptions | None = None
     return_token_ids: bool = False  # each choice also carries the generated token ids
     ignore_eos: bool = False  # vLLM's extension: generate max_tokens whatever the model ends with (benchmarks)
+    # subtracted from a token's logit: presence once it was generated, frequency times the times it was
+    presence_penalty: Penalty = 0.0
+    frequency_penalty: Penalty = 0.0
+    # vLLM's extension: a token already in the prompt or the output has its logit divided by it (multiplied if < 0)
+    repetition_penalty: float = Field(1.0, gt=0, le=MAX_REPETITION_PENALTY, allow_inf_nan=False)
+    logit_bias: dict[str, Bias] | None = None  # {"token id": bias}, added to the logits before sampling
+
+    @field_validator("logit_bias")
+    @classmethod
+    def _token_ids(cls, bias: dict[str, float] | None) -> dict[str, float] | None:
+        for key in bias or {}:
+            if not key.strip().lstrip("-").isdigit():
+                raise ValueError(f"keys must be token ids (integers, as strings), got {key!r}")
+        return bias
 
     @field_validator("stop")
     @classmethod
@@ -77,7 +102,18 @@ class Sampling(_Request):
         return stop
 
     @field_validator(
-        "temperature", "top_p", "min_p", "top_k", "n", "stream", "return_token_ids", "ignore_eos", mode="before"
+        "temperature",
+        "top_p",
+        "min_p",
+        "top_k",
+        "n",
+        "stream",
+        "return_token_ids",
+        "ignore_eos",
+        "presence_penalty",
+        "frequency_penalty",
+        "repetition_penalty",
+        mode="before",
     )
     @classmethod
     def _null_is_default(cls, value: Any, info) -> Any:
@@ -91,6 +127,26 @@ class Sampling(_Request):
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
 
+    def processing(self) -> LogitsProcessing:
+        """What the request changes in the logits, and the logprobs it wants reported."""
+        bias = tuple((int(token), value) for token, value in (self.logit_bias or {}).items())
+        return LogitsProcessing(
+            self.presence_penalty,
+            self.frequency_penalty,
+            self.repetition_penalty,
+            bias,
+            self.token_logprobs(),
+            self.prompt_logprobs(),
+        )
+
+    def token_logprobs(self) -> int | None:
+        """Alternatives to report beside each generated token's logprob; None: no logprobs."""
+        return None
+
+    def prompt_logprobs(self) -> int | None:
+        """The same for the prompt's tokens (completions' echo); None: none."""
+        return None
+
 
 class CompletionRequest(Sampling):
     # one prompt (text or token ids) or a batch of them, each answered with n choices
@@ -98,12 +154,25 @@ class CompletionRequest(Sampling):
         str | list[int] | list[str] | list[list[int]],
         either("a string, a list of token ids, or a non-empty list of strings or of token-id lists"),
     ]
+    logprobs: int | None = Field(None, ge=0, le=MAX_COMPLETION_LOGPROBS)  # the legacy form: this many alternatives
+    echo: bool = False  # the prompt comes back before the completion (with its logprobs, when logprobs is set)
 
     def prompts(self) -> list[str | list[int]]:
         """The batch: a single prompt is a batch of one; `[]` is one empty prompt (refused as empty)."""
         if isinstance(self.prompt, str) or not self.prompt or isinstance(self.prompt[0], int):
             return [self.prompt]
         return list(self.prompt)
+
+    @field_validator("echo", mode="before")
+    @classmethod
+    def _null_is_false(cls, value: Any) -> Any:
+        return False if value is None else value
+
+    def token_logprobs(self) -> int | None:
+        return self.logprobs
+
+    def prompt_logprobs(self) -> int | None:
+        return self.logprobs if self.echo else None
 
 
 class TextPart(_Body):
@@ -189,6 +258,23 @@ class ChatCompletionRequest(Sampling):
     max_completion_tokens: int | None = Field(None, gt=0)  # OpenAI's newer name for max_tokens
     # the template's own options, as vLLM takes them: {"enable_thinking": false} for Qwen3
     chat_template_kwargs: dict[str, Any] | None = None
+    logprobs: bool = False  # each generated token's logprob in choices[].logprobs.content
+    top_logprobs: int | None = Field(None, ge=0, le=MAX_TOP_LOGPROBS)  # alternatives per token; needs logprobs
+
+    @field_validator("logprobs", mode="before")
+    @classmethod
+    def _null_is_false(cls, value: Any) -> Any:
+        return False if value is None else value
+
+    @field_validator("top_logprobs")
+    @classmethod
+    def _top_logprobs_need_logprobs(cls, top: int | None, info: ValidationInfo) -> int | None:
+        if top and not info.data.get("logprobs"):  # as OpenAI and vLLM
+            raise ValueError("set logprobs to true to get top_logprobs")
+        return top
+
+    def token_logprobs(self) -> int | None:
+        return (self.top_logprobs or 0) if self.logprobs else None
 
     @field_validator("chat_template_kwargs")
     @classmethod

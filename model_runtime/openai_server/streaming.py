@@ -22,7 +22,10 @@ from fastapi.responses import StreamingResponse
 from warpcode.model_runtime.openai_server.answer import AnswerStream
 from warpcode.model_runtime.openai_server.chat import ChatDelta, chat_finish_reason
 from warpcode.model_runtime.openai_server.choices import Choices
+from warpcode.model_runtime.openai_server.echo import Echo
 from warpcode.model_runtime.openai_server.errors import ApiError, internal_error
+from warpcode.model_runtime.openai_server.logprobs import TokenText, chat_logprobs, completion_logprobs
+from warpcode.model_runtime.serving.token_logprobs import TokenLogprob
 
 logger = logging.getLogger(__name__)
 
@@ -85,24 +88,55 @@ def _event(chunk: dict[str, Any]) -> str:
     return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
 
 
-async def completion_chunks(choices: Choices, reply: Reply, usage: bool, token_ids: bool):
+async def completion_chunks(
+    choices: Choices, reply: Reply, usage: bool, token_ids: bool, echoes: list[Echo], logprobs: bool
+):
+    """`echoes`: what each prompt's choices start with; `logprobs`: whether the request asked for them."""
     extra = {"usage": None} if usage else {}
+    offsets = [0] * choices.count  # where each choice's next token's text starts in its text
+    echoed = [False] * choices.count
     async for index, out in choices.outputs():
-        choice = {"index": index, "text": out.text, "logprobs": None, "finish_reason": out.finish_reason}
+        echo = echoes[index // choices.n]
+        ids, entries, text = out.token_ids, out.logprobs or [], out.text
+        if not echoed[index]:  # the prompt comes with the choice's first output: the engine has its logprobs by then
+            echoed[index] = True
+            text = echo.text + text
+            if logprobs and echo.prompt_ids:
+                ids, entries = echo.prompt_ids + ids, choices.prompt_logprobs(index) + entries
+        shown = None
+        if logprobs:
+            shown = completion_logprobs(echo.token_text, entries, ids, offsets[index])
+            offsets[index] += sum(map(len, shown["tokens"]))
+        choice = {"index": index, "text": text, "logprobs": shown, "finish_reason": out.finish_reason}
         if token_ids:
             choice["token_ids"] = out.token_ids
-        if out.text or out.finish_reason or (token_ids and out.token_ids):
+        if text or out.finish_reason or (token_ids and out.token_ids) or entries:
             yield reply.wrap([choice], **extra)
     if usage:
         yield reply.wrap([], usage=choices.usage())
 
 
-async def chat_chunks(choices: Choices, reply: Reply, usage: bool, token_ids: bool, answers: list[AnswerStream]):
-    """Each choice opens with its role, then its deltas as they come, then its finish reason once it ends."""
+async def chat_chunks(
+    choices: Choices,
+    reply: Reply,
+    usage: bool,
+    token_ids: bool,
+    answers: list[AnswerStream],
+    token_text: TokenText | None,
+):
+    """Each choice opens with its role, then its deltas as they come, then its finish reason once it ends.
+    `token_text`: how logprobs show a token, when the request asked for them."""
     extra = {"usage": None} if usage else {}
+    # a choice's logprobs of tokens whose text is held back (an incomplete character, a possible stop string or tool
+    # call) wait for its next chunk that goes out, so every token's logprob is sent once, in order
+    pending: list[list[TokenLogprob]] = [[] for _ in range(choices.count)]
 
     def chunk(index: int, delta: dict[str, Any], finish_reason: str | None = None, ids: list[int] | None = None):
-        choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        logprobs = None
+        if token_text is not None and delta.get("role") is None:
+            logprobs = chat_logprobs(token_text, pending[index][:])
+            pending[index].clear()
+        choice = {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason}
         if token_ids and ids is not None:
             choice["token_ids"] = ids
         return reply.wrap([choice], **extra)
@@ -111,6 +145,7 @@ async def chat_chunks(choices: Choices, reply: Reply, usage: bool, token_ids: bo
         yield chunk(index, {"role": "assistant", "content": ""})
     async for index, out in choices.outputs():
         answer = answers[index]
+        pending[index].extend(out.logprobs or [])
         delta = answer.feed(out.text)
         if delta.reasoning_content or delta.content or delta.tool_calls or (token_ids and out.token_ids):
             yield chunk(index, _delta(delta), ids=out.token_ids)

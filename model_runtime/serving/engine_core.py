@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from warpcode.model_runtime.decode_runner import DecodeRunner, batch_bucket
-from warpcode.model_runtime.decode_step import SCRATCH_BLOCK, DecodeState
+from warpcode.model_runtime.decode_step import SCRATCH_BLOCK, DecodeState, decode_step
 from warpcode.model_runtime.detokenize import IncrementalDetokenizer, StopStringFilter
 from warpcode.model_runtime.model import MoeForCausalLM
 from warpcode.model_runtime.prefill import PrefillChunk, prefill_in_steps
@@ -33,10 +33,17 @@ from warpcode.model_runtime.sampling import SamplingParams
 from warpcode.model_runtime.serving.block_manager import BlockManager
 from warpcode.model_runtime.serving.config import EngineConfig
 from warpcode.model_runtime.serving.kv_budget import blocks_in_budget
+from warpcode.model_runtime.serving.logits_processors import NO_PROCESSING, LogitsProcessing, RowProcessors
 from warpcode.model_runtime.serving.request import RequestHandle, RequestRefused
-from warpcode.model_runtime.serving.row_sampling import sample, variant
+from warpcode.model_runtime.serving.row_sampling import row_processors, sample, variant
 from warpcode.model_runtime.serving.scheduler import Scheduler
 from warpcode.model_runtime.serving.sequence import Sequence
+from warpcode.model_runtime.serving.token_logprobs import (
+    MAX_PROMPT_LOGPROBS_TOKENS,
+    TokenLogprob,
+    prompt_logprobs,
+    token_logprobs,
+)
 
 STEPS_IN_FLIGHT = 2  # eager steps too: the CPU then runs the GPU's pipeline, one token computed past each end
 MIN_COLUMN_SLOTS = 1024  # the smallest attention span of a step's graph
@@ -59,6 +66,7 @@ class _Step:
     rows: list[Sequence]
     tokens: torch.Tensor  # the sampled tokens, on the host once `ready` completed
     ready: torch.cuda.Event | None
+    logprobs: list[TokenLogprob] | None = None  # per row, when some row asked for logprobs
 
 
 @dataclass
@@ -110,6 +118,8 @@ class EngineCore:
         self.counters = EngineCounters()
         self._rows: list[Sequence] = []
         self._rows_stale = False
+        self._processors: RowProcessors | None = None  # the rows' logit_bias and penalties, when some row has them
+        self._top_logprobs: int | None = None  # the most alternatives a row reports; None: no row wants logprobs
         self._pass: _PrefillPass | None = None
         self._in_flight: deque[_Step] = deque()
         self._host_tokens = [self._host_buffer() for _ in range(STEPS_IN_FLIGHT)]
@@ -135,12 +145,22 @@ class EngineCore:
         seed: int | None,
         stop_token_ids: Iterable[int] | None,
         stop_strings: Iterable[str],
+        processing: LogitsProcessing = NO_PROCESSING,
     ) -> RequestHandle:
         try:  # integers only (a float or a string id is a caller's bug, not a token); C-speed over 16K-token prompts
             prompt_ids = list(map(operator.index, prompt_ids))
         except TypeError as error:
             raise RequestRefused(f"token ids must be integers ({error})") from None
+        if processing.prompt_logprobs is not None and len(prompt_ids) > MAX_PROMPT_LOGPROBS_TOKENS:
+            raise RequestRefused(
+                f"the prompt's logprobs (echo with logprobs) are served for prompts of up to "
+                f"{MAX_PROMPT_LOGPROBS_TOKENS} tokens, and this one has {len(prompt_ids)}: shorten it or drop echo"
+            )
         self._check(prompt_ids, max_new_tokens)
+        try:
+            processing.check(self.model.config.vocab_size)
+        except ValueError as error:
+            raise RequestRefused(str(error)) from None
         if seed is not None and seed not in SEED_RANGE:
             raise RequestRefused(f"seed must be a 64-bit integer (-2**63 to 2**63 - 1), got {seed}")
         if sampling.top_k >= self.model.config.vocab_size:  # keeping every token is no filter at all
@@ -154,7 +174,7 @@ class EngineCore:
         handle = RequestHandle(request_id, len(prompt_ids), self._decode, stop_strings, stop_ids, self._cancel)
         seq = Sequence(
             handle, prompt_ids, max_new_tokens, sampling, random.getrandbits(31) if seed is None else seed,
-            stop_ids, self._stop_string_watcher(stop_strings) if stop_strings else None,
+            stop_ids, self._stop_string_watcher(stop_strings) if stop_strings else None, processing,
         )  # fmt: skip
         self._inbox.put(("add", seq))
         self._wake.set()
@@ -386,6 +406,11 @@ class EngineCore:
         state.seeds[:bucket].copy_(torch.tensor([s.seed for s in self._rows] + [0] * padding))
         state.steps[:bucket].copy_(torch.tensor([len(s.output_ids) for s in self._rows] + [0] * padding))
         state.sampling.set_rows([s.sampling for s in self._rows] + [SamplingParams()] * padding)
+        wanted = [s.processing.logprobs for s in self._rows if s.processing.logprobs is not None]
+        self._top_logprobs = max(wanted, default=None)
+        self._processors = None
+        if any(s.processing.changes_logits for s in self._rows):
+            self._processors = row_processors(self._rows, bucket, self.model.config.vocab_size, self.device)
 
     def _launch(self) -> bool:
         """Starts one decode step of every row; False (rows to rebuild) when one had to be preempted."""
@@ -399,22 +424,36 @@ class EngineCore:
                 new = torch.tensor(seq.block_table[had:], dtype=torch.int32)
                 self.state.block_tables[row, had : len(seq.block_table)].copy_(new)
         longest = max(s.computed + s.in_flight + 1 for s in self._rows)
-        step = self.runner.step_function(len(self._rows), variant(self._rows), self._table_columns(longest))
-        step()
-        count = len(self._rows)
-        if self.runner.use_graphs:
+        count, columns = len(self._rows), self._table_columns(longest)
+        if self._processors is not None or self._top_logprobs is not None:
+            self._in_flight.append(self._processed_step(columns, self._top_logprobs))
+        elif self.runner.use_graphs:
+            self.runner.step_function(count, variant(self._rows), columns)()
             host = self._host_tokens[self._launched % STEPS_IN_FLIGHT]
             host[:count].copy_(self.state.tokens[:count], non_blocking=True)
             ready = torch.cuda.Event()
             ready.record()
             self._in_flight.append(_Step(list(self._rows), host, ready))
         else:
+            self.runner.step_function(count, variant(self._rows), columns)()
             self._in_flight.append(_Step(list(self._rows), self.state.tokens[:count].clone(), None))
         self._launched += 1
         for seq in self._rows:
             seq.in_flight += 1
         self.counters.decode_steps += 1
         return True
+
+    def _processed_step(self, columns: int, top: int | None) -> _Step:
+        """An eager decode step for rows that change their logits (logit_bias, penalties) or report logprobs: it
+        needs the step's logits, which a captured graph does not hand out. The other rows decode in it as usual."""
+        count, rows = len(self._rows), list(self._rows)
+        bucket = batch_bucket(count)
+        logits = decode_step(self.model, self.state, bucket, variant(rows), columns, self._processors)
+        tokens = self.state.tokens[:count].clone()
+        if self._processors is not None:
+            self._processors.count(self.state.tokens[:bucket])
+        logprobs = None if top is None else token_logprobs(logits[:count], tokens, top)
+        return _Step(rows, tokens, None, logprobs)
 
     def _make_room(self) -> None:
         """Reads the steps in flight; if no sequence finished in them (whose blocks now come back), preempts the
@@ -442,13 +481,14 @@ class EngineCore:
         if step.ready is not None:
             step.ready.synchronize()
         tokens = step.tokens[: len(step.rows)].tolist()
-        for seq, token in zip(step.rows, tokens, strict=True):
+        logprobs = step.logprobs or [None] * len(tokens)
+        for seq, token, logprob in zip(step.rows, tokens, logprobs, strict=True):
             seq.in_flight -= 1
             if seq.finish_reason is not None:
                 continue  # finished after this step was launched: the token is dropped
             seq.computed += 1
             seq.suspect = False  # a decode step with it went through
-            self._append(seq, token)
+            self._append(seq, token, logprob)
             self.scheduler.register_computed(seq)
 
     def _advance_prefill(self) -> None:
@@ -470,12 +510,21 @@ class EngineCore:
                 done.append((row, seq))
         if done:
             rows = torch.tensor([row for row, _ in done], device=logits.device)
-            for (_, seq), token in zip(done, sample([s for _, s in done], logits[rows]), strict=True):
-                self._append(seq, token)
+            seqs, logits = [s for _, s in done], logits[rows]
+            tokens = sample(seqs, logits)
+            logprobs: list[TokenLogprob | None] = [None] * len(seqs)
+            top = max((s.processing.logprobs for s in seqs if s.processing.logprobs is not None), default=None)
+            if top is not None:
+                logprobs = token_logprobs(logits, torch.tensor(tokens, device=logits.device), top)
+            for seq, token, logprob in zip(seqs, tokens, logprobs, strict=True):
+                self._append(seq, token, logprob)
             self._rows_stale = True  # they decode from the next step on
 
-    def _append(self, seq: Sequence, token: int) -> None:
-        seq.append(token)
+    def _append(self, seq: Sequence, token: int, logprob: TokenLogprob | None = None) -> None:
+        if seq.processing.prompt_logprobs is not None and seq.handle.prompt_logprobs is None:
+            # before the first token reaches the caller
+            seq.handle.prompt_logprobs = prompt_logprobs(self.model, seq.prompt_ids, seq.processing.prompt_logprobs)
+        seq.append(token, logprob)
         self.counters.generated_tokens += 1
         stats = seq.handle.stats
         if stats.first_token_at is None:
@@ -484,16 +533,17 @@ class EngineCore:
         if seq.finish_reason is not None:
             self._finish(seq)
         else:
+            seq.handle.deliver([token], None, logprobs=seq.logprobs[seq.delivered :] or None)
             seq.delivered = len(seq.output_ids)
-            seq.handle.deliver([token], None)
 
     def _finish(self, seq: Sequence) -> None:
         """Hands the last tokens and the reason to the caller; the blocks are released once no step in flight
         writes them any more."""
         new = seq.output_ids[seq.delivered :] if seq.finish_reason != "abort" else []
+        logprobs = seq.logprobs[seq.delivered : seq.delivered + len(new)] or None
         seq.delivered = len(seq.output_ids)
         seq.handle.stats.finished_at = time.perf_counter()
-        seq.handle.deliver(new, seq.finish_reason)
+        seq.handle.deliver(new, seq.finish_reason, logprobs=logprobs)
         self._sequences.pop(seq.handle.request_id, None)
         if seq in self._rows:
             self._rows_stale = True

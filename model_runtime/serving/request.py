@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from warpcode.model_runtime.detokenize import IncrementalDetokenizer, StopStringFilter
+from warpcode.model_runtime.serving.token_logprobs import TokenLogprob
 
 FinishReason = Literal["stop", "length", "abort"]
 
@@ -44,6 +45,7 @@ class RequestOutput:
     token_ids: list[int]  # new since the previous output
     text: str  # their final text (stop strings cut); "" without a tokenizer
     finish_reason: FinishReason | None = None  # None while the request runs
+    logprobs: list[TokenLogprob] | None = None  # one per id, when the request asked for logprobs
 
 
 @dataclass
@@ -51,6 +53,7 @@ class _Delivery:  # what the engine thread hands over: ids in order, then a fini
     token_ids: list[int]
     finish_reason: FinishReason | None
     error: str | None = None
+    logprobs: list[TokenLogprob] | None = None
 
 
 class RequestHandle:
@@ -68,6 +71,8 @@ class RequestHandle:
         self.request_id = request_id
         self.stats = RequestStats(prompt_tokens=prompt_tokens)
         self.token_ids: list[int] = []  # every id delivered so far
+        # the prompt's tokens' logprobs, when asked: set by the engine thread before it delivers the first token
+        self.prompt_logprobs: list[TokenLogprob | None] | None = None
         self.finish_reason: FinishReason | None = None
         self._decode, self._stop_strings, self._stop_ids, self._cancel = decode, stop_strings, stop_token_ids, cancel
         self._queue: queue.SimpleQueue[_Delivery] = queue.SimpleQueue()
@@ -76,8 +81,14 @@ class RequestHandle:
         self._waiters_lock = threading.Lock()
 
     # The engine thread's side.
-    def deliver(self, token_ids: list[int], finish_reason: FinishReason | None, error: str | None = None) -> None:
-        self._queue.put(_Delivery(token_ids, finish_reason, error))
+    def deliver(
+        self,
+        token_ids: list[int],
+        finish_reason: FinishReason | None,
+        error: str | None = None,
+        logprobs: list[TokenLogprob] | None = None,
+    ) -> None:
+        self._queue.put(_Delivery(token_ids, finish_reason, error, logprobs))
         if finish_reason is not None:
             self._finished.set()
         with self._waiters_lock:
@@ -144,7 +155,7 @@ class RequestHandle:
             self.finish_reason = delivery.finish_reason
         text = texts(delivery.token_ids, final)
         if delivery.token_ids or text or final:
-            yield RequestOutput(delivery.token_ids, text, delivery.finish_reason)
+            yield RequestOutput(delivery.token_ids, text, delivery.finish_reason, delivery.logprobs)
 
     def _text_stream(self) -> Callable[[list[int], bool], str]:
         """(new ids, last?) -> their final text: held back while it may still change (an incomplete character, a

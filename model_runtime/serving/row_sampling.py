@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from warpcode.model_runtime.sampling import SamplingTensors, sample_on_device
+from warpcode.model_runtime.serving.logits_processors import NO_PROCESSING, RowProcessors
 from warpcode.model_runtime.serving.sequence import Sequence
 
 
@@ -18,7 +19,10 @@ def variant(rows: list[Sequence]) -> str:
 
 
 def sample(seqs: list[Sequence], logits: torch.Tensor) -> list[int]:
-    """The next token of each sequence from its logits [n, V], as the decode step would sample it."""
+    """The next token of each sequence from its logits [n, V], as the decode step would sample it (after the
+    rows' logit_bias and penalties, when they ask for them)."""
+    if any(s.processing.changes_logits for s in seqs):
+        logits = row_processors(seqs, len(seqs), logits.shape[-1], logits.device)(logits)
     kind = variant(seqs)
     if kind == "greedy":
         return logits.argmax(dim=-1).tolist()
@@ -28,3 +32,11 @@ def sample(seqs: list[Sequence], logits: torch.Tensor) -> list[int]:
     seeds = torch.tensor([s.seed for s in seqs], device=device)
     steps = torch.tensor([len(s.output_ids) for s in seqs], device=device)
     return sample_on_device(logits, params, seeds, steps, kind == "filtered").tolist()
+
+
+def row_processors(rows: list[Sequence], bucket: int, vocab: int, device: torch.device) -> RowProcessors:
+    """The logits processors of `rows`, padded with rows that change nothing up to `bucket` rows."""
+    padding = bucket - len(rows)
+    processing = [s.processing for s in rows] + [NO_PROCESSING] * padding
+    prompts, outputs = [s.prompt_ids for s in rows] + [[]] * padding, [s.output_ids for s in rows] + [[]] * padding
+    return RowProcessors(processing, prompts, outputs, vocab, device)

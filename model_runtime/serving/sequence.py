@@ -6,7 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from warpcode.model_runtime.sampling import SamplingParams
+from warpcode.model_runtime.serving.logits_processors import NO_PROCESSING, LogitsProcessing
 from warpcode.model_runtime.serving.request import FinishReason, RequestHandle
+from warpcode.model_runtime.serving.token_logprobs import TokenLogprob
 
 
 @dataclass(eq=False)  # one object per request: compared by identity
@@ -18,7 +20,9 @@ class Sequence:
     seed: int
     stop_token_ids: frozenset[int]
     stop_string_seen: Callable[[int], bool] | None  # token id -> True once the text holds a stop string
+    processing: LogitsProcessing = NO_PROCESSING
     output_ids: list[int] = field(default_factory=list)
+    logprobs: list[TokenLogprob] = field(default_factory=list)  # one per output id, when the request asked
     computed: int = 0  # leading tokens whose keys and values are in the cache
     block_table: list[int] = field(default_factory=list)
     block_keys: list[int] = field(default_factory=list)  # prefix keys of the leading registered blocks
@@ -53,9 +57,12 @@ class Sequence:
         more: a prompt, or a preempted sequence, to prefill first."""
         return self.length - self.computed
 
-    def append(self, token: int) -> None:
-        """Records a sampled token and decides whether the sequence is done."""
+    def append(self, token: int, logprob: TokenLogprob | None = None) -> None:
+        """Records a sampled token (and its logprob, when the request asked) and decides whether the sequence is
+        done."""
         self.output_ids.append(token)
+        if (top := self.processing.logprobs) is not None and logprob is not None:
+            self.logprobs.append(TokenLogprob(logprob.token_id, logprob.logprob, logprob.top[:top]))
         if token in self.stop_token_ids or (self.stop_string_seen is not None and self.stop_string_seen(token)):
             self.finish_reason = "stop"
         elif len(self.output_ids) >= self.max_new_tokens:

@@ -47,3 +47,43 @@ def random_url(random_engine) -> Iterator[str]:
 def agent_checkpoint(tmp_path_factory, fast_tokenizer) -> Path:
     """A chat checkpoint that ends its answer at once, with room for an agent's whole prompt (tools included)."""
     return save_agent_checkpoint(tmp_path_factory.mktemp("agent-model"), fast_tokenizer)
+
+
+@pytest.fixture(scope="session")
+def reference_engine(chat_checkpoint):
+    """An engine over the chat checkpoint that `reference` reads with transformers."""
+    from warpcode.model_runtime import load
+
+    engine = load(chat_checkpoint, device="cpu", show_progress=False)
+    yield engine
+    engine.shutdown()
+
+
+@pytest.fixture(scope="session")
+def reference_url(reference_engine) -> Iterator[str]:
+    with serving(reference_engine, CHAT_MODEL) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def reference_logits(chat_checkpoint):
+    """token ids -> transformers' logits [T, V] (fp32) over the chat checkpoint: what the model gives, by an
+    implementation nobody here wrote."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(chat_checkpoint, torch_dtype=torch.float32).eval()
+
+    @torch.no_grad()
+    def logits(ids: list[int]) -> torch.Tensor:
+        return model(torch.tensor([ids])).logits[0].float()
+
+    return logits
+
+
+@pytest.fixture(scope="session")
+def reference(reference_logits):
+    """token ids -> log_softmax of transformers' logits [T, V]: the logprobs the model gives."""
+    import torch
+
+    return lambda ids: torch.log_softmax(reference_logits(ids), dim=-1)

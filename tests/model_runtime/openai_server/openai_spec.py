@@ -52,23 +52,37 @@ def json_schema(openapi: Any) -> Any:
 # for (as in its chat chunks), neither of which CreateCompletionResponse allows. This name is that schema with the
 # two nullable, as CreateChatCompletionStreamResponse has them.
 COMPLETION_CHUNK = "CreateCompletionResponse (stream chunk)"
+# With `echo` and `logprobs`, the prompt's first token has no logprob (nothing comes before it): OpenAI's legacy
+# completions and vLLM (CompletionLogProbs: `list[float | None]`, `list[dict[str, float] | None]`) send null at that
+# position, which the spec's `token_logprobs` and `top_logprobs` items do not allow. These names are the two
+# completion schemas with those items nullable.
+ECHOED = " (echo with logprobs)"
 
 
 @cache
 def _validator(name: str) -> Draft202012Validator:
     definitions = json_schema(spec()["schemas"])
-    if name == COMPLETION_CHUNK:
+    base = name.removesuffix(ECHOED)
+    if base == COMPLETION_CHUNK:
         chunk = copy.deepcopy(definitions["CreateCompletionResponse"])
         choice = chunk["properties"]["choices"]["items"]["properties"]
         choice["finish_reason"] = {"anyOf": [choice["finish_reason"], {"type": "null"}]}
         chunk["properties"]["usage"] = {"anyOf": [chunk["properties"]["usage"], {"type": "null"}]}
-        definitions[name] = chunk
+        definitions[base] = chunk
+    if name != base:
+        echoed = copy.deepcopy(definitions[base])
+        [logprobs, _] = echoed["properties"]["choices"]["items"]["properties"]["logprobs"]["anyOf"]
+        for key in ("token_logprobs", "top_logprobs"):
+            items = logprobs["properties"][key]["items"]
+            logprobs["properties"][key]["items"] = {"anyOf": [items, {"type": "null"}]}
+        definitions[name] = echoed
     return Draft202012Validator({"$ref": f"#/$defs/{name}", "$defs": definitions})
 
 
 def assert_conforms(instance: dict[str, Any], name: str) -> None:
     """AssertionError naming every place `instance` breaks the spec's schema `name` (CreateChatCompletionResponse,
-    CreateChatCompletionStreamResponse, CreateCompletionResponse, COMPLETION_CHUNK or ErrorResponse)."""
+    CreateChatCompletionStreamResponse, CreateCompletionResponse, COMPLETION_CHUNK or ErrorResponse; either
+    completion schema + ECHOED)."""
     errors = sorted(_validator(name).iter_errors(instance), key=lambda e: list(e.absolute_path))
     problems = [f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in errors]
     assert not problems, f"not a valid {name}:\n" + "\n".join(problems)

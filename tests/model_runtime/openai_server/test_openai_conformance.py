@@ -17,20 +17,20 @@ COMPLETION = {"prompt": "def", "max_tokens": 3}
 # Every parameter of the spec's requests, by what this server does with it.
 SERVED = {
     "chat": {"messages", "model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed", "stop", "n",
-             "stream", "stream_options", "tools"},
+             "stream", "stream_options", "tools", "logprobs", "top_logprobs", "presence_penalty", "frequency_penalty",
+             "logit_bias"},
     "completions": {"prompt", "model", "max_tokens", "temperature", "top_p", "seed", "stop", "n", "stream",
-                    "stream_options"},
+                    "stream_options", "logprobs", "echo", "presence_penalty", "frequency_penalty", "logit_bias"},
 }  # fmt: skip
 CHANGE_NOTHING = {  # accepted and ignored: they change nothing in the answer (as vLLM)
     "chat": {"user", "metadata", "store", "service_tier", "safety_identifier", "prompt_cache_key",
              "prompt_cache_retention"},
     "completions": {"user"},
 }  # fmt: skip
-BUILT_ELSEWHERE = {  # issue 48's other parts (logprobs and penalties; structured generation): not refused here
-    "chat": {"logprobs", "top_logprobs", "presence_penalty", "frequency_penalty", "logit_bias", "response_format",
-             "tool_choice", "parallel_tool_calls"},
-    "completions": {"logprobs", "echo", "presence_penalty", "frequency_penalty", "logit_bias"},
-}  # fmt: skip
+BUILT_ELSEWHERE = {  # issue 48's other part (structured generation): not refused here
+    "chat": {"response_format", "tool_choice", "parallel_tool_calls"},
+    "completions": set(),
+}
 REFUSED = {  # (parameter, a value asking for what is not built; null and the defaults are accepted: best_of = n)
     "chat": {"audio": {"voice": "alloy", "format": "wav"}, "modalities": ["text", "audio"],
              "prediction": {"type": "content", "content": "x"}, "web_search_options": {},
