@@ -63,6 +63,7 @@ from warpcode.model_runtime.model import DecoderLayer, MoeForCausalLM
 from warpcode.model_runtime.moe_block import SparseMoeBlock
 from warpcode.model_runtime.mx_weights import linear, uses_gemv
 from warpcode.model_runtime.sampling import SamplingParams, SamplingTensors, sample_on_device
+from warpcode.model_runtime.token_mask import apply_token_mask
 
 SCRATCH_BLOCK = 0  # the pool's reserved block: padding rows (of a batch or a padded chunk) write their keys there
 
@@ -80,6 +81,7 @@ class DecodeState:
     sampling: SamplingTensors  # per-row sampling parameters [slots]
     seeds: torch.Tensor  # int64 [slots]: per-row random seeds; with `steps` they make sampling reproducible
     steps: torch.Tensor  # int64 [slots]: tokens sampled so far per row
+    token_mask: torch.Tensor  # int32 [slots, ceil(V / 32)]: each row's allowed tokens, read by masked steps only
 
     @classmethod
     def allocate(
@@ -104,6 +106,7 @@ class DecodeState:
             sampling=SamplingTensors.allocate(slots, device),
             seeds=torch.zeros(slots, device=device, dtype=torch.long),
             steps=torch.zeros(slots, device=device, dtype=torch.long),
+            token_mask=torch.full((slots, (config.vocab_size + 31) // 32), -1, device=device, dtype=torch.int32),
         )
 
     @classmethod
@@ -147,13 +150,18 @@ def prepare_for_decode(model: MoeForCausalLM, fold_routers: bool | None = None) 
 
 
 def decode_step(
-    model: MoeForCausalLM, state: DecodeState, batch: int, sampling: str, table_columns: int | None = None
+    model: MoeForCausalLM,
+    state: DecodeState,
+    batch: int,
+    sampling: str,
+    table_columns: int | None = None,
+    masked: bool = False,
 ) -> torch.Tensor:
     """Advances rows [0, batch) of `state` by one token (see the module docstring). `sampling` is the static
     variant ("greedy", "sample", or "filtered" when some row uses top-k or top-p), so each captured graph does only
     the work its rows need. `table_columns`: the block-table columns attention reads (default all): a step for
-    shorter rows launches attention over that many blocks only. Returns the logits [batch, V] the tokens were
-    taken from."""
+    shorter rows launches attention over that many blocks only. `masked`: the rows' grammar masks
+    (state.token_mask) apply before sampling. Returns the logits [batch, V] the tokens were taken from."""
     config = model.config
     seq_lens = state.seq_lens[:batch]
     tables = state.block_tables[:batch, :table_columns]
@@ -184,6 +192,8 @@ def decode_step(
         h, pending = _mlp(layer, h, pending, eps)
     normed, _ = add_pending_rmsnorm(h, pending, model.model.norm.weight, eps)
     logits = F.linear(normed, model.output_weight)  # [B, V]
+    if masked:
+        logits = apply_token_mask(logits, state.token_mask[:batch])
     if sampling == "greedy":  # argmax into tokens, steps and seq_lens + 1: two launches
         greedy_finish(logits, state.tokens[:batch], (state.steps[:batch], seq_lens))
     else:

@@ -32,9 +32,10 @@ from warpcode.model_runtime.prefill_graphs import PrefillGraphs, token_bucket
 from warpcode.model_runtime.sampling import SamplingParams
 from warpcode.model_runtime.serving.block_manager import BlockManager
 from warpcode.model_runtime.serving.config import EngineConfig
+from warpcode.model_runtime.serving.grammar import GrammarMatcher
 from warpcode.model_runtime.serving.kv_budget import blocks_in_budget
 from warpcode.model_runtime.serving.request import RequestHandle, RequestRefused
-from warpcode.model_runtime.serving.row_sampling import sample, variant
+from warpcode.model_runtime.serving.row_sampling import grammar_masks, sample, variant
 from warpcode.model_runtime.serving.scheduler import Scheduler
 from warpcode.model_runtime.serving.sequence import Sequence
 
@@ -135,7 +136,9 @@ class EngineCore:
         seed: int | None,
         stop_token_ids: Iterable[int] | None,
         stop_strings: Iterable[str],
+        grammar: GrammarMatcher | None = None,
     ) -> RequestHandle:
+        """`grammar`: structured generation, this request's own matcher (every token sampled inside it)."""
         try:  # integers only (a float or a string id is a caller's bug, not a token); C-speed over 16K-token prompts
             prompt_ids = list(map(operator.index, prompt_ids))
         except TypeError as error:
@@ -154,7 +157,7 @@ class EngineCore:
         handle = RequestHandle(request_id, len(prompt_ids), self._decode, stop_strings, stop_ids, self._cancel)
         seq = Sequence(
             handle, prompt_ids, max_new_tokens, sampling, random.getrandbits(31) if seed is None else seed,
-            stop_ids, self._stop_string_watcher(stop_strings) if stop_strings else None,
+            stop_ids, self._stop_string_watcher(stop_strings) if stop_strings else None, grammar,
         )  # fmt: skip
         self._inbox.put(("add", seq))
         self._wake.set()
@@ -310,7 +313,7 @@ class EngineCore:
             self._rows_stale |= seq.pending == 1  # all but its last token cached: straight to decoding
         if self._rows_stale:
             self._rebuild_rows()
-        while self._rows and len(self._in_flight) < STEPS_IN_FLIGHT:
+        while self._rows and len(self._in_flight) < self._steps_in_flight():
             if not self._launch():
                 break
         if self._pass is None:
@@ -321,6 +324,10 @@ class EngineCore:
             self._advance_prefill()
         if self._in_flight:
             self._read(self._in_flight.popleft())
+
+    def _steps_in_flight(self) -> int:
+        """One step at a time while a row has a grammar: its next mask needs the token the last step sampled."""
+        return 1 if any(s.grammar is not None for s in self._rows) else STEPS_IN_FLIGHT
 
     def _copy_blocks(self, pairs: list[tuple[int, int]]) -> None:
         """Copies whole blocks (source, target) in every layer's key and value pool: one fused launch on the GPU,
@@ -399,9 +406,13 @@ class EngineCore:
                 new = torch.tensor(seq.block_table[had:], dtype=torch.int32)
                 self.state.block_tables[row, had : len(seq.block_table)].copy_(new)
         longest = max(s.computed + s.in_flight + 1 for s in self._rows)
-        step = self.runner.step_function(len(self._rows), variant(self._rows), self._table_columns(longest))
-        step()
         count = len(self._rows)
+        masked = any(s.grammar is not None for s in self._rows)
+        if masked:  # every step in flight was read (_steps_in_flight): each grammar has taken its last token
+            masks = grammar_masks(self._rows, batch_bucket(count), self.model.config.vocab_size)
+            self.state.token_mask[: len(masks)].copy_(torch.from_numpy(masks), non_blocking=True)
+        step = self.runner.step_function(count, variant(self._rows), self._table_columns(longest), masked)
+        step()
         if self.runner.use_graphs:
             host = self._host_tokens[self._launched % STEPS_IN_FLIGHT]
             host[:count].copy_(self.state.tokens[:count], non_blocking=True)

@@ -3,10 +3,13 @@ by the same per-row parameters, seeds and step counts, so a request's tokens do 
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from warpcode.model_runtime.sampling import SamplingTensors, sample_on_device
+from warpcode.model_runtime.serving.grammar import mask_words
 from warpcode.model_runtime.serving.sequence import Sequence
+from warpcode.model_runtime.token_mask import apply_token_mask
 
 
 def variant(rows: list[Sequence]) -> str:
@@ -18,7 +21,11 @@ def variant(rows: list[Sequence]) -> str:
 
 
 def sample(seqs: list[Sequence], logits: torch.Tensor) -> list[int]:
-    """The next token of each sequence from its logits [n, V], as the decode step would sample it."""
+    """The next token of each sequence from its logits [n, V], as the decode step would sample it (inside its
+    grammar, if it has one)."""
+    if any(s.grammar is not None for s in seqs):
+        masks = grammar_masks(seqs, len(seqs), logits.shape[-1])
+        logits = apply_token_mask(logits, torch.from_numpy(masks).to(logits.device))
     kind = variant(seqs)
     if kind == "greedy":
         return logits.argmax(dim=-1).tolist()
@@ -28,3 +35,13 @@ def sample(seqs: list[Sequence], logits: torch.Tensor) -> list[int]:
     seeds = torch.tensor([s.seed for s in seqs], device=device)
     steps = torch.tensor([len(s.output_ids) for s in seqs], device=device)
     return sample_on_device(logits, params, seeds, steps, kind == "filtered").tolist()
+
+
+def grammar_masks(rows: list[Sequence], bucket: int, vocab_size: int) -> np.ndarray:
+    """The rows' token masks (int32 [bucket, words]): each grammar's next tokens, all ones for rows without one and
+    for the padding rows. Host work between a step's read and the next launch (the grammars need the last token)."""
+    masks = np.full((bucket, mask_words(vocab_size)), -1, dtype=np.int32)
+    for row, seq in enumerate(rows):
+        if seq.grammar is not None:
+            seq.grammar.fill(masks[row])
+    return masks

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from warpcode.model_runtime.sampling import SamplingParams
+from warpcode.model_runtime.serving.grammar import GrammarMatcher
 from warpcode.model_runtime.serving.request import FinishReason, RequestHandle
 
 
@@ -18,6 +19,7 @@ class Sequence:
     seed: int
     stop_token_ids: frozenset[int]
     stop_string_seen: Callable[[int], bool] | None  # token id -> True once the text holds a stop string
+    grammar: GrammarMatcher | None = None  # structured generation: the tokens each step may sample
     output_ids: list[int] = field(default_factory=list)
     computed: int = 0  # leading tokens whose keys and values are in the cache
     block_table: list[int] = field(default_factory=list)
@@ -56,7 +58,11 @@ class Sequence:
     def append(self, token: int) -> None:
         """Records a sampled token and decides whether the sequence is done."""
         self.output_ids.append(token)
+        if self.grammar is not None:
+            self.grammar.accept(token)
         if token in self.stop_token_ids or (self.stop_string_seen is not None and self.stop_string_seen(token)):
             self.finish_reason = "stop"
+        elif self.grammar is not None and self.grammar.finished:
+            self.finish_reason = "stop"  # nothing but the end can follow (ignore_eos does not apply)
         elif len(self.output_ids) >= self.max_new_tokens:
             self.finish_reason = "length"
