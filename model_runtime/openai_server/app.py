@@ -29,6 +29,7 @@ from warpcode.model_runtime.openai_server.generation import (
 from warpcode.model_runtime.openai_server.guard import RequestGuard, RequestLimits
 from warpcode.model_runtime.openai_server.schemas import ChatCompletionRequest, CompletionRequest
 from warpcode.model_runtime.openai_server.streaming import EventStream, Reply, chat_chunks, completion_chunks
+from warpcode.model_runtime.openai_server.structured import request_grammar
 
 # never delivered: the client has gone (nginx's "client closed request")
 CLIENT_CLOSED = 499
@@ -73,7 +74,8 @@ def create_app(
         check_model(body.model)
         # tokenising (and rendering a template) takes a while on long prompts: off the event loop, not to stall others
         prompt_ids = await asyncio.to_thread(completion_prompt_ids, engine, body.prompt)
-        generation = Generation(engine, prompt_ids, body, body.max_tokens, "prompt")
+        grammar = await asyncio.to_thread(request_grammar, engine, body)
+        generation = Generation(engine, prompt_ids, body, body.max_tokens, "prompt", grammar)
         reply = Reply("text_completion", model_name)
         if body.stream:
             chunks = completion_chunks(generation, reply, body.include_usage(), body.return_token_ids)
@@ -92,8 +94,9 @@ def create_app(
         check_model(body.model)
         prompt_ids = await asyncio.to_thread(chat_prompt_ids, engine.tokenizer, body)
         answer = answer_stream(engine.tokenizer, prompt_ids, body)
+        grammar = await asyncio.to_thread(request_grammar, engine, body)  # compiling a schema takes a while too
         # from here on, every way out ends the engine request (EventStream, collect)
-        generation = Generation(engine, prompt_ids, body, body.completion_limit(), "messages")
+        generation = Generation(engine, prompt_ids, body, body.completion_limit(), "messages", grammar)
         if body.stream:
             reply = Reply("chat.completion.chunk", model_name)
             chunks = chat_chunks(generation, reply, body.include_usage(), body.return_token_ids, answer)

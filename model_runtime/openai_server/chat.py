@@ -3,7 +3,8 @@
 
 Tool calls are found by the project's own parsers (the format the template teaches: Hermes / Qwen3 JSON or
 Qwen3-Coder XML). A block that does not parse is returned as the text the model wrote, as vLLM does, so the
-client sees what went wrong instead of a call it cannot run.
+client sees what went wrong instead of a call it cannot run. With parallel_tool_calls false only the first call is
+returned (as vLLM); a forced call (tool_choice) is a single call by its grammar already.
 """
 
 from __future__ import annotations
@@ -76,13 +77,14 @@ class ToolCallStream:
     delta (id, name and all its arguments), once where it ends is decided: at its closing `</tool_call>` for
     Hermes / Qwen3 JSON calls, at the end of the generation for Qwen3-Coder's (see toolcall_parsers.py)."""
 
-    def __init__(self, template: str, tools: list[dict[str, Any]]) -> None:
+    def __init__(self, template: str, tools: list[dict[str, Any]], single: bool = False) -> None:
         # the coder parser reads each tool's parameter types; a tool may omit "properties"
         tools = [
             {"function": {**tool["function"], "parameters": {"properties": {}, **tool["function"]["parameters"]}}}
             for tool in tools
         ]
         self._parser = parser_for_template(template, tools)
+        self._single = single  # parallel_tool_calls false: calls after the first are dropped
         self.calls: list[dict[str, Any]] = []
 
     def feed(self, text: str) -> ChatDelta:
@@ -98,6 +100,8 @@ class ToolCallStream:
                 delta.content += item.text
             elif item.error or not item.name:  # the model's own text, as vLLM returns a call it cannot parse
                 delta.content += self._parser.source(item.id)
+            elif self._single and self.calls:
+                continue
             else:
                 function = {"name": item.name, "arguments": json.dumps(item.arguments)}
                 call = {"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function", "function": function}

@@ -14,6 +14,7 @@ from fastapi import Request
 from warpcode.model_runtime.openai_server.errors import ApiError, bad_request
 from warpcode.model_runtime.openai_server.schemas import Sampling
 from warpcode.model_runtime.sampling import SamplingParams
+from warpcode.model_runtime.serving.grammar import GrammarMatcher
 
 
 def completion_prompt_ids(engine: Any, prompt: str | list[int]) -> list[int]:
@@ -39,7 +40,15 @@ def engine_stopped(engine: Any) -> ApiError | None:
 class Generation:
     """One request in the engine: its handle, and whether the engine has finished it."""
 
-    def __init__(self, engine: Any, prompt_ids: list[int], request: Sampling, max_tokens: int | None, param: str):
+    def __init__(
+        self,
+        engine: Any,
+        prompt_ids: list[int],
+        request: Sampling,
+        max_tokens: int | None,
+        param: str,
+        grammar: GrammarMatcher | None = None,
+    ):
         if (stopped := engine_stopped(engine)) is not None:
             raise stopped
         context, length = engine.context_length, len(prompt_ids)
@@ -60,7 +69,7 @@ class Generation:
         try:
             sampling = SamplingParams(request.temperature, max(request.top_k, 0), request.top_p, request.min_p)
             stop_ids = () if request.ignore_eos else None  # None: the model's end-of-sequence ids
-            self.handle = engine.submit(prompt_ids, wanted, sampling, request.seed, stop_ids, stops)
+            self.handle = engine.submit(prompt_ids, wanted, sampling, request.seed, stop_ids, stops, grammar)
         except ValueError as exc:  # RequestRefused (ids outside the vocabulary, more than the cache holds, a seed
             # past 64 bits), SamplingParams (a value the rows cannot hold)
             raise bad_request(str(exc), param, "request_refused") from None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, WrapValidator, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WrapValidator, field_validator, model_validator
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 FLOAT32_MAX = 3.4e38  # the engine holds temperatures in fp32
@@ -42,6 +42,24 @@ class StreamOptions(_Body):
     include_usage: bool = False
 
 
+class JsonSchemaFormat(_Body):
+    name: str
+    description: str | None = None
+    json_schema: dict[str, Any] = Field(default_factory=dict, alias="schema")
+    strict: bool | None = None  # the output always follows the schema (as vLLM): strict or not
+
+
+class ResponseFormat(_Body):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+    @model_validator(mode="after")
+    def _schema_given(self) -> ResponseFormat:
+        if self.type == "json_schema" and self.json_schema is None:
+            raise ValueError('type "json_schema" needs "json_schema": {"name": ..., "schema": {...}}')
+        return self
+
+
 class Sampling(_Body):
     """What both endpoints share: the model, limits, sampling and streaming."""
 
@@ -58,6 +76,7 @@ class Sampling(_Body):
     stream_options: StreamOptions | None = None
     return_token_ids: bool = False  # each choice also carries the generated token ids
     ignore_eos: bool = False  # vLLM's extension: generate max_tokens whatever the model ends with (benchmarks)
+    response_format: ResponseFormat | None = None  # json_object / json_schema: structured generation
 
     @field_validator("stop")
     @classmethod
@@ -163,10 +182,23 @@ class Tool(_Body):
     function: FunctionDef
 
 
+class NamedFunction(_Body):
+    name: str
+
+
+class NamedToolChoice(_Body):
+    type: Literal["function"]
+    function: NamedFunction
+
+
 class ChatCompletionRequest(Sampling):
     messages: list[ChatMessage] = Field(min_length=1)
     tools: list[Tool] | None = None
-    tool_choice: Literal["auto", "none"] | None = None  # "required" and named functions are not supported
+    tool_choice: Annotated[
+        Literal["auto", "none", "required"] | NamedToolChoice | None,
+        either('"auto", "none", "required" or {"type": "function", "function": {"name": ...}}'),
+    ] = None
+    parallel_tool_calls: bool | None = None  # false: at most one call
     max_completion_tokens: int | None = Field(None, gt=0)  # OpenAI's newer name for max_tokens
     # the template's own options, as vLLM takes them: {"enable_thinking": false} for Qwen3
     chat_template_kwargs: dict[str, Any] | None = None
