@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from warpcode.model_runtime.sampling import SamplingTensors, sample_on_device
-from warpcode.model_runtime.serving.grammar import mask_words
+from warpcode.model_runtime.serving.grammar import fill_masks, mask_words
 from warpcode.model_runtime.serving.sequence import Sequence
 from warpcode.model_runtime.token_mask import apply_token_mask
 
@@ -41,7 +41,5 @@ def grammar_masks(rows: list[Sequence], bucket: int, vocab_size: int) -> np.ndar
     """The rows' token masks (int32 [bucket, words]): each grammar's next tokens, all ones for rows without one and
     for the padding rows. Host work between a step's read and the next launch (the grammars need the last token)."""
     masks = np.full((bucket, mask_words(vocab_size)), -1, dtype=np.int32)
-    for row, seq in enumerate(rows):
-        if seq.grammar is not None:
-            seq.grammar.fill(masks[row])
+    fill_masks([(row, seq.grammar) for row, seq in enumerate(rows) if seq.grammar is not None], masks)
     return masks

@@ -1,7 +1,7 @@
 """Structured generation through the real server and the official `openai` client, on random weights: every
 json_schema answer parses and validates against its schema (20 schemas: tests/fixtures/structured/schemas.json,
 bounded so that each answer ends within max_tokens), forced tool calls are calls of a defined function with
-valid arguments, and parallel_tool_calls false gives one call."""
+valid arguments (test_forced_tool_calls.py)."""
 
 from __future__ import annotations
 
@@ -13,41 +13,8 @@ import jsonschema
 import openai
 import pytest
 
-from tests.model_runtime.checkpoints import CHAT_TEMPLATE
-from warpcode.model_runtime.openai_server.chat import ToolCallStream
-
 SCHEMAS = json.loads((Path(__file__).parents[2] / "fixtures/structured/schemas.json").read_text())["schemas"]
 MESSAGES = [{"role": "user", "content": "the quick brown fox"}]
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "read_file",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "pattern": "^[a-z./]{1,8}$"},
-                    "line": {"type": "integer", "maximum": 99, "minimum": 1},
-                },
-                "required": ["path"],
-                "additionalProperties": False,
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "set_mode",
-            "parameters": {
-                "type": "object",
-                "properties": {"mode": {"enum": ["fast", "slow"]}},
-                "required": ["mode"],
-                "additionalProperties": False,
-            },
-        },
-    },
-]
-PARAMETERS = {tool["function"]["name"]: tool["function"]["parameters"] for tool in TOOLS}
 
 
 @pytest.fixture
@@ -74,6 +41,19 @@ def test_every_json_schema_answer_parses_and_validates(client):
         jsonschema.validate(json.loads(choice.message.content), schema)
 
 
+def test_a_cached_prompt_and_a_stop_string_keep_the_grammar(client):
+    fmt = {"type": "json_schema", "json_schema": {"name": "p", "schema": SCHEMAS["flat_object"]}}
+    ask = dict(model="tiny-chat", messages=MESSAGES, response_format=fmt, max_tokens=64, seed=11)
+    first, again = client.chat.completions.create(**ask), client.chat.completions.create(**ask)
+    assert again.usage.prompt_tokens_details.cached_tokens > 0  # the prompt's blocks came from the prefix cache
+    assert again.choices[0].message.content == first.choices[0].message.content
+    cut = client.chat.completions.create(**ask, stop=['"age"'])  # the client's stop string still ends it there
+    assert (
+        cut.choices[0].finish_reason == "stop"
+        and cut.choices[0].message.content == first.choices[0].message.content.split('"age"')[0]
+    )
+
+
 def test_json_object_and_completions_and_streams_follow_the_format(client):
     schema = SCHEMAS["array_of_objects"]
     fmt = {"type": "json_schema", "json_schema": {"name": "points", "schema": schema}}
@@ -97,62 +77,3 @@ def test_json_object_and_completions_and_streams_follow_the_format(client):
             assert isinstance(json.loads(reply.choices[0].message.content), dict)
         else:
             assert reply.choices[0].message.content.startswith("{")
-
-
-def check_calls(calls, names: set[str]):
-    for call in calls:
-        assert call.type == "function" and call.function.name in names
-        jsonschema.validate(json.loads(call.function.arguments), PARAMETERS[call.function.name])
-
-
-def test_required_and_named_tool_choice_always_give_valid_calls(client):
-    def ask(item):
-        seed, choice, parallel = item
-        extra = {} if parallel is None else {"parallel_tool_calls": parallel}
-        reply = client.chat.completions.create(
-            model="tiny-chat", messages=MESSAGES, tools=TOOLS, tool_choice=choice, max_tokens=128, seed=seed, **extra
-        )
-        return choice, parallel, reply.choices[0]
-
-    named = {"type": "function", "function": {"name": "set_mode"}}
-    cases = [(seed, "required", False) for seed in range(3)] + [(seed, named, None) for seed in range(3)]
-    for choice, parallel, answer in in_parallel(ask, cases):
-        calls = answer.message.tool_calls
-        assert answer.finish_reason == "tool_calls" and calls, answer
-        check_calls(calls, {"set_mode"} if choice is named else set(PARAMETERS))
-        assert parallel is not False or len(calls) == 1
-
-
-def test_parallel_tool_calls_false_returns_the_first_call_only():
-    call = '<tool_call>\n{"name": "set_mode", "arguments": {"mode": "fast"}}\n</tool_call>'
-    for single, count in ((True, 1), (False, 2)):
-        stream = ToolCallStream(CHAT_TEMPLATE, TOOLS, single=single)
-        calls = stream.feed(call + "\n" + call.replace("fast", "slow")).tool_calls + stream.finish().tool_calls
-        assert len(calls) == count and json.loads(calls[0]["function"]["arguments"]) == {"mode": "fast"}
-
-
-@pytest.mark.parametrize(
-    ("body", "param", "says"),
-    [
-        ({"tool_choice": "required"}, "tool_choice", 'needs "tools"'),
-        (
-            {"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
-            "tool_choice",
-            "not one of the request's tools",
-        ),
-        (
-            {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "nonsense"}}}},
-            "response_format",
-            "cannot constrain",
-        ),
-        (
-            {"response_format": {"type": "json_object"}, "tools": TOOLS, "tool_choice": "required"},
-            "response_format",
-            "send one of them",
-        ),
-    ],
-)
-def test_what_cannot_be_constrained_is_a_400_naming_the_parameter(client, body, param, says):
-    with pytest.raises(openai.BadRequestError) as caught:
-        client.chat.completions.create(model="tiny-chat", messages=MESSAGES, max_tokens=8, extra_body=body)
-    assert caught.value.body["param"] == param and says in caught.value.body["message"]
