@@ -93,6 +93,28 @@ def llguidance_cost(tokenizer: Tokenizer) -> tuple[float, float]:
     return setup, float(np.median(times))
 
 
+def llguidance_batch_cost(tokenizer: Tokenizer, batch: int = 32) -> float:
+    """One step's masks for `batch` requests at once, on llguidance's thread pool (as the engine computes them)."""
+    import llguidance
+
+    from warpcode.model_runtime.serving.grammar import fill_masks, mask_words
+
+    lltok = llguidance.LLTokenizer(tokenizer.to_str(), eos_token=tokenizer.token_to_id(EOS_TOKEN))
+    grammar = llguidance.LLMatcher.grammar_from_json_schema(SCHEMA)
+    from warpcode.model_runtime.serving.grammar import GrammarMatcher
+
+    matchers = [GrammarMatcher(llguidance.LLMatcher(lltok, grammar), []) for _ in range(batch)]
+    masks = np.full((batch, mask_words(lltok.vocab_size)), -1, dtype=np.int32)
+    times = []
+    for token in answer_tokens(tokenizer):
+        t = time.perf_counter()
+        fill_masks(list(enumerate(matchers)), masks)
+        for matcher in matchers:
+            matcher.accept(token)
+        times.append(time.perf_counter() - t)
+    return float(np.median(times))
+
+
 def xgrammar_cost(tokenizer: Tokenizer) -> tuple[float, float]:
     import xgrammar
     from transformers import PreTrainedTokenizerFast
@@ -123,3 +145,6 @@ if __name__ == "__main__":
         for name, cost in (("llguidance", llguidance_cost), ("xgrammar", xgrammar_cost)):
             setup, per_token = cost(tokenizer)
             print(f"  {name}: setup {setup * 1e3:.0f} ms, mask + advance per token {per_token * 1e6:.0f} us (median)")
+        print(
+            f"  llguidance, 32 requests per step (parallel): {llguidance_batch_cost(tokenizer) * 1e6:.0f} us (median)"
+        )
