@@ -74,7 +74,7 @@ def create_app(
         check_model(body.model)
         # tokenising (and rendering a template) takes a while on long prompts: off the event loop, not to stall others
         prompt_ids = await asyncio.to_thread(completion_prompt_ids, engine, body.prompt)
-        grammar = await asyncio.to_thread(request_grammar, engine, body)
+        grammar = await asyncio.to_thread(request_grammar, engine, body, prompt_ids)
         generation = Generation(engine, prompt_ids, body, body.max_tokens, "prompt", grammar)
         reply = Reply("text_completion", model_name)
         if body.stream:
@@ -94,7 +94,7 @@ def create_app(
         check_model(body.model)
         prompt_ids = await asyncio.to_thread(chat_prompt_ids, engine.tokenizer, body)
         answer = answer_stream(engine.tokenizer, prompt_ids, body)
-        grammar = await asyncio.to_thread(request_grammar, engine, body)  # compiling a schema takes a while too
+        grammar = await asyncio.to_thread(request_grammar, engine, body, prompt_ids)  # compiling takes a while too
         # from here on, every way out ends the engine request (EventStream, collect)
         generation = Generation(engine, prompt_ids, body, body.completion_limit(), "messages", grammar)
         if body.stream:

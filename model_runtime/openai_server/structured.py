@@ -1,19 +1,24 @@
 """A request's structured generation as a grammar: response_format (json_object, json_schema) and a forced tool
 call (tool_choice "required" or a named function) in the template's own format, one call when parallel_tool_calls
-is false. The engine then samples every token inside it (model_runtime/serving/grammar.py)."""
+is false. The engine then samples every token inside it (model_runtime/serving/grammar.py).
+
+A prompt that leaves the model inside its reasoning (a template that opens `<think>` itself) gets the reasoning
+closed at once: the grammar starts with `</think>`, so the constrained answer is the content, not the thought.
+"""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from warpcode.model_runtime.chat.reasoning import PROMPT_TAIL_TOKENS, THINK_END, start_after, template_reasons
 from warpcode.model_runtime.chat.toolcall_parsers import Qwen3CoderParser, parser_for_template
 from warpcode.model_runtime.openai_server.errors import bad_request
 from warpcode.model_runtime.openai_server.schemas import ChatCompletionRequest, Sampling
 from warpcode.model_runtime.serving.grammar import JSON_OPTIONS, GrammarError, GrammarMatcher
 
 
-def request_grammar(engine: Any, request: Sampling) -> GrammarMatcher | None:
+def request_grammar(engine: Any, request: Sampling, prompt_ids: list[int]) -> GrammarMatcher | None:
     """The matcher the request's output must follow, None for free text; a 400 for what cannot be served."""
     forced = isinstance(request, ChatCompletionRequest) and forces_a_call(request)
     fmt = request.response_format
@@ -22,14 +27,19 @@ def request_grammar(engine: Any, request: Sampling) -> GrammarMatcher | None:
             "response_format and a forced tool call (tool_choice) both constrain the answer: send one of them",
             "response_format",
         )
+    prefix = reasoning_close(engine.tokenizer, prompt_ids) if isinstance(request, ChatCompletionRequest) else ""
     if forced:
-        text, param = _tool_call_lark(engine, request), "tools"
+        text, param = _tool_call_lark(engine, request, prefix), "tools"
         grammar = engine.grammars.lark(text)
     elif fmt is not None and fmt.type != "text":
         schema = fmt.json_schema.json_schema if fmt.json_schema is not None else {"type": "object"}
         param = "response_format"
         try:
-            grammar = engine.grammars.json_schema(schema)
+            grammar = (
+                engine.grammars.json_schema(schema)
+                if not prefix
+                else engine.grammars.lark(f"start: {json.dumps(prefix)} %json{json.dumps(_compact(schema))}\n")
+            )
         except GrammarError as exc:
             raise bad_request(str(exc), param) from None
     else:
@@ -43,11 +53,24 @@ def request_grammar(engine: Any, request: Sampling) -> GrammarMatcher | None:
         raise bad_request(str(exc), param, "no_tokenizer") from None
 
 
+def reasoning_close(tokenizer: Any, prompt_ids: list[int]) -> str:
+    """What ends the reasoning a prompt leaves the model in ("" when it is not in one)."""
+    if tokenizer is None or not template_reasons(tokenizer.chat_template):
+        return ""
+    thinking = start_after(tokenizer.decode(prompt_ids[-PROMPT_TAIL_TOKENS:])) == "thinking"
+    return THINK_END + "\n\n" if thinking else ""
+
+
+def _compact(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema with the compact JSON options (a schema's own x-guidance options win)."""
+    return {**schema, "x-guidance": {**JSON_OPTIONS, **schema.get("x-guidance", {})}}
+
+
 def forces_a_call(request: ChatCompletionRequest) -> bool:
     return request.tool_choice == "required" or not isinstance(request.tool_choice, str | None)
 
 
-def _tool_call_lark(engine: Any, request: ChatCompletionRequest) -> str:
+def _tool_call_lark(engine: Any, request: ChatCompletionRequest, prefix: str) -> str:
     """Lark: one call of the named function, or of any tool for "required" (one or more while parallel calls are
     allowed), in the Hermes / Qwen3 JSON format the template teaches:
     <tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>."""
@@ -75,8 +98,7 @@ def _tool_call_lark(engine: Any, request: ChatCompletionRequest) -> str:
         }
         for tool in tools
     ]
-    schema = {"anyOf": calls, "x-guidance": JSON_OPTIONS}
-    call = 'call: "<tool_call>\\n" %json' + json.dumps(schema) + ' "\\n</tool_call>"'
+    call = 'call: "<tool_call>\\n" %json' + json.dumps(_compact({"anyOf": calls})) + ' "\\n</tool_call>"'
     several = request.parallel_tool_calls is not False and request.tool_choice == "required"
-    start = 'start: call ("\\n" call)*' if several else "start: call"
+    start = f"start: {json.dumps(prefix) if prefix else ''} call" + (' ("\\n" call)*' if several else "")
     return f"{start}\n{call}\n"

@@ -8,10 +8,14 @@ from __future__ import annotations
 import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 
 import jsonschema
 import openai
 import pytest
+
+from warpcode.model_runtime.openai_server.schemas import ChatCompletionRequest
+from warpcode.model_runtime.openai_server.structured import request_grammar
 
 SCHEMAS = json.loads((Path(__file__).parents[2] / "fixtures/structured/schemas.json").read_text())["schemas"]
 MESSAGES = [{"role": "user", "content": "the quick brown fox"}]
@@ -77,3 +81,19 @@ def test_json_object_and_completions_and_streams_follow_the_format(client):
             assert isinstance(json.loads(reply.choices[0].message.content), dict)
         else:
             assert reply.choices[0].message.content.startswith("{")
+
+
+def test_a_prompt_left_thinking_gets_its_reasoning_closed_before_the_schema(chat_engine):
+    """A template that opens `<think>` for the model: the grammar ends the thought first, so the JSON is content."""
+    thinking = SimpleNamespace(tokenizer=SimpleNamespace(**vars(chat_engine.tokenizer)), grammars=chat_engine.grammars)
+    thinking.tokenizer.chat_template = "{{ messages }}<|im_start|>assistant\n<think>\n"
+    thinking.tokenizer.decode = chat_engine.tokenizer.decode
+    prompt = chat_engine.tokenizer.encode("<|im_start|>assistant\n<think>\n")
+    fmt = {"type": "json_schema", "json_schema": {"name": "b", "schema": SCHEMAS["boolean_flag"]}}
+    request = ChatCompletionRequest.model_validate({"messages": MESSAGES, "response_format": fmt})
+    for engine, answer in ((thinking, '</think>\n\n{"ok":true}'), (chat_engine, '{"ok":true}')):
+        matcher = request_grammar(engine, request, prompt)
+        for token in chat_engine.tokenizer.encode(answer, add_special_tokens=False):
+            assert not matcher.finished
+            matcher.accept(token)
+        assert matcher.finished and not matcher.broken
