@@ -156,30 +156,31 @@ class DecodeRunner:
         self._longest += 1
         return True
 
-    def step_function(self, batch: int, variant: str, table_columns: int | None = None):
-        """A callable that advances rows [0, batch) by one step: a graph replay, or the eager step."""
+    def step_function(self, batch: int, variant: str, table_columns: int | None = None, masked: bool = False):
+        """A callable that advances rows [0, batch) by one step: a graph replay, or the eager step. `masked`: the
+        rows' grammar masks apply (a graph of its own, so unconstrained steps do no mask work)."""
         # Eager or captured, the step runs the whole bucket: matrix products then have the same shapes, so the
         # two paths give the same numbers.
         bucket = batch_bucket(batch)
         columns = table_columns or self.state.block_tables.shape[1]
         if not self.use_graphs:
-            return lambda: decode_step(self.model, self.state, bucket, variant, columns)
-        key = (bucket, variant, columns)
+            return lambda: decode_step(self.model, self.state, bucket, variant, columns, masked=masked)
+        key = (bucket, variant, columns, masked)
         if key not in self._graphs:
             self._graphs[key] = self._capture(*key)
         return self._graphs[key].replay
 
-    def _capture(self, bucket: int, variant: str, columns: int) -> torch.cuda.CUDAGraph:
+    def _capture(self, bucket: int, variant: str, columns: int, masked: bool) -> torch.cuda.CUDAGraph:
         global _first_capture_pending
         if _first_capture_pending:  # a throwaway graph in a pool of its own, freed with it
             _first_capture_pending = False
-            self._capture_once(bucket, variant, columns, pool=None)
-        graph = self._capture_once(bucket, variant, columns, self._pool)
+            self._capture_once(bucket, variant, columns, masked, pool=None)
+        graph = self._capture_once(bucket, variant, columns, masked, self._pool)
         self._pool = graph.pool()
         return graph
 
     def _capture_once(
-        self, bucket: int, variant: str, columns: int, pool: tuple[int, int] | None
+        self, bucket: int, variant: str, columns: int, masked: bool, pool: tuple[int, int] | None
     ) -> torch.cuda.CUDAGraph:
         state = self.state
         saved = [t.clone() for t in (state.tokens, state.seq_lens, state.steps)]
@@ -188,11 +189,11 @@ class DecodeRunner:
         stream = torch.cuda.Stream(self.device)
         stream.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(stream):
-            decode_step(self.model, state, bucket, variant, columns)
+            decode_step(self.model, state, bucket, variant, columns, masked=masked)
         torch.cuda.current_stream(self.device).wait_stream(stream)
         for buffer, value in zip((state.tokens, state.seq_lens, state.steps), saved, strict=True):
             buffer.copy_(value)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=pool):
-            decode_step(self.model, state, bucket, variant, columns)
+            decode_step(self.model, state, bucket, variant, columns, masked=masked)
         return graph

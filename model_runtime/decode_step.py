@@ -64,6 +64,7 @@ from warpcode.model_runtime.model import DecoderLayer, MoeForCausalLM
 from warpcode.model_runtime.moe_block import SparseMoeBlock
 from warpcode.model_runtime.mx_weights import linear, uses_gemv
 from warpcode.model_runtime.sampling import SamplingParams, SamplingTensors, sample_on_device
+from warpcode.model_runtime.token_mask import apply_token_mask
 
 SCRATCH_BLOCK = 0  # the pool's reserved block: padding rows (of a batch or a padded chunk) write their keys there
 
@@ -81,6 +82,7 @@ class DecodeState:
     sampling: SamplingTensors  # per-row sampling parameters [slots]
     seeds: torch.Tensor  # int64 [slots]: per-row random seeds; with `steps` they make sampling reproducible
     steps: torch.Tensor  # int64 [slots]: tokens sampled so far per row
+    token_mask: torch.Tensor  # int32 [slots, ceil(V / 32)]: each row's allowed tokens, read by masked steps only
 
     @classmethod
     def allocate(
@@ -105,6 +107,7 @@ class DecodeState:
             sampling=SamplingTensors.allocate(slots, device),
             seeds=torch.zeros(slots, device=device, dtype=torch.long),
             steps=torch.zeros(slots, device=device, dtype=torch.long),
+            token_mask=torch.full((slots, (config.vocab_size + 31) // 32), -1, device=device, dtype=torch.int32),
         )
 
     @classmethod
@@ -153,13 +156,17 @@ def decode_step(
     batch: int,
     sampling: str,
     table_columns: int | None = None,
+    *,  # by name: two optional steps of the logits that a positional argument could swap
     process: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    masked: bool = False,
 ) -> torch.Tensor:
     """Advances rows [0, batch) of `state` by one token (see the module docstring). `sampling` is the static
     variant ("greedy", "sample", or "filtered" when some row uses top-k or top-p), so each captured graph does only
     the work its rows need. `table_columns`: the block-table columns attention reads (default all): a step for
     shorter rows launches attention over that many blocks only. `process` (eager steps only): logits [batch, V]
-    -> the logits to choose from (logit_bias, penalties). Returns the model's logits [batch, V], before `process`."""
+    -> the logits to choose from (logit_bias, penalties). `masked`: the rows' grammar masks (state.token_mask)
+    apply after `process`, just before sampling (vLLM's order: a bias cannot bring back a token the grammar forbids).
+    Returns the model's logits [batch, V], before `process` and the masks."""
     config = model.config
     seq_lens = state.seq_lens[:batch]
     tables = state.block_tables[:batch, :table_columns]
@@ -191,6 +198,8 @@ def decode_step(
     normed, _ = add_pending_rmsnorm(h, pending, model.model.norm.weight, eps)
     logits = F.linear(normed, model.output_weight)  # [B, V]
     choose_from = logits if process is None else process(logits)
+    if masked:
+        choose_from = apply_token_mask(choose_from, state.token_mask[:batch])
     if sampling == "greedy":  # argmax into tokens, steps and seq_lens + 1: two launches
         greedy_finish(choose_from, state.tokens[:batch], (state.steps[:batch], seq_lens))
     else:

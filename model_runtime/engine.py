@@ -24,6 +24,7 @@ from warpcode.model_runtime.presets import get_preset
 from warpcode.model_runtime.sampling import SamplingParams
 from warpcode.model_runtime.serving.config import EngineConfig
 from warpcode.model_runtime.serving.engine_core import EngineCore
+from warpcode.model_runtime.serving.grammar import GrammarMatcher, Grammars
 from warpcode.model_runtime.serving.logits_processors import NO_PROCESSING, LogitsProcessing
 from warpcode.model_runtime.serving.request import RequestHandle
 from warpcode.model_runtime.tokenizer import Tokenizer, eos_token_ids
@@ -80,6 +81,7 @@ class Engine:
         self._runner: DecodeRunner | None = None  # created at the first static-batch use
         self._core: EngineCore | None = None  # started at the first request
         self._core_lock = threading.Lock()
+        self._grammars: Grammars | None = None  # built at the first structured request (about 1 s on 150K tokens)
 
     @property
     def context_length(self) -> int:
@@ -98,6 +100,16 @@ class Engine:
                     decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)
                 self._core = EngineCore(self.model, self.serving, decode, self.eos_token_ids)
             return self._core
+
+    @property
+    def grammars(self) -> Grammars:
+        """Structured generation's compiler over this model's tokenizer (which it needs)."""
+        if self.tokenizer is None:
+            raise ValueError("structured generation needs the model's tokenizer, and this model has none")
+        with self._core_lock:
+            if self._grammars is None:
+                self._grammars = Grammars(self.tokenizer.tokenizer, self.config.vocab_size, self.eos_token_ids)
+            return self._grammars
 
     @property
     def failure(self) -> str | None:
@@ -122,12 +134,14 @@ class Engine:
         stop_token_ids: Iterable[int] | None = None,
         stop_strings: Iterable[str] = (),
         processing: LogitsProcessing = NO_PROCESSING,
+        grammar: GrammarMatcher | None = None,
     ) -> RequestHandle:
         """Queues one request on the serving engine; its handle yields outputs as they come (any thread, or
         `async for`). Raises RequestRefused when it can never fit. stop_token_ids None: the checkpoint's EOS ids.
-        `processing`: logit_bias, penalties and the logprobs to report (serving/logits_processors.py)."""
+        `processing`: logit_bias, penalties and the logprobs to report (serving/logits_processors.py). `grammar`: a
+        matcher from `grammars` that every generated token stays inside (this request's own: one per request)."""
         return self.core.submit(prompt_ids, max_new_tokens, sampling or SamplingParams(), seed, stop_token_ids,
-                                stop_strings, processing)  # fmt: skip
+                                stop_strings, processing, grammar)  # fmt: skip
 
     def warm_up(self, max_batch: int, max_tokens: int) -> int:
         """Captures the serving engine's decode graphs for up to `max_batch` streams of up to `max_tokens` tokens

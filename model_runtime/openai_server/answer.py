@@ -53,7 +53,11 @@ def answer_stream(tokenizer: Any, prompt_ids: list[int], request: ChatCompletion
     """The stream for a chat request whose prompt (as rendered with its chat_template_kwargs) is `prompt_ids`."""
     tools = None
     if parses_tool_calls(request):
-        tools = ToolCallStream(str(tokenizer.chat_template), [tool.model_dump() for tool in request.tools or []])
+        tools = ToolCallStream(
+            str(tokenizer.chat_template),
+            [tool.model_dump() for tool in request.tools or []],
+            single=request.parallel_tool_calls is False,
+        )
     return AnswerStream(splitter_for(tokenizer, prompt_ids), tools)
 
 

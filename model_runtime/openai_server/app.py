@@ -32,6 +32,7 @@ from warpcode.model_runtime.openai_server.streaming import (
     completion_chunks,
     system_fingerprint,
 )
+from warpcode.model_runtime.openai_server.structured import request_grammar
 from warpcode.model_runtime.openai_server.unsupported import CHAT_REFUSALS, COMPLETION_REFUSALS, refuse_unbuilt
 
 # never delivered: the client has gone (nginx's "client closed request")
@@ -82,8 +83,10 @@ def create_app(
         prompt_ids = [await asyncio.to_thread(completion_prompt_ids, engine, prompt) for prompt in prompts]
         echoes = [Echo(body, prompt, ids, engine.tokenizer) for prompt, ids in zip(prompts, prompt_ids, strict=True)]
         wants_logprobs = body.logprobs is not None
+        # one grammar for every prompt (only a chat prompt's open reasoning changes it); compiling takes a while too
+        grammar = await asyncio.to_thread(request_grammar, engine, body, prompt_ids[0])
         # from here on, every way out ends the engine requests (EventStream, collect)
-        choices = Choices(engine, prompt_ids, body, body.max_tokens, "prompt")
+        choices = Choices(engine, prompt_ids, body, body.max_tokens, "prompt", grammar)
         reply = Reply("text_completion", model_name, fingerprint)
         if body.stream:
             chunks = completion_chunks(
@@ -116,8 +119,9 @@ def create_app(
         refuse_unbuilt(body, CHAT_REFUSALS)
         prompt_ids = await asyncio.to_thread(chat_prompt_ids, engine.tokenizer, body)
         answers = [answer_stream(engine.tokenizer, prompt_ids, body) for _ in range(body.n)]
+        grammar = await asyncio.to_thread(request_grammar, engine, body, prompt_ids)  # compiling takes a while too
         # from here on, every way out ends the engine requests (EventStream, collect)
-        choices = Choices(engine, [prompt_ids], body, body.completion_limit(), "messages")
+        choices = Choices(engine, [prompt_ids], body, body.completion_limit(), "messages", grammar)
         token_text = TokenText(engine.tokenizer) if body.logprobs else None
         if body.stream:
             reply = Reply("chat.completion.chunk", model_name, fingerprint)

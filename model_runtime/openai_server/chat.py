@@ -3,7 +3,9 @@
 
 Tool calls are found by the project's own parsers (the format the template teaches: Hermes / Qwen3 JSON or
 Qwen3-Coder XML). A block that does not parse, or that calls a function the request did not define, is returned as
-the text the model wrote, as vLLM does, so the client sees what went wrong instead of a call it cannot run.
+the text the model wrote, as vLLM does, so the client sees what went wrong instead of a call it cannot run. With
+parallel_tool_calls false only the first call is returned (as vLLM); a forced call (tool_choice) is a single call by
+its grammar already.
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ class ToolCallStream:
     delta (id, name and all its arguments), once where it ends is decided: at its closing `</tool_call>` for
     Hermes / Qwen3 JSON calls, at the end of the generation for Qwen3-Coder's (see toolcall_parsers.py)."""
 
-    def __init__(self, template: str, tools: list[dict[str, Any]]) -> None:
+    def __init__(self, template: str, tools: list[dict[str, Any]], single: bool = False) -> None:
         # the coder parser reads each tool's parameter types; a tool may omit "properties"
         tools = [
             {"function": {**tool["function"], "parameters": {"properties": {}, **tool["function"]["parameters"]}}}
@@ -84,6 +86,7 @@ class ToolCallStream:
         ]
         self._parser = parser_for_template(template, tools)
         self._defined = {tool["function"]["name"] for tool in tools}
+        self._single = single  # parallel_tool_calls false: calls after the first are dropped
         self.calls: list[dict[str, Any]] = []
 
     def feed(self, text: str) -> ChatDelta:
@@ -101,6 +104,8 @@ class ToolCallStream:
                 # the model's own text, as vLLM returns a call it cannot parse or to a function the request did not
                 # define: the client could not run it
                 delta.content += self._parser.source(item.id)
+            elif self._single and self.calls:
+                continue
             else:
                 function = {"name": item.name, "arguments": json.dumps(item.arguments)}
                 call = {"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function", "function": function}

@@ -9,6 +9,9 @@ The prompt is shared, not computed n times: a prompt's first choice goes to the 
 has its first token. By then its prefill has registered the prompt's full KV-cache blocks in the prefix cache, so
 the others take those blocks (one more reference each) and compute only the prompt's partly filled last block.
 Submitted together, they would all be admitted before any block is registered, and each would prefill the prompt.
+
+A structured request's grammar is compiled once (structured.py); every choice samples inside its own copy of it,
+which follows that choice's tokens only.
 """
 
 from __future__ import annotations
@@ -23,14 +26,22 @@ from fastapi import Request
 from warpcode.model_runtime.openai_server.errors import bad_request
 from warpcode.model_runtime.openai_server.generation import ClientGone, Generation, disconnected
 from warpcode.model_runtime.openai_server.schemas import INT64_MAX, Sampling
+from warpcode.model_runtime.serving.grammar import GrammarMatcher
 from warpcode.model_runtime.serving.request import RequestOutput
 from warpcode.model_runtime.serving.token_logprobs import TokenLogprob
 
 
 class Choices:
     def __init__(
-        self, engine: Any, prompts: list[list[int]], request: Sampling, max_tokens: int | None, param: str
+        self,
+        engine: Any,
+        prompts: list[list[int]],
+        request: Sampling,
+        max_tokens: int | None,
+        param: str,
+        grammar: GrammarMatcher | None = None,
     ) -> None:
+        """`grammar`: the request's compiled grammar, never advanced itself (each choice gets a fresh copy)."""
         self.n, self.seed = request.n, request.seed
         if self.seed is not None and self.seed + self.n - 1 > INT64_MAX:
             message = f"seed: choice i samples with seed + i, so seed + n - 1 must be at most {INT64_MAX}"
@@ -39,7 +50,14 @@ class Choices:
         # the prompt's logprobs (echo) are the same for every choice of it: its first choice alone has them computed
         later = replace(processing, prompt_logprobs=None)
         self._submit_to = lambda prompt_ids, seed, first: Generation(
-            engine, prompt_ids, request, max_tokens, param, seed, processing if first else later
+            engine,
+            prompt_ids,
+            request,
+            max_tokens,
+            param,
+            seed,
+            processing if first else later,
+            None if grammar is None else grammar.copy(),
         )
         self.prompts = prompts
         self.generations: list[Generation | None] = [None] * (len(prompts) * self.n)

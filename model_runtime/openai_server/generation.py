@@ -13,6 +13,7 @@ from fastapi import Request
 from warpcode.model_runtime.openai_server.errors import ApiError, bad_request
 from warpcode.model_runtime.openai_server.schemas import Sampling
 from warpcode.model_runtime.sampling import SamplingParams
+from warpcode.model_runtime.serving.grammar import GrammarMatcher
 from warpcode.model_runtime.serving.logits_processors import NO_PROCESSING, LogitsProcessing
 
 
@@ -48,8 +49,9 @@ class Generation:
         param: str,
         seed: int | None = None,
         processing: LogitsProcessing = NO_PROCESSING,
+        grammar: GrammarMatcher | None = None,
     ) -> None:
-        """`seed` and `processing`: this choice's own (choices.py derives them from the request's)."""
+        """`seed`, `processing` and `grammar`: this choice's own (choices.py derives them from the request's)."""
         if (stopped := engine_stopped(engine)) is not None:
             raise stopped
         context, length = engine.context_length, len(prompt_ids)
@@ -74,7 +76,7 @@ class Generation:
         try:
             sampling = SamplingParams(request.temperature, max(request.top_k, 0), request.top_p, request.min_p)
             stop_ids = () if request.ignore_eos else None  # None: the model's end-of-sequence ids
-            self.handle = engine.submit(prompt_ids, wanted, sampling, seed, stop_ids, stops, processing)
+            self.handle = engine.submit(prompt_ids, wanted, sampling, seed, stop_ids, stops, processing, grammar)
         except ValueError as exc:  # RequestRefused (ids outside the vocabulary, more than the cache holds, a seed
             # past 64 bits), SamplingParams (a value the rows cannot hold)
             raise bad_request(str(exc), param, "request_refused") from None

@@ -13,7 +13,16 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, WrapValidator, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    WrapValidator,
+    field_validator,
+    model_validator,
+)
 
 from warpcode.model_runtime.serving.logits_processors import (
     MAX_BIAS,
@@ -60,6 +69,24 @@ class StreamOptions(_Body):
     include_usage: bool = False
 
 
+class JsonSchemaFormat(_Body):
+    name: str
+    description: str | None = None
+    json_schema: dict[str, Any] = Field(default_factory=dict, alias="schema")
+    strict: bool | None = None  # the output always follows the schema (as vLLM): strict or not
+
+
+class ResponseFormat(_Body):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+    @model_validator(mode="after")
+    def _schema_given(self) -> ResponseFormat:
+        if self.type == "json_schema" and self.json_schema is None:
+            raise ValueError('type "json_schema" needs "json_schema": {"name": ..., "schema": {...}}')
+        return self
+
+
 class Sampling(_Request):
     """What both endpoints share: the model, limits, sampling and streaming."""
 
@@ -82,6 +109,7 @@ class Sampling(_Request):
     # vLLM's extension: a token already in the prompt or the output has its logit divided by it (multiplied if < 0)
     repetition_penalty: float = Field(1.0, gt=0, le=MAX_REPETITION_PENALTY, allow_inf_nan=False)
     logit_bias: dict[str, Bias] | None = None  # {"token id": bias}, added to the logits before sampling
+    response_format: ResponseFormat | None = None  # json_object / json_schema: structured generation
 
     @field_validator("logit_bias")
     @classmethod
@@ -251,10 +279,23 @@ class Tool(_Body):
     function: FunctionDef
 
 
+class NamedFunction(_Body):
+    name: str
+
+
+class NamedToolChoice(_Body):
+    type: Literal["function"]
+    function: NamedFunction
+
+
 class ChatCompletionRequest(Sampling):
     messages: list[ChatMessage] = Field(min_length=1)
     tools: list[Tool] | None = None
-    tool_choice: Literal["auto", "none"] | None = None  # "required" and named functions are not supported
+    tool_choice: Annotated[
+        Literal["auto", "none", "required"] | NamedToolChoice | None,
+        either('"auto", "none", "required" or {"type": "function", "function": {"name": ...}}'),
+    ] = None
+    parallel_tool_calls: bool | None = None  # false: at most one call
     max_completion_tokens: int | None = Field(None, gt=0)  # OpenAI's newer name for max_tokens
     # the template's own options, as vLLM takes them: {"enable_thinking": false} for Qwen3
     chat_template_kwargs: dict[str, Any] | None = None

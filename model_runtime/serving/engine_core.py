@@ -32,10 +32,11 @@ from warpcode.model_runtime.prefill_graphs import PrefillGraphs, token_bucket
 from warpcode.model_runtime.sampling import SamplingParams
 from warpcode.model_runtime.serving.block_manager import BlockManager
 from warpcode.model_runtime.serving.config import EngineConfig
+from warpcode.model_runtime.serving.grammar import GrammarMatcher
 from warpcode.model_runtime.serving.kv_budget import blocks_in_budget
 from warpcode.model_runtime.serving.logits_processors import NO_PROCESSING, LogitsProcessing, RowProcessors
 from warpcode.model_runtime.serving.request import RequestHandle, RequestRefused
-from warpcode.model_runtime.serving.row_sampling import row_processors, sample, variant
+from warpcode.model_runtime.serving.row_sampling import grammar_masks, row_processors, sample, variant
 from warpcode.model_runtime.serving.scheduler import Scheduler
 from warpcode.model_runtime.serving.sequence import Sequence
 from warpcode.model_runtime.serving.token_logprobs import (
@@ -120,6 +121,7 @@ class EngineCore:
         self._rows_stale = False
         self._processors: RowProcessors | None = None  # the rows' logit_bias and penalties, when some row has them
         self._top_logprobs: int | None = None  # the most alternatives a row reports; None: no row wants logprobs
+        self._masked = False  # some row has a grammar: its steps apply the rows' token masks
         self._pass: _PrefillPass | None = None
         self._in_flight: deque[_Step] = deque()
         self._host_tokens = [self._host_buffer() for _ in range(STEPS_IN_FLIGHT)]
@@ -146,7 +148,10 @@ class EngineCore:
         stop_token_ids: Iterable[int] | None,
         stop_strings: Iterable[str],
         processing: LogitsProcessing = NO_PROCESSING,
+        grammar: GrammarMatcher | None = None,
     ) -> RequestHandle:
+        """`processing`: logit_bias, penalties and the logprobs to report; `grammar`: structured generation, this
+        request's own matcher (every token sampled inside it, after the processing changed the logits)."""
         try:  # integers only (a float or a string id is a caller's bug, not a token); C-speed over 16K-token prompts
             prompt_ids = list(map(operator.index, prompt_ids))
         except TypeError as error:
@@ -174,7 +179,7 @@ class EngineCore:
         handle = RequestHandle(request_id, len(prompt_ids), self._decode, stop_strings, stop_ids, self._cancel)
         seq = Sequence(
             handle, prompt_ids, max_new_tokens, sampling, random.getrandbits(31) if seed is None else seed,
-            stop_ids, self._stop_string_watcher(stop_strings) if stop_strings else None, processing,
+            stop_ids, self._stop_string_watcher(stop_strings) if stop_strings else None, processing, grammar,
         )  # fmt: skip
         self._inbox.put(("add", seq))
         self._wake.set()
@@ -330,7 +335,7 @@ class EngineCore:
             self._rows_stale |= seq.pending == 1  # all but its last token cached: straight to decoding
         if self._rows_stale:
             self._rebuild_rows()
-        while self._rows and len(self._in_flight) < STEPS_IN_FLIGHT:
+        while self._rows and len(self._in_flight) < self._steps_in_flight():
             if not self._launch():
                 break
         if self._pass is None:
@@ -341,6 +346,10 @@ class EngineCore:
             self._advance_prefill()
         if self._in_flight:
             self._read(self._in_flight.popleft())
+
+    def _steps_in_flight(self) -> int:
+        """One step at a time while a row has a grammar: its next mask needs the token the last step sampled."""
+        return 1 if self._masked else STEPS_IN_FLIGHT
 
     def _copy_blocks(self, pairs: list[tuple[int, int]]) -> None:
         """Copies whole blocks (source, target) in every layer's key and value pool: one fused launch on the GPU,
@@ -408,6 +417,7 @@ class EngineCore:
         state.sampling.set_rows([s.sampling for s in self._rows] + [SamplingParams()] * padding)
         wanted = [s.processing.logprobs for s in self._rows if s.processing.logprobs is not None]
         self._top_logprobs = max(wanted, default=None)
+        self._masked = any(s.grammar is not None for s in self._rows)
         self._processors = None
         if any(s.processing.changes_logits for s in self._rows):
             self._processors = row_processors(self._rows, bucket, self.model.config.vocab_size, self.device)
@@ -425,17 +435,20 @@ class EngineCore:
                 self.state.block_tables[row, had : len(seq.block_table)].copy_(new)
         longest = max(s.computed + s.in_flight + 1 for s in self._rows)
         count, columns = len(self._rows), self._table_columns(longest)
+        if self._masked:  # every step in flight was read (_steps_in_flight): each grammar has taken its last token
+            masks = grammar_masks(self._rows, batch_bucket(count), self.model.config.vocab_size)
+            self.state.token_mask[: len(masks)].copy_(torch.from_numpy(masks), non_blocking=True)
         if self._processors is not None or self._top_logprobs is not None:
             self._in_flight.append(self._processed_step(columns, self._top_logprobs))
         elif self.runner.use_graphs:
-            self.runner.step_function(count, variant(self._rows), columns)()
+            self.runner.step_function(count, variant(self._rows), columns, self._masked)()
             host = self._host_tokens[self._launched % STEPS_IN_FLIGHT]
             host[:count].copy_(self.state.tokens[:count], non_blocking=True)
             ready = torch.cuda.Event()
             ready.record()
             self._in_flight.append(_Step(list(self._rows), host, ready))
         else:
-            self.runner.step_function(count, variant(self._rows), columns)()
+            self.runner.step_function(count, variant(self._rows), columns, self._masked)()
             self._in_flight.append(_Step(list(self._rows), self.state.tokens[:count].clone(), None))
         self._launched += 1
         for seq in self._rows:
@@ -445,10 +458,13 @@ class EngineCore:
 
     def _processed_step(self, columns: int, top: int | None) -> _Step:
         """An eager decode step for rows that change their logits (logit_bias, penalties) or report logprobs: it
-        needs the step's logits, which a captured graph does not hand out. The other rows decode in it as usual."""
+        needs the step's logits, which a captured graph does not hand out. The other rows decode in it as usual,
+        and the grammar rows' masks apply after the processors (decode_step); the logprobs stay the raw logits'."""
         count, rows = len(self._rows), list(self._rows)
         bucket = batch_bucket(count)
-        logits = decode_step(self.model, self.state, bucket, variant(rows), columns, self._processors)
+        logits = decode_step(
+            self.model, self.state, bucket, variant(rows), columns, process=self._processors, masked=self._masked
+        )
         tokens = self.state.tokens[:count].clone()
         if self._processors is not None:
             self._processors.count(self.state.tokens[:bucket])

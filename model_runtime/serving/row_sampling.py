@@ -3,11 +3,14 @@ by the same per-row parameters, seeds and step counts, so a request's tokens do 
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from warpcode.model_runtime.sampling import SamplingTensors, sample_on_device
+from warpcode.model_runtime.serving.grammar import fill_masks, mask_words
 from warpcode.model_runtime.serving.logits_processors import NO_PROCESSING, RowProcessors
 from warpcode.model_runtime.serving.sequence import Sequence
+from warpcode.model_runtime.token_mask import apply_token_mask
 
 
 def variant(rows: list[Sequence]) -> str:
@@ -19,10 +22,13 @@ def variant(rows: list[Sequence]) -> str:
 
 
 def sample(seqs: list[Sequence], logits: torch.Tensor) -> list[int]:
-    """The next token of each sequence from its logits [n, V], as the decode step would sample it (after the
-    rows' logit_bias and penalties, when they ask for them)."""
+    """The next token of each sequence from its logits [n, V], as the decode step would sample it: after the
+    rows' logit_bias and penalties, when they ask for them, then inside its grammar, if it has one."""
     if any(s.processing.changes_logits for s in seqs):
         logits = row_processors(seqs, len(seqs), logits.shape[-1], logits.device)(logits)
+    if any(s.grammar is not None for s in seqs):
+        masks = grammar_masks(seqs, len(seqs), logits.shape[-1])
+        logits = apply_token_mask(logits, torch.from_numpy(masks).to(logits.device))
     kind = variant(seqs)
     if kind == "greedy":
         return logits.argmax(dim=-1).tolist()
@@ -40,3 +46,11 @@ def row_processors(rows: list[Sequence], bucket: int, vocab: int, device: torch.
     processing = [s.processing for s in rows] + [NO_PROCESSING] * padding
     prompts, outputs = [s.prompt_ids for s in rows] + [[]] * padding, [s.output_ids for s in rows] + [[]] * padding
     return RowProcessors(processing, prompts, outputs, vocab, device)
+
+
+def grammar_masks(rows: list[Sequence], bucket: int, vocab_size: int) -> np.ndarray:
+    """The rows' token masks (int32 [bucket, words]): each grammar's next tokens, all ones for rows without one and
+    for the padding rows. Host work between a step's read and the next launch (the grammars need the last token)."""
+    masks = np.full((bucket, mask_words(vocab_size)), -1, dtype=np.int32)
+    fill_masks([(row, seq.grammar) for row, seq in enumerate(rows) if seq.grammar is not None], masks)
+    return masks

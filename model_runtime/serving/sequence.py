@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from warpcode.model_runtime.sampling import SamplingParams
+from warpcode.model_runtime.serving.grammar import GrammarMatcher
 from warpcode.model_runtime.serving.logits_processors import NO_PROCESSING, LogitsProcessing
 from warpcode.model_runtime.serving.request import FinishReason, RequestHandle
 from warpcode.model_runtime.serving.token_logprobs import TokenLogprob
@@ -21,6 +22,7 @@ class Sequence:
     stop_token_ids: frozenset[int]
     stop_string_seen: Callable[[int], bool] | None  # token id -> True once the text holds a stop string
     processing: LogitsProcessing = NO_PROCESSING
+    grammar: GrammarMatcher | None = None  # structured generation: the tokens each step may sample
     output_ids: list[int] = field(default_factory=list)
     logprobs: list[TokenLogprob] = field(default_factory=list)  # one per output id, when the request asked
     computed: int = 0  # leading tokens whose keys and values are in the cache
@@ -63,7 +65,11 @@ class Sequence:
         self.output_ids.append(token)
         if (top := self.processing.logprobs) is not None and logprob is not None:
             self.logprobs.append(TokenLogprob(logprob.token_id, logprob.logprob, logprob.top[:top]))
+        if self.grammar is not None:
+            self.grammar.accept(token)
         if token in self.stop_token_ids or (self.stop_string_seen is not None and self.stop_string_seen(token)):
             self.finish_reason = "stop"
+        elif self.grammar is not None and self.grammar.finished:
+            self.finish_reason = "stop"  # nothing but the end can follow (ignore_eos does not apply)
         elif len(self.output_ids) >= self.max_new_tokens:
             self.finish_reason = "length"
