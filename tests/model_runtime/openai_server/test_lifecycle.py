@@ -61,6 +61,7 @@ def test_a_client_that_stops_waiting_for_a_whole_answer_frees_its_sequence(roomy
 def test_a_client_that_leaves_frees_every_choice_of_every_prompt(roomy_url, roomy_engine):
     # two prompts, three choices each: the later choices join once their prompt's first has its first token
     body = {"prompt": [[1, 2, 3], [4, 5]], "n": 3, "max_tokens": LONG, "stream": True, "return_token_ids": True}
+    wait_idle(roomy_engine)  # the shared engine may still be ending an earlier test's requests
     with httpx.stream("POST", f"{roomy_url}/completions", json=body, timeout=60) as response:
         seen = set()
         for line in response.iter_lines():
