@@ -29,36 +29,31 @@ def session_modes(current: str) -> schema.SessionModeState:
 def config_options(mode: str, model: str | None, models: Sequence[str]) -> list[schema.SessionConfigOptionSelect]:
     """The session's whole configuration state, in the order a client should show it; no model option when the
     service has no model configured (there is nothing to choose)."""
-    options = [
-        schema.SessionConfigOptionSelect(
-            id="mode",
-            name="Mode",
-            description="What the agent may do without asking for permission.",
-            category="mode",
-            type="select",
-            current_value=mode,
-            options=[
-                schema.SessionConfigSelectOption(value=m, name=n, description=d)
-                for m, (n, d) in MODE_DESCRIPTIONS.items()
-            ],
-        )
+    modes = [
+        schema.SessionConfigSelectOption(value=m, name=n, description=d) for m, (n, d) in MODE_DESCRIPTIONS.items()
     ]
+    options = [_select("mode", "Mode", "What the agent may do without asking for permission.", mode, modes)]
     if models and model is not None:
         choices = [
             schema.SessionConfigSelectOption(value=spec, name=model_name(spec), description=spec) for spec in models
         ]
-        options.append(
-            schema.SessionConfigOptionSelect(
-                id="model",
-                name="Model",
-                description="The model that answers; a change applies from the session's next model request.",
-                category="model",
-                type="select",
-                current_value=model,
-                options=choices,
-            )
-        )
+        about = "The model that answers; a change applies from the session's next model request."
+        options.append(_select("model", "Model", about, model, choices))
     return options
+
+
+def _select(
+    option_id: str, name: str, description: str, current: str, choices: list[schema.SessionConfigSelectOption]
+) -> schema.SessionConfigOptionSelect:
+    return schema.SessionConfigOptionSelect(
+        id=option_id,
+        name=name,
+        description=description,
+        category=option_id,  # ACP's reserved categories are "mode" and "model": ours are exactly those
+        type="select",
+        current_value=current,
+        options=choices,
+    )
 
 
 def model_name(spec: str) -> str:

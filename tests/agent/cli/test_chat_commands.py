@@ -192,19 +192,15 @@ async def _chat_with_warpcode(tmp_path: Path, lines: list[str]) -> tuple[Chat, s
 
 
 def test_warpcode_s_own_commands_are_listed(tmp_path: Path) -> None:
-    """Runs once warpcode's agent advertises slash commands (issue 47's server side): skipped before."""
     chat, screen = asyncio.run(_chat_with_warpcode(tmp_path, ["/help"]))
-    if not chat.commands.agent:
-        pytest.skip("this agent advertises no slash commands yet (issue 47's server side)")
+    assert chat.commands.agent, "warpcode's agent advertised no slash commands"
     theirs = [name for name in chat.commands.agent if name not in ("undo", "checkpoints", "mode", "model", "help")]
     assert theirs and all(f"/{name}" in screen.split("The agent's commands")[1] for name in theirs)
 
 
 def test_warpcode_s_own_model_and_mode_pickers(tmp_path: Path) -> None:
-    """Runs once warpcode's agent sends configOptions (issue 47's server side): skipped before."""
     chat, screen = asyncio.run(_chat_with_warpcode(tmp_path, ["/model", "/model 1", "/mode auto", "/mode"]))
-    if "model" not in chat.options.selects:
-        pytest.skip("this agent sends no model config option yet (issue 47's server side)")
+    assert "model" in chat.options.selects, "warpcode's agent sent no model config option"
     model = chat.options.current("model")
     assert f"mode ask, model {model}" in screen or f"model {model}, mode ask" in screen
     assert f" * 1. {model}" in screen and f"> /model 1\nmodel {model}\n" in screen and "error" not in screen
