@@ -1,23 +1,25 @@
 """Runs decode steps over a `DecodeState`: replayed from CUDA graphs on the GPU, eagerly elsewhere.
 
-Graphs are captured lazily per (batch bucket, sampling variant, block-table columns) and dropped when the state is
-reallocated. The serving engine (serving/engine_core.py) gives the runner its paged state and drives the steps;
-the static-batch path here (`reserve`, `prefill`, `decode`) is the baseline the benchmarks compare serving with (the
-numerical reference of every forward path is model.py's forward): rows own
-consecutive blocks, and the host only replays graphs and reads the sampled tokens back one step behind.
+Graphs are captured lazily, a step's forward per (batch bucket, block-table columns) and its choice per (batch
+bucket, sampling variant, masked or not), and dropped when the state is reallocated. The serving engine
+(serving/engine_core.py) gives the runner its paged state and drives the steps; the static-batch path here
+(`reserve`, `prefill`, `decode`) is the baseline the benchmarks compare serving with (the numerical reference of
+every forward path is model.py's forward): rows own consecutive blocks, and the host only replays graphs and reads
+the sampled tokens back one step behind.
 Off the GPU (or with graphs disabled) the same step function runs eagerly, on the same bucket of rows.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 
 from warpcode.model_runtime.decode_step import (
     DecodeState,
-    decode_step,
+    choose_next_tokens,
+    decode_forward,
     prepare_for_decode,
     sample_next_tokens,
     sampling_variant,
@@ -55,7 +57,7 @@ class DecodeRunner:
         self.block_size = block_size or default_block_size(self.device)
         self.use_graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
         self.state: DecodeState | None = None
-        self._graphs: dict[tuple[int, str, int], torch.cuda.CUDAGraph] = {}
+        self._graphs: dict[tuple, torch.cuda.CUDAGraph] = {}  # ("forward", bucket, columns) and ("choose", ...)
         self._pool = None
         self._longest = 0  # tokens in the longest row's cache, tracked on the host to refuse overflowing it
 
@@ -157,31 +159,66 @@ class DecodeRunner:
         return True
 
     def step_function(self, batch: int, variant: str, table_columns: int | None = None, masked: bool = False):
-        """A callable that advances rows [0, batch) by one step: a graph replay, or the eager step. `masked`: the
-        rows' grammar masks apply (a graph of its own, so unconstrained steps do no mask work)."""
+        """A callable that advances rows [0, batch) by one step: the forward, then the choice (two graph replays,
+        or the eager halves). `masked`: the rows' grammar masks apply (a choice graph of its own, so unconstrained
+        steps do no mask work)."""
+        forward, choose = self.forward_function(batch, table_columns), self.choose_function(batch, variant, masked)
+
+        def step() -> None:
+            forward()
+            choose()
+
+        return step
+
+    def forward_function(self, batch: int, table_columns: int | None = None) -> Callable[[], torch.Tensor]:
+        """A callable that runs the forward half of a step over rows [0, batch) (decode_step.decode_forward) and
+        returns the bucket's logits [bucket, V] (the state's buffer, ready once the device gets there)."""
         # Eager or captured, the step runs the whole bucket: matrix products then have the same shapes, so the
         # two paths give the same numbers.
         bucket = batch_bucket(batch)
         columns = table_columns or self.state.block_tables.shape[1]
+        model, state = self.model, self.state
         if not self.use_graphs:
-            return lambda: decode_step(self.model, self.state, bucket, variant, columns, masked=masked)
-        key = (bucket, variant, columns, masked)
-        if key not in self._graphs:
-            self._graphs[key] = self._capture(*key)
-        return self._graphs[key].replay
+            return lambda: decode_forward(model, state, bucket, columns)
+        graph = self._graph(("forward", bucket, columns), lambda: decode_forward(model, state, bucket, columns))
+        logits = state.logits[:bucket]
 
-    def _capture(self, bucket: int, variant: str, columns: int, masked: bool) -> torch.cuda.CUDAGraph:
+        def replay() -> torch.Tensor:
+            graph.replay()
+            return logits
+
+        return replay
+
+    def choose_function(self, batch: int, variant: str, masked: bool = False) -> Callable[[], None]:
+        """A callable that chooses the next token of rows [0, batch) from the state's logits by the static
+        sampling `variant` (decode_step.choose_next_tokens), inside the rows' token masks when `masked`. Its graph
+        is small (no layers), so every variant is cheap to capture at first use."""
+        bucket = batch_bucket(batch)
+        state = self.state
+
+        def choose() -> None:
+            choose_next_tokens(state, state.logits[:bucket], bucket, variant, masked=masked)
+
+        if not self.use_graphs:
+            return choose
+        return self._graph(("choose", bucket, variant, masked), choose).replay
+
+    def _graph(self, key: tuple, run: Callable[[], object]) -> torch.cuda.CUDAGraph:
+        """The graph of `run` under `key`, captured at first use."""
+        if key not in self._graphs:
+            self._graphs[key] = self._capture(run)
+        return self._graphs[key]
+
+    def _capture(self, run: Callable[[], object]) -> torch.cuda.CUDAGraph:
         global _first_capture_pending
         if _first_capture_pending:  # a throwaway graph in a pool of its own, freed with it
             _first_capture_pending = False
-            self._capture_once(bucket, variant, columns, masked, pool=None)
-        graph = self._capture_once(bucket, variant, columns, masked, self._pool)
+            self._capture_once(run, pool=None)
+        graph = self._capture_once(run, self._pool)
         self._pool = graph.pool()
         return graph
 
-    def _capture_once(
-        self, bucket: int, variant: str, columns: int, masked: bool, pool: tuple[int, int] | None
-    ) -> torch.cuda.CUDAGraph:
+    def _capture_once(self, run: Callable[[], object], pool: tuple[int, int] | None) -> torch.cuda.CUDAGraph:
         state = self.state
         saved = [t.clone() for t in (state.tokens, state.seq_lens, state.steps)]
         # A warm-up run outside the graph compiles the Triton kernels and creates cuBLAS workspaces; it writes the
@@ -189,11 +226,11 @@ class DecodeRunner:
         stream = torch.cuda.Stream(self.device)
         stream.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(stream):
-            decode_step(self.model, state, bucket, variant, columns, masked=masked)
+            run()
         torch.cuda.current_stream(self.device).wait_stream(stream)
         for buffer, value in zip((state.tokens, state.seq_lens, state.steps), saved, strict=True):
             buffer.copy_(value)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=pool):
-            decode_step(self.model, state, bucket, variant, columns, masked=masked)
+            run()
         return graph

@@ -4,7 +4,9 @@ Everything the step reads or changes lives in `DecodeState` device tensors and t
 host synchronisation, so CUDA graphs capture it once per batch size and replay it (see decode_runner.py).
 Row b holds `seq_lens[b]` tokens in its cache: the step embeds `tokens[b]` at position seq_lens[b], writes its key
 and value to that slot (through the row's block table), attends to slots [0, seq_lens[b]], samples the next token
-into `tokens[b]` and adds 1.
+into `tokens[b]` and adds 1. It comes in two halves, `decode_forward` (every layer, the logits into
+`state.logits`) and `choose_next_tokens` (the sample), captured as two graphs: between them the serving engine can
+still write what the choice reads (a grammar's token masks) while the forward runs.
 
 Per layer (fused kernels from warpcode.kernels; their PyTorch references off the GPU). The residual stream is one
 buffer h [B, H], and each add + RMSNorm is folded into the kernels around it (kernels/gemv.py, warp_decode.py):
@@ -47,7 +49,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from warpcode.kernels.attention_splits import fetches_before_wait
 from warpcode.kernels.decode_attention import decode_attention
@@ -83,6 +84,7 @@ class DecodeState:
     seeds: torch.Tensor  # int64 [slots]: per-row random seeds; with `steps` they make sampling reproducible
     steps: torch.Tensor  # int64 [slots]: tokens sampled so far per row
     token_mask: torch.Tensor  # int32 [slots, ceil(V / 32)]: each row's allowed tokens, read by masked steps only
+    logits: torch.Tensor  # [slots, V] in the model dtype: the last forward's logits, which the choice reads
 
     @classmethod
     def allocate(
@@ -108,6 +110,7 @@ class DecodeState:
             seeds=torch.zeros(slots, device=device, dtype=torch.long),
             steps=torch.zeros(slots, device=device, dtype=torch.long),
             token_mask=torch.full((slots, (config.vocab_size + 31) // 32), -1, device=device, dtype=torch.int32),
+            logits=torch.zeros((slots, config.vocab_size), device=device, dtype=dtype),
         )
 
     @classmethod
@@ -160,13 +163,21 @@ def decode_step(
     process: Callable[[torch.Tensor], torch.Tensor] | None = None,
     masked: bool = False,
 ) -> torch.Tensor:
-    """Advances rows [0, batch) of `state` by one token (see the module docstring). `sampling` is the static
-    variant ("greedy", "sample", or "filtered" when some row uses top-k or top-p), so each captured graph does only
-    the work its rows need. `table_columns`: the block-table columns attention reads (default all): a step for
-    shorter rows launches attention over that many blocks only. `process` (eager steps only): logits [batch, V]
-    -> the logits to choose from (logit_bias, penalties). `masked`: the rows' grammar masks (state.token_mask)
-    apply after `process`, just before sampling (vLLM's order: a bias cannot bring back a token the grammar forbids).
-    Returns the model's logits [batch, V], before `process` and the masks."""
+    """Advances rows [0, batch) of `state` by one token (see the module docstring): `decode_forward`, then
+    `choose_next_tokens`. Returns the model's logits [batch, V], before `process` and the masks."""
+    logits = decode_forward(model, state, batch, table_columns)
+    choose_next_tokens(state, logits, batch, sampling, process=process, masked=masked)
+    return logits
+
+
+def decode_forward(
+    model: MoeForCausalLM, state: DecodeState, batch: int, table_columns: int | None = None
+) -> torch.Tensor:
+    """The forward half of a step: rows [0, batch) of `state` through every layer (each row's key and value written
+    to its slot), their logits [batch, V] into `state.logits`. Tokens, lengths and steps stay as they were, so the
+    host may still prepare what the choice needs (a grammar's masks) while this runs. `table_columns`: the
+    block-table columns attention reads (default all): a step for shorter rows launches attention over that many
+    blocks only."""
     config = model.config
     seq_lens = state.seq_lens[:batch]
     tables = state.block_tables[:batch, :table_columns]
@@ -196,7 +207,27 @@ def decode_step(
             pending = linear(out, attn.o_proj.weight, attn.o_proj.bias)
         h, pending = _mlp(layer, h, pending, eps)
     normed, _ = add_pending_rmsnorm(h, pending, model.model.norm.weight, eps)
-    logits = F.linear(normed, model.output_weight)  # [B, V]
+    logits = state.logits[:batch]
+    torch.mm(normed, model.output_weight.t(), out=logits)  # [B, V]: F.linear, into the state's buffer
+    return logits
+
+
+def choose_next_tokens(
+    state: DecodeState,
+    logits: torch.Tensor,
+    batch: int,
+    sampling: str,
+    *,
+    process: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    masked: bool = False,
+) -> None:
+    """The choice half of a step: each row's next token from its logits [batch, V] into `tokens`, and the step
+    counted (`steps` and `seq_lens` + 1). `sampling` is the static variant ("greedy", "sample", or "filtered" when
+    some row uses top-k or top-p), so each captured graph does only the work its rows need. `process` (eager steps
+    only): logits -> the logits to choose from (logit_bias, penalties). `masked`: the rows' grammar masks
+    (state.token_mask) apply after `process`, just before sampling (vLLM's order: a bias cannot bring back a token
+    the grammar forbids)."""
+    seq_lens = state.seq_lens[:batch]
     choose_from = logits if process is None else process(logits)
     if masked:
         choose_from = apply_token_mask(choose_from, state.token_mask[:batch])
@@ -205,7 +236,6 @@ def decode_step(
     else:
         sample_next_tokens(state, choose_from, batch, sampling)
         seq_lens += 1
-    return logits
 
 
 def sample_next_tokens(state: DecodeState, logits: torch.Tensor, batch: int, sampling: str) -> torch.Tensor:

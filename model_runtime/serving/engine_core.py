@@ -3,7 +3,11 @@
 Each iteration takes new requests and cancellations, admits what fits, runs at most one prefill forward pass (a
 token budget of prompt chunks, smaller while streams decode) and keeps decode steps in flight for every sequence
 past its prefill. On the GPU two steps are in flight at once: the host reads step n's tokens while step n + 1 runs,
-so a sequence that finishes at step n has one more token computed and dropped. The decode rows change only between
+so a sequence that finishes at step n has one more token computed and dropped. A step is two launches, the forward
+and the choice of the tokens (decode_step.py). While a row has a grammar, the choice of step n + 1 needs its
+grammar advanced by step n's token: the host launches n + 1's forward, then reads step n and builds the masks while
+that forward runs, then launches n + 1's choice, so the masks cost the device nothing while they take less time
+than a forward. The decode rows change only between
 steps: the steps in flight are read first, then the rows' buffers are written again (tokens, lengths, block tables,
 sampling). Rows beyond the batch point at block 0, which no sequence owns, so what they write harms nobody.
 """
@@ -24,7 +28,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from warpcode.model_runtime.decode_runner import DecodeRunner, batch_bucket
-from warpcode.model_runtime.decode_step import SCRATCH_BLOCK, DecodeState, decode_step
+from warpcode.model_runtime.decode_step import SCRATCH_BLOCK, DecodeState, choose_next_tokens
 from warpcode.model_runtime.detokenize import IncrementalDetokenizer, StopStringFilter
 from warpcode.model_runtime.model import MoeForCausalLM
 from warpcode.model_runtime.prefill import PrefillChunk, prefill_in_steps
@@ -32,7 +36,7 @@ from warpcode.model_runtime.prefill_graphs import PrefillGraphs, token_bucket
 from warpcode.model_runtime.sampling import SamplingParams
 from warpcode.model_runtime.serving.block_manager import BlockManager
 from warpcode.model_runtime.serving.config import EngineConfig
-from warpcode.model_runtime.serving.grammar import GrammarMatcher
+from warpcode.model_runtime.serving.grammar import GrammarMatcher, mask_words
 from warpcode.model_runtime.serving.kv_budget import blocks_in_budget
 from warpcode.model_runtime.serving.logits_processors import NO_PROCESSING, LogitsProcessing, RowProcessors
 from warpcode.model_runtime.serving.request import RequestHandle, RequestRefused
@@ -41,6 +45,7 @@ from warpcode.model_runtime.serving.scheduler import Scheduler
 from warpcode.model_runtime.serving.sequence import Sequence
 from warpcode.model_runtime.serving.token_logprobs import (
     MAX_PROMPT_LOGPROBS_TOKENS,
+    StepLogprobs,
     TokenLogprob,
     prompt_logprobs,
     token_logprobs,
@@ -67,7 +72,7 @@ class _Step:
     rows: list[Sequence]
     tokens: torch.Tensor  # the sampled tokens, on the host once `ready` completed
     ready: torch.cuda.Event | None
-    logprobs: list[TokenLogprob] | None = None  # per row, when some row asked for logprobs
+    logprobs: StepLogprobs | None = None  # when some row asked for logprobs, ready with the tokens
 
 
 @dataclass
@@ -124,7 +129,9 @@ class EngineCore:
         self._masked = False  # some row has a grammar: its steps apply the rows' token masks
         self._pass: _PrefillPass | None = None
         self._in_flight: deque[_Step] = deque()
-        self._host_tokens = [self._host_buffer() for _ in range(STEPS_IN_FLIGHT)]
+        self._host_tokens = [self._host_buffer((self.rows_capacity,), torch.long) for _ in range(STEPS_IN_FLIGHT)]
+        # the next step's grammar masks: written after the step before was read, so that step's copy has landed
+        self._host_masks = self._host_buffer((self.rows_capacity, mask_words(model_config.vocab_size)), torch.int32)
         self._launched = 0
         self._inbox: queue.SimpleQueue[tuple[str, object]] = queue.SimpleQueue()
         self._wake = threading.Event()
@@ -335,21 +342,19 @@ class EngineCore:
             self._rows_stale |= seq.pending == 1  # all but its last token cached: straight to decoding
         if self._rows_stale:
             self._rebuild_rows()
-        while self._rows and len(self._in_flight) < self._steps_in_flight():
+        launched = False
+        while self._rows and len(self._in_flight) < STEPS_IN_FLIGHT and not (launched and self._masked):
             if not self._launch():
                 break
+            launched = True
         if self._pass is None:
             budget = self.config.interleaved_prefill_tokens if self._rows else self.config.max_prefill_tokens
             if plan := self.scheduler.prefill_plan(budget):
                 self._pass = _PrefillPass(plan, self._prefill_steps(plan))
         if self._pass is not None:
             self._advance_prefill()
-        if self._in_flight:
+        if self._in_flight and not (launched and self._masked):  # a masked launch read the step before it
             self._read(self._in_flight.popleft())
-
-    def _steps_in_flight(self) -> int:
-        """One step at a time while a row has a grammar: its next mask needs the token the last step sampled."""
-        return 1 if self._masked else STEPS_IN_FLIGHT
 
     def _copy_blocks(self, pairs: list[tuple[int, int]]) -> None:
         """Copies whole blocks (source, target) in every layer's key and value pool: one fused launch on the GPU,
@@ -375,9 +380,10 @@ class EngineCore:
             state.seq_lens.zero_()
             made, bucket = 0, 1
             while self.runner.use_graphs and bucket <= batch_bucket(min(max_batch, self.rows_capacity)):
+                self.runner.choose_function(bucket, "greedy")  # the other variants' choices are cheap at first use
                 tokens = MIN_COLUMN_SLOTS
                 while True:
-                    self.runner.step_function(bucket, "greedy", self._table_columns(min(tokens, max_tokens)))
+                    self.runner.forward_function(bucket, self._table_columns(min(tokens, max_tokens)))
                     made += 1
                     if tokens >= min(max_tokens, self.state.capacity):
                         break
@@ -434,42 +440,35 @@ class EngineCore:
                 new = torch.tensor(seq.block_table[had:], dtype=torch.int32)
                 self.state.block_tables[row, had : len(seq.block_table)].copy_(new)
         longest = max(s.computed + s.in_flight + 1 for s in self._rows)
-        count, columns = len(self._rows), self._table_columns(longest)
-        if self._masked:  # every step in flight was read (_steps_in_flight): each grammar has taken its last token
-            masks = grammar_masks(self._rows, batch_bucket(count), self.model.config.vocab_size)
-            self.state.token_mask[: len(masks)].copy_(torch.from_numpy(masks), non_blocking=True)
-        if self._processors is not None or self._top_logprobs is not None:
-            self._in_flight.append(self._processed_step(columns, self._top_logprobs))
-        elif self.runner.use_graphs:
-            self.runner.step_function(count, variant(self._rows), columns, self._masked)()
-            host = self._host_tokens[self._launched % STEPS_IN_FLIGHT]
-            host[:count].copy_(self.state.tokens[:count], non_blocking=True)
+        rows, count, columns = list(self._rows), len(self._rows), self._table_columns(longest)
+        bucket, kind = batch_bucket(count), variant(self._rows)
+        logits = self.runner.forward_function(count, columns)()
+        if self._masked:  # the grammars take the tokens of the step before while this forward runs
+            while self._in_flight:
+                self._read(self._in_flight.popleft())
+            masks = self._host_masks[:bucket]
+            grammar_masks(rows, masks.numpy())
+            self.state.token_mask[:bucket].copy_(masks, non_blocking=True)
+        if self._processors is None:
+            self.runner.choose_function(count, kind, self._masked)()
+        else:  # logit_bias and penalties: an eager choice over the forward's logits
+            choose_next_tokens(self.state, logits, bucket, kind, process=self._processors, masked=self._masked)
+            self._processors.count(self.state.tokens[:bucket])
+        logprobs = None  # of the raw logits, not the processed or masked ones
+        if self._top_logprobs is not None:
+            logprobs = StepLogprobs.of(logits[:count], self.state.tokens[:count], self._top_logprobs)
+        host = self._host_tokens[self._launched % STEPS_IN_FLIGHT]
+        host[:count].copy_(self.state.tokens[:count], non_blocking=True)
+        ready = None
+        if self.device.type == "cuda":
             ready = torch.cuda.Event()
             ready.record()
-            self._in_flight.append(_Step(list(self._rows), host, ready))
-        else:
-            self.runner.step_function(count, variant(self._rows), columns, self._masked)()
-            self._in_flight.append(_Step(list(self._rows), self.state.tokens[:count].clone(), None))
+        self._in_flight.append(_Step(rows, host, ready, logprobs))
         self._launched += 1
-        for seq in self._rows:
+        for seq in rows:
             seq.in_flight += 1
         self.counters.decode_steps += 1
         return True
-
-    def _processed_step(self, columns: int, top: int | None) -> _Step:
-        """An eager decode step for rows that change their logits (logit_bias, penalties) or report logprobs: it
-        needs the step's logits, which a captured graph does not hand out. The other rows decode in it as usual,
-        and the grammar rows' masks apply after the processors (decode_step); the logprobs stay the raw logits'."""
-        count, rows = len(self._rows), list(self._rows)
-        bucket = batch_bucket(count)
-        logits = decode_step(
-            self.model, self.state, bucket, variant(rows), columns, process=self._processors, masked=self._masked
-        )
-        tokens = self.state.tokens[:count].clone()
-        if self._processors is not None:
-            self._processors.count(self.state.tokens[:bucket])
-        logprobs = None if top is None else token_logprobs(logits[:count], tokens, top)
-        return _Step(rows, tokens, None, logprobs)
 
     def _make_room(self) -> None:
         """Reads the steps in flight; if no sequence finished in them (whose blocks now come back), preempts the
@@ -497,7 +496,7 @@ class EngineCore:
         if step.ready is not None:
             step.ready.synchronize()
         tokens = step.tokens[: len(step.rows)].tolist()
-        logprobs = step.logprobs or [None] * len(tokens)
+        logprobs = step.logprobs.rows(tokens) if step.logprobs is not None else [None] * len(tokens)
         for seq, token, logprob in zip(step.rows, tokens, logprobs, strict=True):
             seq.in_flight -= 1
             if seq.finish_reason is not None:
@@ -587,6 +586,6 @@ class EngineCore:
         done.wait()
         return counts[0] if counts else 0
 
-    def _host_buffer(self) -> torch.Tensor:
-        pinned = self.device.type == "cuda"
-        return torch.empty(self.rows_capacity, dtype=torch.long, pin_memory=pinned)
+    def _host_buffer(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        """Pinned on the GPU's host, so copies to and from it do not wait for the host."""
+        return torch.empty(shape, dtype=dtype, pin_memory=self.device.type == "cuda")

@@ -27,7 +27,8 @@ def sample(seqs: list[Sequence], logits: torch.Tensor) -> list[int]:
     if any(s.processing.changes_logits for s in seqs):
         logits = row_processors(seqs, len(seqs), logits.shape[-1], logits.device)(logits)
     if any(s.grammar is not None for s in seqs):
-        masks = grammar_masks(seqs, len(seqs), logits.shape[-1])
+        masks = np.empty((len(seqs), mask_words(logits.shape[-1])), dtype=np.int32)
+        grammar_masks(seqs, masks)
         logits = apply_token_mask(logits, torch.from_numpy(masks).to(logits.device))
     kind = variant(seqs)
     if kind == "greedy":
@@ -48,9 +49,9 @@ def row_processors(rows: list[Sequence], bucket: int, vocab: int, device: torch.
     return RowProcessors(processing, prompts, outputs, vocab, device)
 
 
-def grammar_masks(rows: list[Sequence], bucket: int, vocab_size: int) -> np.ndarray:
-    """The rows' token masks (int32 [bucket, words]): each grammar's next tokens, all ones for rows without one and
-    for the padding rows. Host work between a step's read and the next launch (the grammars need the last token)."""
-    masks = np.full((bucket, mask_words(vocab_size)), -1, dtype=np.int32)
+def grammar_masks(rows: list[Sequence], masks: np.ndarray) -> None:
+    """Writes the rows' token masks into `masks` (int32 [bucket, words], bucket >= rows): each grammar's next
+    tokens, all ones for rows without one and for the padding rows. The grammars need the last token: the host
+    builds these after reading the step before, while the device runs the forward they apply to."""
+    masks.fill(-1)
     fill_masks([(row, seq.grammar) for row, seq in enumerate(rows) if seq.grammar is not None], masks)
-    return masks

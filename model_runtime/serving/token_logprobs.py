@@ -29,14 +29,40 @@ class TokenLogprob:
 
 def token_logprobs(logits: torch.Tensor, chosen: torch.Tensor, top: int) -> list[TokenLogprob]:
     """logits [rows, V] (raw), chosen int64 [rows] -> one TokenLogprob per row with `top` alternatives."""
-    logprobs = torch.log_softmax(logits.float(), dim=-1)
-    picked = logprobs.gather(-1, chosen[:, None]).squeeze(-1).tolist()
-    values, ids = torch.topk(logprobs, min(top, logprobs.shape[-1]), dim=-1) if top else (None, None)
-    rows = []
-    for row, (token, logprob) in enumerate(zip(chosen.tolist(), picked, strict=True)):
-        alternatives = tuple(zip(ids[row].tolist(), values[row].tolist(), strict=True)) if top else ()
-        rows.append(TokenLogprob(token, logprob, alternatives))
-    return rows
+    return StepLogprobs.of(logits, chosen, top).rows(chosen.tolist())
+
+
+@dataclass(frozen=True)
+class StepLogprobs:
+    """A step's logprobs computed on the device when the step is launched, copied towards the host without waiting
+    (pinned buffers on the GPU) and read as TokenLogprobs once the step's tokens are read."""
+
+    picked: torch.Tensor  # fp32 [rows]: each chosen token's logprob
+    top_values: torch.Tensor  # fp32 [rows, top], most likely first
+    top_ids: torch.Tensor  # int64 [rows, top]
+
+    @classmethod
+    def of(cls, logits: torch.Tensor, chosen: torch.Tensor, top: int) -> StepLogprobs:
+        logprobs = torch.log_softmax(logits.float(), dim=-1)
+        picked = logprobs.gather(-1, chosen[:, None]).squeeze(-1)
+        values, ids = torch.topk(logprobs, min(top, logprobs.shape[-1]), dim=-1)
+        return cls(*(_towards_host(t) for t in (picked, values, ids)))
+
+    def rows(self, chosen: list[int]) -> list[TokenLogprob]:
+        """One TokenLogprob per row (`chosen`: the rows' tokens, read from the same step)."""
+        picked, ids, values = self.picked.tolist(), self.top_ids.tolist(), self.top_values.tolist()
+        return [
+            TokenLogprob(token, logprob, tuple(zip(ids[row], values[row], strict=True)))
+            for row, (token, logprob) in enumerate(zip(chosen, picked, strict=True))
+        ]
+
+
+def _towards_host(tensor: torch.Tensor) -> torch.Tensor:
+    """A host copy that lands when the device gets there (the reader waits for the step's event first)."""
+    if not tensor.is_cuda:
+        return tensor
+    host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)  # from torch's cached pinned pool
+    return host.copy_(tensor, non_blocking=True)
 
 
 def prompt_logprobs(model: MoeForCausalLM, prompt_ids: list[int], top: int) -> list[TokenLogprob | None]:
