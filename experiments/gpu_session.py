@@ -301,6 +301,10 @@ STEPS = {step.name: step for step in (
          "bench_serve.jsonl",
          lambda o, a: [run(*warpcode("bench", "serve", "--preset", "qwen3-30b-a3b", "--random-weights", *a,
                                      "--json"))]),
+    Step("structured", "decode tok/s free, inside a json_schema grammar, with logprobs, with a logit_bias "
+         "(ARGS: --batch, --tokens, --rounds)", "structured.jsonl",  # the repository root: the tests' tokenizer
+         lambda o, a: [run("bash", "-c", f"PYTHONPATH=.:$PYTHONPATH {shlex.join(script('grammar_gpu_cost.py', *a))}")],
+         args="--batch 1,32 --tokens 256"),
     Step("gemv", "the GEMV's configs against cuBLAS, per shape and batch", "bench_gemv.log",
          lambda o, a: [run(*module("warpcode.bench.gemv", "--shapes", "5120x2048,2048x4096,128x2048", *a))],
          args="--batch 1,4,8,16 --quick", tail=40),
