@@ -4,8 +4,9 @@ The packages stack up as the design draws them:
 
     agent -> {tools, model_runtime};  model_runtime -> kernels;  tools, kernels -> no other warpcode package;
     bench -> anything (and only the CLI's `bench` command, agent/cli/bench.py, imports bench);
+    training -> anything (and nothing imports it: it makes the built-in model, the product only loads it);
     nothing imports experiments/ or tests/; agent/cli is a leaf (only agent/__main__.py imports it);
-    torch and triton are imported by model_runtime, kernels and bench alone.
+    torch and triton are imported by model_runtime, kernels, bench and training alone.
 
 The graph is read from the source with `ast`, not from what one run happens to import: an import inside a function
 counts like one at the top of the file (it runs on some call, and hiding a cycle in a function is how cycles
@@ -34,12 +35,13 @@ MAY_IMPORT = {
     "tools": set(),
     "kernels": set(),
     "bench": {"agent", "tools", "model_runtime", "kernels"},
+    "training": {"agent", "tools", "model_runtime", "kernels"},
 }
 BENCH_COMMAND = "warpcode.agent.cli.bench"  # the one module outside bench/ that may import warpcode.bench
 CLI = "warpcode.agent.cli"
 CLI_ENTRY = "warpcode.agent.__main__"  # `python -m warpcode.agent` runs the CLI
 HEAVY = {"torch", "triton"}
-MAY_IMPORT_HEAVY = {"model_runtime", "kernels", "bench"}
+MAY_IMPORT_HEAVY = {"model_runtime", "kernels", "bench", "training"}
 NEVER_IMPORTED = {"tests", "experiments"}  # checkouts' folders, not shipped: a shipped module cannot import them
 
 

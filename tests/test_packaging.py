@@ -16,6 +16,7 @@ FOLDERS = {
     "kernels": "warpcode.kernels",
     "model_runtime": "warpcode.model_runtime",
     "bench": "warpcode.bench",
+    "training": "warpcode.training",
 }
 
 
@@ -35,12 +36,12 @@ def test_every_subpackage_is_listed_for_regular_installs():
 
 @pytest.mark.slow
 def test_namespace_imports_from_outside_the_repo(tmp_path):
-    modules = "warpcode.agent, warpcode.tools, warpcode.kernels, warpcode.model_runtime, warpcode.bench"
+    modules = "warpcode.agent, warpcode.tools, warpcode.kernels, warpcode.model_runtime, warpcode.bench, warpcode.training"
     result = run_python(f"import {modules}", tmp_path)
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.parametrize("name", ["tools", "kernels", "agent", "model_runtime", "bench"])
+@pytest.mark.parametrize("name", ["tools", "kernels", "agent", "model_runtime", "bench", "training"])
 def test_generic_names_are_not_importable_top_level(tmp_path, name):
     # Another distribution may own the name (transformers depends on Hugging Face's `kernels`): ours must not.
     code = (
