@@ -12,10 +12,10 @@ import json
 from typing import Any
 
 from warpcode.model_runtime.chat.reasoning import PROMPT_TAIL_TOKENS, THINK_END, start_after, template_reasons
-from warpcode.model_runtime.chat.toolcall_parsers import Qwen3CoderParser, parser_for_template
+from warpcode.model_runtime.chat.toolcall_grammars import compact, forced_calls, tool_format
 from warpcode.model_runtime.openai_server.errors import bad_request
 from warpcode.model_runtime.openai_server.schemas import ChatCompletionRequest, Sampling
-from warpcode.model_runtime.serving.grammar import JSON_OPTIONS, GrammarError, GrammarMatcher
+from warpcode.model_runtime.serving.grammar import GrammarError, GrammarMatcher
 
 
 def request_grammar(engine: Any, request: Sampling, prompt_ids: list[int]) -> GrammarMatcher | None:
@@ -38,7 +38,7 @@ def request_grammar(engine: Any, request: Sampling, prompt_ids: list[int]) -> Gr
             grammar = (
                 engine.grammars.json_schema(schema)
                 if not prefix
-                else engine.grammars.lark(f"start: {json.dumps(prefix)} %json{json.dumps(_compact(schema))}\n")
+                else engine.grammars.lark(f"start: {json.dumps(prefix)} %json{json.dumps(compact(schema))}\n")
             )
         except GrammarError as exc:
             raise bad_request(str(exc), param) from None
@@ -61,19 +61,13 @@ def reasoning_close(tokenizer: Any, prompt_ids: list[int]) -> str:
     return THINK_END + "\n\n" if thinking else ""
 
 
-def _compact(schema: dict[str, Any]) -> dict[str, Any]:
-    """The schema with the compact JSON options (a schema's own x-guidance options win)."""
-    return {**schema, "x-guidance": {**JSON_OPTIONS, **schema.get("x-guidance", {})}}
-
-
 def forces_a_call(request: ChatCompletionRequest) -> bool:
     return request.tool_choice == "required" or not isinstance(request.tool_choice, str | None)
 
 
 def _tool_call_lark(engine: Any, request: ChatCompletionRequest, prefix: str) -> str:
     """Lark: one call of the named function, or of any tool for "required" (one or more while parallel calls are
-    allowed), in the Hermes / Qwen3 JSON format the template teaches:
-    <tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>."""
+    allowed), in the tool-call format the template teaches (Hermes / Qwen3 JSON or Qwen3-Coder XML)."""
     tools = [tool.function for tool in request.tools or []]
     if not tools:
         raise bad_request('tool_choice "required" or a named function needs "tools"', "tool_choice")
@@ -82,23 +76,6 @@ def _tool_call_lark(engine: Any, request: ChatCompletionRequest, prefix: str) ->
         tools = [tool for tool in tools if tool.name == name]
         if not tools:
             raise bad_request(f"tool_choice names {name!r}, which is not one of the request's tools", "tool_choice")
-    template = str(engine.tokenizer.chat_template)
-    if isinstance(parser_for_template(template, []), Qwen3CoderParser):
-        raise bad_request(
-            'tool_choice "required" or a named function is not built yet for the Qwen3-Coder XML tool-call format '
-            'of this model\'s template: use tool_choice "auto"',
-            "tool_choice",
-        )
-    calls = [
-        {
-            "type": "object",
-            "properties": {"name": {"const": tool.name}, "arguments": tool.parameters},
-            "required": ["name", "arguments"],
-            "additionalProperties": False,
-        }
-        for tool in tools
-    ]
-    call = 'call: "<tool_call>\\n" %json' + json.dumps(_compact({"anyOf": calls})) + ' "\\n</tool_call>"'
     several = request.parallel_tool_calls is not False and request.tool_choice == "required"
-    start = f"start: {json.dumps(prefix) if prefix else ''} call" + (' ("\\n" call)*' if several else "")
-    return f"{start}\n{call}\n"
+    fmt = tool_format(str(engine.tokenizer.chat_template))
+    return forced_calls(fmt, [(tool.name, tool.parameters or {}) for tool in tools], several, prefix)

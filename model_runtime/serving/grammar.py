@@ -20,9 +20,7 @@ import llguidance
 import numpy as np
 from tokenizers import Tokenizer as FastTokenizer
 
-# Compact JSON (no free whitespace): the model cannot spend its tokens on spaces and newlines, so a bounded
-# schema gives a bounded answer.
-JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
+from warpcode.model_runtime.chat.toolcall_grammars import JSON_OPTIONS
 
 
 class GrammarError(ValueError):

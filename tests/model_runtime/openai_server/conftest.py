@@ -3,6 +3,7 @@ session (servers.py starts them)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +21,27 @@ def chat_engine(tmp_path_factory, fast_tokenizer):
     engine = load(path, device="cpu", show_progress=False)
     yield engine
     engine.shutdown()
+
+
+@pytest.fixture(scope="session")
+def coder_chat_engine(tmp_path_factory, fast_tokenizer):
+    """The chat checkpoint with the published Qwen3-Coder template (its XML tool-call format)."""
+    from tests.model_runtime.chat.published_toolcall_cases import FORMAT_TEMPLATE
+    from warpcode.model_runtime import load
+
+    # the published template spells the tools out at length: a longer context than the other servers'
+    path = save_chat_checkpoint(tmp_path_factory.mktemp("coder-chat"), fast_tokenizer, max_position_embeddings=4096)
+    config = json.loads((path / "tokenizer_config.json").read_text())
+    (path / "tokenizer_config.json").write_text(json.dumps({**config, "chat_template": FORMAT_TEMPLATE["qwen3_coder"]}))
+    engine = load(path, device="cpu", show_progress=False)
+    yield engine
+    engine.shutdown()
+
+
+@pytest.fixture(scope="session")
+def coder_chat_url(coder_chat_engine) -> Iterator[str]:
+    with serving(coder_chat_engine, CHAT_MODEL) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

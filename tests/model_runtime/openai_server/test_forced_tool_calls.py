@@ -1,7 +1,7 @@
 """Forced tool calls through the real server and the official `openai` client, on random weights: tool_choice
 "required" or a named function always gives calls of the defined functions with arguments valid against their
-schemas, in the template's own format; parallel_tool_calls false gives one call; what cannot be constrained is a
-400 naming the parameter."""
+schemas, in the template's own format (Hermes JSON, and Qwen3-Coder XML under the published template);
+parallel_tool_calls false gives one call; what cannot be constrained is a 400 naming the parameter."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ TOOLS = [
                 "properties": {
                     "path": {"type": "string", "pattern": "^[a-z./]{1,8}$"},
                     "line": {"type": "integer", "maximum": 99, "minimum": 1},
+                    "why": {"type": "string", "maxLength": 6},
                 },
                 "required": ["path"],
                 "additionalProperties": False,
@@ -53,6 +54,11 @@ def client(chat_url) -> openai.OpenAI:
     return openai.OpenAI(base_url=chat_url, api_key="unused")
 
 
+@pytest.fixture(params=["chat_url", "coder_chat_url"], ids=["hermes", "qwen3_coder"])
+def format_client(request) -> openai.OpenAI:
+    return openai.OpenAI(base_url=request.getfixturevalue(request.param), api_key="unused")
+
+
 def in_parallel(function, items):
     with ThreadPoolExecutor(8) as pool:
         return list(pool.map(function, items))
@@ -64,7 +70,9 @@ def check_calls(calls, names: set[str]):
         jsonschema.validate(json.loads(call.function.arguments), PARAMETERS[call.function.name])
 
 
-def test_required_and_named_tool_choice_always_give_valid_calls(client):
+def test_required_and_named_tool_choice_always_give_valid_calls(format_client):
+    client = format_client
+
     def ask(item):
         seed, choice, parallel = item
         extra = {} if parallel is None else {"parallel_tool_calls": parallel}

@@ -1,0 +1,118 @@
+"""Tool-call grammars against the parsers that read the calls: a text the grammar accepts is read back by our
+Hermes / Qwen3-Coder parser to the arguments written, valid against the tool's schema (jsonschema); texts the
+parser would misread or the schema rejects are refused by the grammar at the first byte that makes them so."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import llguidance
+import pytest
+
+from tests.model_runtime.checkpoints import EOS_TOKEN, train_bpe
+from warpcode.model_runtime.chat.toolcall_grammars import HERMES, QWEN3_CODER, forced_calls, text_with_calls
+from warpcode.model_runtime.chat.toolcall_parsers import hermes_parser, qwen3_coder_parser
+
+EDIT = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string", "pattern": "^[a-z_/]+\\.py$"},
+        "old": {"type": "string"},
+        "count": {"type": "integer", "minimum": 1},
+        "mode": {"enum": ["exact", "fuzzy"]},
+        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
+    },
+    "required": ["path", "old"],
+    "additionalProperties": False,
+}
+RUN = {"type": "object", "properties": {"command": {"type": "string", "maxLength": 20}}, "required": ["command"]}
+TOOLS = [("edit_file", EDIT), ("run", RUN)]
+SCHEMAS = dict(TOOLS)
+OPENAI_TOOLS = [{"type": "function", "function": {"name": n, "parameters": p}} for n, p in TOOLS]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    bpe = train_bpe()
+    return bpe, llguidance.LLTokenizer(
+        bpe.to_str(), n_vocab=bpe.get_vocab_size(), eos_token=[bpe.token_to_id(EOS_TOKEN)]
+    )
+
+
+def accepts(tokenizer, grammar: str, text: str) -> bool:
+    """Whether the grammar takes `text` whole (and may end there)."""
+    bpe, llg = tokenizer
+    matcher = llguidance.LLMatcher(llg, grammar, log_level=0)
+    assert not matcher.is_error(), matcher.get_error()
+    return all(matcher.consume_token(t) for t in bpe.encode(text).ids) and matcher.is_accepting()
+
+
+def coder_call(name: str, arguments: dict[str, str]) -> str:
+    params = "".join(f"<parameter={key}>\n{value}\n</parameter>\n" for key, value in arguments.items())
+    return f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
+
+
+def hermes_call(name: str, arguments: dict) -> str:
+    body = json.dumps({"name": name, "arguments": arguments}, separators=(",", ":"))
+    return f"<tool_call>\n{body}\n</tool_call>"
+
+
+def read(fmt: str, text: str) -> list:
+    parser = qwen3_coder_parser(OPENAI_TOOLS) if fmt == QWEN3_CODER else hermes_parser()
+    return [item for item in [*parser.feed(text), *parser.finish()] if hasattr(item, "arguments")]
+
+
+VALID_CODER = coder_call(
+    "edit_file", {"path": "pkg/a.py", "old": "x = 1\n  y </param", "count": "3", "mode": "fuzzy", "tags": '["a"]'}
+)
+
+
+@pytest.mark.parametrize("fmt", [HERMES, QWEN3_CODER])
+def test_an_accepted_call_reads_back_valid_against_its_schema(tokenizer, fmt):
+    arguments = {"path": "pkg/a.py", "old": "x = 1\n  y </param", "count": 3, "mode": "fuzzy", "tags": ["a"]}
+    call = VALID_CODER if fmt == QWEN3_CODER else hermes_call("edit_file", arguments)
+    assert accepts(tokenizer, forced_calls(fmt, TOOLS, several=False), call)
+    (parsed,) = read(fmt, call)
+    assert parsed.name == "edit_file" and parsed.error is None and parsed.arguments == arguments
+    jsonschema.validate(parsed.arguments, EDIT)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        coder_call("delete_all", {"path": "a.py"}),  # not a tool
+        coder_call("edit_file", {"old": "x"}),  # the required path missing
+        coder_call("edit_file", {"path": "a.txt", "old": "x"}),  # path against its pattern
+        coder_call("edit_file", {"path": "a.py", "old": "x", "count": "many"}),  # not an integer
+        coder_call("edit_file", {"path": "a.py", "old": "x", "count": "0"}),  # below the minimum
+        coder_call("edit_file", {"path": "a.py", "old": "x", "mode": "slow"}),  # outside the enum
+        coder_call("edit_file", {"path": "a.py", "old": "null"}),  # read as None, not a string
+        coder_call("edit_file", {"path": "a.py", "old": "a</parameter>\n<parameter=count>"}),  # read two ways
+        coder_call("run", {"command": "x" * 21}),  # past maxLength
+        coder_call("edit_file", {"old": "x", "path": "a.py"}),  # out of the schema's order
+    ],
+)
+def test_what_the_parser_would_misread_or_the_schema_rejects_is_refused(tokenizer, call):
+    assert not accepts(tokenizer, forced_calls(QWEN3_CODER, TOOLS, several=False), call)
+
+
+@pytest.mark.parametrize("fmt", [HERMES, QWEN3_CODER])
+def test_free_text_keeps_every_call_whole_and_valid(tokenizer, fmt):
+    grammar = text_with_calls(fmt, TOOLS)
+    call = VALID_CODER if fmt == QWEN3_CODER else hermes_call("run", {"command": "pytest -q"})
+    bad = coder_call("run", {"command": "x" * 21}) if fmt == QWEN3_CODER else hermes_call("run", {"cmd": "ls"})
+    assert accepts(tokenizer, grammar, "Any text at all, < and tool_call included.\n")
+    assert accepts(tokenizer, grammar, f"Let me look.\n{call}\nthen more text\n{call}")
+    assert not accepts(tokenizer, grammar, f"Let me look.\n{bad}")
+    assert not accepts(tokenizer, grammar, "Let me look.\n<tool_call>\n")  # a call opened must be finished
+
+
+def test_forced_calls_follow_parallel_calls_and_a_prefix(tokenizer):
+    one = coder_call("run", {"command": "ls"})
+    assert accepts(tokenizer, forced_calls(QWEN3_CODER, TOOLS, several=True), f"{one}\n{one}")
+    assert not accepts(tokenizer, forced_calls(QWEN3_CODER, TOOLS, several=False), f"{one}\n{one}")
+    assert accepts(
+        tokenizer, forced_calls(QWEN3_CODER, TOOLS, several=False, prefix="</think>\n\n"), f"</think>\n\n{one}"
+    )
+    assert not accepts(tokenizer, forced_calls(QWEN3_CODER, TOOLS, several=False), f"text first {one}")
