@@ -1,5 +1,6 @@
 """What structured generation and logits processing cost a decode step on the GPU: decode tok/s of the same rows
-free, inside a json_schema grammar, with logprobs, and with a logit_bias, alternating over rounds in one process
+free, inside a json_schema grammar, inside the agent's tool-call grammar (the `local:` backend's: free text, calls
+held to the agent's tool schemas), with logprobs, and with a logit_bias, alternating over rounds in one process
 (qwen3-30b-a3b random weights, graphs warm).
 
 Every row decodes exactly --tokens tokens (the schema's answer, a long array of records, runs past them, and no
@@ -26,7 +27,9 @@ import time
 from grammar_mask_cost import big_tokenizer
 
 from tests.model_runtime.checkpoints import EOS_TOKEN
+from warpcode.agent.toolbox import tool_schemas
 from warpcode.model_runtime import load_random
+from warpcode.model_runtime.chat.toolcall_grammars import HERMES, text_with_calls
 from warpcode.model_runtime.sampling import SamplingParams
 from warpcode.model_runtime.serving import engine_core
 from warpcode.model_runtime.serving.grammar import Grammars
@@ -51,6 +54,7 @@ SCHEMA = {
 ARMS = {
     "free": NO_PROCESSING,
     "json_schema": NO_PROCESSING,
+    "tool_calls": NO_PROCESSING,
     "logprobs": LogitsProcessing(logprobs=5),
     "logit_bias": LogitsProcessing(logit_bias=((7, 2.0), (11, -2.0))),
 }
@@ -68,9 +72,10 @@ def timed_masks(rows, masks) -> None:
 build_masks, engine_core.grammar_masks = engine_core.grammar_masks, timed_masks
 
 
-def decode_rate(engine, grammars, grammar: str, arm: str, batch: int, tokens: int) -> float:
+def decode_rate(engine, grammars, grammars_of_arms: dict[str, str], arm: str, batch: int, tokens: int) -> float:
     prompt = list(range(1, 33))
-    constrained = arm == "json_schema"
+    grammar = grammars_of_arms.get(arm)
+    constrained = grammar is not None
     sampling, processing = SamplingParams(1.0), ARMS[arm]
     matchers = [grammars.matcher(grammar) if constrained else None for _ in range(batch)]
     handles = [
@@ -103,7 +108,11 @@ if __name__ == "__main__":
     engine.warm_up(max(batches), 32 + args.tokens + 2)
     tokenizer = big_tokenizer(min(150_000, engine.config.vocab_size))
     grammars = Grammars(tokenizer, engine.config.vocab_size, [tokenizer.token_to_id(EOS_TOKEN)])
-    grammar = grammars.json_schema(SCHEMA)
+    tools = [(t["function"]["name"], t["function"]["parameters"]) for t in tool_schemas()]
+    grammar = {
+        "json_schema": grammars.json_schema(SCHEMA),
+        "tool_calls": grammars.lark(text_with_calls(HERMES, tools, specials=grammars.specials)),
+    }
     for batch in batches:
         for arm in ARMS:  # the choice graphs of every arm captured outside the timing
             decode_rate(engine, grammars, grammar, arm, batch, 8)

@@ -1,9 +1,15 @@
 """`local:DIR[#OPTIONS]`: a Hugging Face checkpoint run in-process by warpcode.model_runtime.
 
 OPTIONS, comma-separated after `#`: a weight format, `mxfp8` (its projections and experts in MXFP8, quantised as they
-load) or `bf16` (the default: as stored, in the model dtype); and `context=N`, the tokens the prompt and the answer
+load) or `bf16` (the default: as stored, in the model dtype); `context=N`, the tokens the prompt and the answer
 share (the default is the model's own context, as vLLM derives it: YaRN's factor x original_max_position_embeddings,
-at most 131,072; N may not pass the model's). So `local:DIR#mxfp8,context=65536`.
+at most 131,072; N may not pass the model's); and `tool-grammar=on|off`. So `local:DIR#mxfp8,context=65536`.
+
+With the tool grammar on (the default), every answer is generated inside a grammar (structured generation,
+model_runtime/chat/toolcall_grammars.py): text is free, but once the model opens a tool call, the call must be one
+of the session's tools with arguments valid against its schema, in the template's own format, so a local model
+never sends a malformed call. `tool-grammar=off` lets calls come free (the parser then reports a malformed one to
+the model as an error).
 
 The checkpoint's chat template renders the conversation with the tools; generated text is parsed as it streams
 (warpcode.model_runtime.chat, shared with serve-model), first for reasoning when the template writes `<think>`
@@ -18,16 +24,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from warpcode.agent.backends.base import BackendError, Finish, ModelEvent, ToolCallReady, approximate_tokens
 from warpcode.model_runtime.chat.deltas import TextDelta, ThoughtDelta
 from warpcode.model_runtime.chat.messages import Message, ToolCall
 from warpcode.model_runtime.chat.prompt import conversation_prompt_ids
 from warpcode.model_runtime.chat.reasoning import splitter_for
+from warpcode.model_runtime.chat.toolcall_grammars import text_with_calls, tool_format
 from warpcode.model_runtime.chat.toolcall_parsers import parser_for_template
 from warpcode.model_runtime.weight_formats import WEIGHT_FORMATS
 
@@ -37,26 +45,34 @@ _ENGINES: dict[tuple[Path, str, int | None], Any] = {}
 _ENGINES_LOCK = threading.Lock()
 
 
-def split_local_spec(spec: str) -> tuple[str, str, int | None]:
-    """`DIR` or `DIR#OPTIONS` -> (DIR, weight format, context or None for the model's own); a directory whose name
-    holds '#' stays whole."""
+class LocalSpec(NamedTuple):
+    directory: str
+    weights: str = "bf16"
+    context: int | None = None  # None: the model's own
+    tool_grammar: bool = True  # tool calls constrained to the tools' schemas (`tool-grammar=off`: free)
+
+
+def split_local_spec(spec: str) -> LocalSpec:
+    """`DIR` or `DIR#OPTIONS` -> its LocalSpec; a directory whose name holds '#' stays whole."""
     directory, sep, options = spec.rpartition("#")
     if not sep or Path(spec).is_dir():
-        return spec, "bf16", None
-    weights, context = "bf16", None
+        return LocalSpec(spec)
+    weights, context, tool_grammar = "bf16", None, True
     for option in options.split(","):
         name, is_setting, value = option.partition("=")
         if is_setting and name == "context" and value.isdigit() and int(value) > 1:
             context = int(value)
+        elif is_setting and name == "tool-grammar" and value in ("on", "off"):
+            tool_grammar = value == "on"
         elif not is_setting and option in WEIGHT_FORMATS:
             weights = option
         else:
             known = ", ".join(f"#{f}" for f in WEIGHT_FORMATS)
             raise BackendError(
-                f"unknown option #{option} in model spec {spec!r}: use a weight format ({known}) and/or #context=N "
-                "(tokens, e.g. local:DIR#mxfp8,context=65536)"
+                f"unknown option #{option} in model spec {spec!r}: use a weight format ({known}), #context=N "
+                "(tokens) and/or #tool-grammar=on|off (e.g. local:DIR#mxfp8,context=65536)"
             )
-    return directory, weights, context
+    return LocalSpec(directory, weights, context, tool_grammar)
 
 
 class LocalBackend:
@@ -70,9 +86,11 @@ class LocalBackend:
         engine: Any = None,
         weights: str = "bf16",
         context: int | None = None,
+        tool_grammar: bool = True,
     ) -> None:
         self.path, self.max_new_tokens, self._engine = Path(path or "."), max_new_tokens, engine
-        self.weights, self.context = weights, context
+        self.weights, self.context, self.tool_grammar = weights, context, tool_grammar
+        self._grammars: dict[str, Any] = {}  # the tools' JSON -> their compiled grammar (a matcher to copy)
         self.context_window = DEFAULT_CONTEXT_WINDOW
         if engine is None:
             self.context_window = _checkpoint_context(self.path, context)
@@ -100,8 +118,10 @@ class LocalBackend:
                 f"the conversation ({len(prompt_ids)} tokens) fills the model's context of {engine.context_length} "
                 "tokens; start a new session or compact this one"
             )
+        thinking = answer.thinking is not None and answer.thinking.state == "thinking"
+        grammar = self._tool_grammar(engine, tools, thinking)
         try:
-            handle = engine.submit(prompt_ids, min(self.max_new_tokens, room))
+            handle = engine.submit(prompt_ids, min(self.max_new_tokens, room), grammar=grammar)
         except ValueError as exc:
             raise BackendError(str(exc)) from exc
         try:
@@ -116,6 +136,29 @@ class LocalBackend:
             handle.cancel()  # a closed stream (a cancelled turn) frees the sequence at once
         reason = "length" if handle.finish_reason == "length" else "tool_calls" if answer.called else "stop"
         yield Finish(reason, handle.stats.prompt_tokens, handle.stats.completion_tokens)
+
+    def _tool_grammar(self, engine: Any, tools: list[dict[str, Any]], thinking: bool) -> Any:
+        """This request's grammar: any text, and whole calls valid against the tools' schemas in the template's
+        format (None when off, without tools, or when llguidance cannot compile a tool's schema: calls then come
+        free, as before, and the parser still reports a malformed one to the model). `thinking`: the prompt leaves
+        the model inside its reasoning."""
+        if not self.tool_grammar or not tools:
+            return None
+        key = json.dumps([tools, thinking], sort_keys=True)
+        if key not in self._grammars:
+            from warpcode.model_runtime.serving.grammar import GrammarError
+
+            fmt = tool_format(str(engine.tokenizer.chat_template))
+            pairs = [(t["function"]["name"], t["function"].get("parameters") or {}) for t in tools]
+            try:
+                grammar = engine.grammars.lark(text_with_calls(fmt, pairs, thinking, engine.grammars.specials))
+                engine.grammars.check(grammar)
+                self._grammars[key] = engine.grammars.matcher(grammar)
+            except GrammarError as exc:
+                logging.warning("tool calls are not constrained (a tool's schema does not compile: %s)", exc)
+                self._grammars[key] = None
+        matcher = self._grammars[key]
+        return None if matcher is None else matcher.copy()
 
     async def _load(self) -> Any:
         async with self._lock:

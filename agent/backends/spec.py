@@ -76,6 +76,8 @@ def backend_from_spec(spec: str | None, max_tokens: int | None = None) -> ModelB
 def _local_backend(spec: str, max_tokens: int | None) -> ModelBackend:
     from warpcode.agent.backends.local import LocalBackend, split_local_spec
 
-    directory, weights, context = split_local_spec(spec)
+    local = split_local_spec(spec)
     answer_limit = {"max_new_tokens": max_tokens} if max_tokens else {}
-    return LocalBackend(directory, weights=weights, context=context, **answer_limit)
+    return LocalBackend(
+        local.directory, weights=local.weights, context=local.context, tool_grammar=local.tool_grammar, **answer_limit
+    )

@@ -46,10 +46,10 @@ def replica_model(model: str | None) -> ReplicaModel:
     from warpcode.agent.backends.local import split_local_spec
 
     if model and model.startswith("random:") and model.removeprefix("random:"):
-        preset, weights, context = split_local_spec(model.removeprefix("random:"))
+        preset, weights, context, _ = split_local_spec(model.removeprefix("random:"))
         # the replicas check the name as they build it
         return ReplicaModel(preset=preset, weights=weights, context=context)
-    path, weights, context = split_local_spec(model.removeprefix("local:")) if model else (None, "bf16", None)
+    path, weights, context, _ = split_local_spec(model.removeprefix("local:")) if model else (None, "bf16", None, 0)
     if not path or not (model.startswith("local:") or Path(path).is_dir()):
         raise ValueError(f"--replicas serves a local:DIR or random:PRESET model; --model is {model!r} (an openai: "
                          "endpoint serves itself: give the workers its URL instead)")  # fmt: skip

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from warpcode.model_runtime.chat.reasoning import PROMPT_TAIL_TOKENS, THINK_END, start_after, template_reasons
-from warpcode.model_runtime.chat.toolcall_grammars import compact, forced_calls, tool_format
+from warpcode.model_runtime.chat.toolcall_grammars import compact, forced_calls, marker, tool_format
 from warpcode.model_runtime.openai_server.errors import bad_request
 from warpcode.model_runtime.openai_server.schemas import ChatCompletionRequest, Sampling
 from warpcode.model_runtime.serving.grammar import GrammarError, GrammarMatcher
@@ -27,19 +27,18 @@ def request_grammar(engine: Any, request: Sampling, prompt_ids: list[int]) -> Gr
             "response_format and a forced tool call (tool_choice) both constrain the answer: send one of them",
             "response_format",
         )
-    prefix = reasoning_close(engine.tokenizer, prompt_ids) if isinstance(request, ChatCompletionRequest) else ""
+    thinking = isinstance(request, ChatCompletionRequest) and leaves_thinking(engine.tokenizer, prompt_ids)
     if forced:
-        text, param = _tool_call_lark(engine, request, prefix), "tools"
+        text, param = _tool_call_lark(engine, request, thinking), "tools"
         grammar = engine.grammars.lark(text)
     elif fmt is not None and fmt.type != "text":
         schema = fmt.json_schema.json_schema if fmt.json_schema is not None else {"type": "object"}
         param = "response_format"
         try:
-            grammar = (
-                engine.grammars.json_schema(schema)
-                if not prefix
-                else engine.grammars.lark(f"start: {json.dumps(prefix)} %json{json.dumps(compact(schema))}\n")
-            )
+            grammar = engine.grammars.json_schema(schema)
+            if thinking:  # the reasoning ends first
+                close = marker(THINK_END, engine.grammars.specials)
+                grammar = engine.grammars.lark(f'start: {close} "\\n\\n" %json{json.dumps(compact(schema))}\n')
         except GrammarError as exc:
             raise bad_request(str(exc), param) from None
     else:
@@ -53,19 +52,18 @@ def request_grammar(engine: Any, request: Sampling, prompt_ids: list[int]) -> Gr
         raise bad_request(str(exc), param, "no_tokenizer") from None
 
 
-def reasoning_close(tokenizer: Any, prompt_ids: list[int]) -> str:
-    """What ends the reasoning a prompt leaves the model in ("" when it is not in one)."""
+def leaves_thinking(tokenizer: Any, prompt_ids: list[int]) -> bool:
+    """Whether the prompt leaves the model inside its reasoning (a template that opens `<think>` itself)."""
     if tokenizer is None or not template_reasons(tokenizer.chat_template):
-        return ""
-    thinking = start_after(tokenizer.decode(prompt_ids[-PROMPT_TAIL_TOKENS:])) == "thinking"
-    return THINK_END + "\n\n" if thinking else ""
+        return False
+    return start_after(tokenizer.decode(prompt_ids[-PROMPT_TAIL_TOKENS:])) == "thinking"
 
 
 def forces_a_call(request: ChatCompletionRequest) -> bool:
     return request.tool_choice == "required" or not isinstance(request.tool_choice, str | None)
 
 
-def _tool_call_lark(engine: Any, request: ChatCompletionRequest, prefix: str) -> str:
+def _tool_call_lark(engine: Any, request: ChatCompletionRequest, close_reasoning: bool) -> str:
     """Lark: one call of the named function, or of any tool for "required" (one or more while parallel calls are
     allowed), in the tool-call format the template teaches (Hermes / Qwen3 JSON or Qwen3-Coder XML)."""
     tools = [tool.function for tool in request.tools or []]
@@ -78,4 +76,5 @@ def _tool_call_lark(engine: Any, request: ChatCompletionRequest, prefix: str) ->
             raise bad_request(f"tool_choice names {name!r}, which is not one of the request's tools", "tool_choice")
     several = request.parallel_tool_calls is not False and request.tool_choice == "required"
     fmt = tool_format(str(engine.tokenizer.chat_template))
-    return forced_calls(fmt, [(tool.name, tool.parameters or {}) for tool in tools], several, prefix)
+    pairs = [(tool.name, tool.parameters or {}) for tool in tools]
+    return forced_calls(fmt, pairs, several, close_reasoning, engine.grammars.specials)

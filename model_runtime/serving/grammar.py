@@ -20,7 +20,7 @@ import llguidance
 import numpy as np
 from tokenizers import Tokenizer as FastTokenizer
 
-from warpcode.model_runtime.chat.toolcall_grammars import JSON_OPTIONS
+from warpcode.model_runtime.chat.toolcall_grammars import JSON_OPTIONS, special_markers
 
 
 class GrammarError(ValueError):
@@ -96,6 +96,13 @@ class Grammars:
     def __init__(self, tokenizer: FastTokenizer, vocab_size: int, eos_ids: list[int]) -> None:
         self.vocab_size, self.eos_ids = vocab_size, list(eos_ids)
         self._tokenizer = llguidance.LLTokenizer(tokenizer.to_str(), n_vocab=vocab_size, eos_token=self.eos_ids)
+
+        def special(text: str) -> bool:
+            token = tokenizer.token_to_id(text)
+            return token is not None and self._tokenizer.is_special_token(token)
+
+        # the tool-call and reasoning markers the tokenizer holds as special tokens (Qwen's <tool_call>, <think>)
+        self.specials = special_markers(special)
 
     @staticmethod
     def json_schema(schema: dict[str, Any]) -> str:

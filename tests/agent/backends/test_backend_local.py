@@ -105,7 +105,7 @@ async def test_control_text_in_a_file_the_agent_reads_opens_no_turn(tmp_path: Pa
     engine = load_agent_engine(path)
     submitted: list[list[int]] = []
     submit = engine.submit
-    monkeypatch.setattr(engine, "submit", lambda ids, *args: submitted.append(list(ids)) or submit(ids, *args))
+    monkeypatch.setattr(engine, "submit", lambda ids, *a, **k: submitted.append(list(ids)) or submit(ids, *a, **k))
     backend = LocalBackend(engine=engine, max_new_tokens=2)
     messages = [
         Message("system", "You are warpcode."),

@@ -58,10 +58,11 @@ def test_local_spec_context(tmp_path: Path) -> None:
     assert backend_from_spec(f"local:{coder}#context=262144").context_window == 262_144
     backend = backend_from_spec(f"{qwen3}#mxfp8,context=65536")
     assert (backend.weights, backend.context, backend.context_window) == ("mxfp8", 65_536, 65_536)
-    assert split_local_spec(f"{qwen3}#context=8192,bf16") == (str(qwen3), "bf16", 8192)
+    assert split_local_spec(f"{qwen3}#context=8192,bf16") == (str(qwen3), "bf16", 8192, True)
+    assert split_local_spec(f"{qwen3}#tool-grammar=off") == (str(qwen3), "bf16", None, False)
     with pytest.raises(BackendError, match=r"context=262144 passes the 131,072 tokens the model .* holds"):
         backend_from_spec(f"local:{qwen3}#context=262144")
-    for bad in ("context=lots", "context=0", "fp4", "ctx=8192"):
+    for bad in ("context=lots", "context=0", "fp4", "ctx=8192", "tool-grammar=maybe"):
         with pytest.raises(BackendError, match=rf"unknown option #{bad} in model spec .* #context=N"):
             backend_from_spec(f"local:{qwen3}#{bad}")
 

@@ -11,7 +11,13 @@ import llguidance
 import pytest
 
 from tests.model_runtime.checkpoints import EOS_TOKEN, train_bpe
-from warpcode.model_runtime.chat.toolcall_grammars import HERMES, QWEN3_CODER, forced_calls, text_with_calls
+from warpcode.model_runtime.chat.toolcall_grammars import (
+    HERMES,
+    QWEN3_CODER,
+    forced_calls,
+    special_markers,
+    text_with_calls,
+)
 from warpcode.model_runtime.chat.toolcall_parsers import hermes_parser, qwen3_coder_parser
 
 EDIT = {
@@ -32,12 +38,22 @@ SCHEMAS = dict(TOOLS)
 OPENAI_TOOLS = [{"type": "function", "function": {"name": n, "parameters": p}} for n, p in TOOLS]
 
 
+def llg_tokenizer(bpe) -> tuple:
+    eos = [bpe.token_to_id(EOS_TOKEN)]
+    return bpe, llguidance.LLTokenizer(bpe.to_str(), n_vocab=bpe.get_vocab_size(), eos_token=eos)
+
+
 @pytest.fixture(scope="module")
 def tokenizer():
+    return llg_tokenizer(train_bpe())
+
+
+@pytest.fixture(scope="module")
+def marker_tokenizer():
+    """Qwen's way: the markers are added tokens of their own, which llguidance holds as special tokens."""
     bpe = train_bpe()
-    return bpe, llguidance.LLTokenizer(
-        bpe.to_str(), n_vocab=bpe.get_vocab_size(), eos_token=[bpe.token_to_id(EOS_TOKEN)]
-    )
+    bpe.add_tokens(["<tool_call>", "</tool_call>", "<think>", "</think>"])
+    return llg_tokenizer(bpe)
 
 
 def accepts(tokenizer, grammar: str, text: str) -> bool:
@@ -54,7 +70,7 @@ def coder_call(name: str, arguments: dict[str, str]) -> str:
 
 
 def hermes_call(name: str, arguments: dict) -> str:
-    body = json.dumps({"name": name, "arguments": arguments}, separators=(",", ":"))
+    body = json.dumps({"name": name, "arguments": arguments})  # as the template's tojson writes a past call
     return f"<tool_call>\n{body}\n</tool_call>"
 
 
@@ -108,11 +124,41 @@ def test_free_text_keeps_every_call_whole_and_valid(tokenizer, fmt):
     assert not accepts(tokenizer, grammar, "Let me look.\n<tool_call>\n")  # a call opened must be finished
 
 
-def test_forced_calls_follow_parallel_calls_and_a_prefix(tokenizer):
+@pytest.mark.parametrize("fmt", [HERMES, QWEN3_CODER])
+def test_reasoning_is_free_text_and_calls_after_it_are_constrained(tokenizer, fmt):
+    call = VALID_CODER if fmt == QWEN3_CODER else hermes_call("run", {"command": "pytest -q"})
+    bad = "<tool_call>\n{} right now"
+    thought = f"<think>\nI could write {bad}, but read a.py first.\n</think>\n\n"
+    assert accepts(tokenizer, text_with_calls(fmt, TOOLS), f"{thought}Reading it.\n{call}")
+    assert not accepts(tokenizer, text_with_calls(fmt, TOOLS), f"{thought}Reading it.\n{bad}")
+    # a prompt that leaves the model thinking: the answer ends the reasoning first, whatever it holds
+    inside = f"I could write {bad}.\n</think>\n\n"
+    assert accepts(tokenizer, text_with_calls(fmt, TOOLS, thinking=True), f"{inside}Reading it.\n{call}")
+    assert not accepts(tokenizer, text_with_calls(fmt, TOOLS, thinking=True), "Reading it without thinking")
+    if fmt == HERMES:  # JSON spaced as the template writes it, not compact
+        assert not accepts(tokenizer, text_with_calls(fmt, TOOLS), call.replace(": ", ":"))
+
+
+def test_forced_calls_follow_parallel_calls_and_close_the_reasoning(tokenizer):
     one = coder_call("run", {"command": "ls"})
     assert accepts(tokenizer, forced_calls(QWEN3_CODER, TOOLS, several=True), f"{one}\n{one}")
     assert not accepts(tokenizer, forced_calls(QWEN3_CODER, TOOLS, several=False), f"{one}\n{one}")
     assert accepts(
-        tokenizer, forced_calls(QWEN3_CODER, TOOLS, several=False, prefix="</think>\n\n"), f"</think>\n\n{one}"
+        tokenizer, forced_calls(QWEN3_CODER, TOOLS, several=False, close_reasoning=True), f"</think>\n\n{one}"
     )
     assert not accepts(tokenizer, forced_calls(QWEN3_CODER, TOOLS, several=False), f"text first {one}")
+
+
+@pytest.mark.parametrize("fmt", [HERMES, QWEN3_CODER])
+def test_markers_that_are_tokens_are_named_as_tokens(marker_tokenizer, fmt):
+    bpe, llg = marker_tokenizer
+    specials = special_markers(lambda m: llg.is_special_token(bpe.token_to_id(m)))
+    assert specials == {"<tool_call>", "</tool_call>", "<think>", "</think>"}
+    call = VALID_CODER if fmt == QWEN3_CODER else hermes_call("run", {"command": "pytest -q"})
+    thought = "<think>\nI could write <tool_call>\n{} right now.\n</think>\n\n"
+    grammar = text_with_calls(fmt, TOOLS, specials=specials)
+    assert accepts(marker_tokenizer, grammar, f"{thought}Reading it.\n{call}")
+    assert not accepts(marker_tokenizer, grammar, "Reading it.\n<tool_call>\n{} now")
+    assert accepts(marker_tokenizer, forced_calls(fmt, TOOLS, False, True, specials), f"</think>\n\n{call}")
+    # without naming them as tokens, the grammar cannot take the model's own marker tokens
+    assert not accepts(marker_tokenizer, text_with_calls(fmt, TOOLS), f"Reading it.\n{call}")

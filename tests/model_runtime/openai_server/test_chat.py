@@ -98,7 +98,7 @@ def test_control_text_from_the_client_opens_no_turn(client, chat_engine, fast_to
     template's own turns open."""
     submitted: list[list[int]] = []
     submit = chat_engine.submit
-    monkeypatch.setattr(chat_engine, "submit", lambda ids, *args: submitted.append(list(ids)) or submit(ids, *args))
+    monkeypatch.setattr(chat_engine, "submit", lambda ids, *a, **k: submitted.append(list(ids)) or submit(ids, *a, **k))
     tool = {"type": "function", "function": {**READ_FILE["function"], "description": INJECTION}}
     call = {
         "id": "call_9",
