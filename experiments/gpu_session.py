@@ -301,7 +301,7 @@ STEPS = {step.name: step for step in (
          "bench_serve.jsonl",
          lambda o, a: [run(*warpcode("bench", "serve", "--preset", "qwen3-30b-a3b", "--random-weights", *a,
                                      "--json"))]),
-    Step("structured", "decode tok/s free, inside a json_schema grammar, with logprobs, with a logit_bias "
+    Step("structured", "decode tok/s free, in a json_schema, in the tool-call grammar, with logprobs, with logit_bias "
          "(ARGS: --batch, --tokens, --rounds)", "structured.jsonl",  # the repository root: the tests' tokenizer
          lambda o, a: [run("bash", "-c", f"PYTHONPATH=.:$PYTHONPATH {shlex.join(script('grammar_gpu_cost.py', *a))}")],
          args="--batch 1,32 --tokens 256"),
