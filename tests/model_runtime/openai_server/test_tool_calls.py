@@ -140,7 +140,8 @@ def test_a_real_serve_model_renders_past_calls_with_the_real_qwen3_coder_templat
 
     submitted: list[list[int]] = []
     submit = coder_engine.submit
-    monkeypatch.setattr(coder_engine, "submit", lambda ids, *a, **k: submitted.append(list(ids)) or submit(ids, *a, **k))
+    record = lambda ids, *a, **k: submitted.append(list(ids)) or submit(ids, *a, **k)
+    monkeypatch.setattr(coder_engine, "submit", record)
     edit = {"type": "function", "function": {"name": "edit_file", "description": "Edit a file", "parameters": {
         "type": "object", "properties": {"path": {"type": "string"}, "new_text": {"type": "string"},
         "replace_all": {"type": "boolean"}, "paths": {"type": "array", "items": {"type": "string"}}}}}}  # fmt: skip
