@@ -136,8 +136,10 @@ class EngineCore:
         self._inbox: queue.SimpleQueue[tuple[str, object]] = queue.SimpleQueue()
         self._wake = threading.Event()
         self._sequences: dict[int, Sequence] = {}
+        # requests in the inbox, not yet in _sequences: the inbox also carries cancellations, which are no requests
+        self._arriving = 0
         self._next_id = 0
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # request ids; a request moving from _arriving to _sequences (counted once)
         self._failure: str | None = None
         self._failures_in_a_row = 0
         self._stopping = False
@@ -188,7 +190,9 @@ class EngineCore:
             handle, prompt_ids, max_new_tokens, sampling, random.getrandbits(31) if seed is None else seed,
             stop_ids, self._stop_string_watcher(stop_strings) if stop_strings else None, processing, grammar,
         )  # fmt: skip
-        self._inbox.put(("add", seq))
+        with self._lock:
+            self._arriving += 1
+            self._inbox.put(("add", seq))
         self._wake.set()
         return handle
 
@@ -208,8 +212,10 @@ class EngineCore:
 
     @property
     def active_requests(self) -> int:
-        """Requests submitted and not finished (waiting, prefilling or decoding)."""
-        return len(self._sequences) + self._inbox.qsize()
+        """Requests submitted and not finished (waiting, prefilling or decoding); a cancelled one until the engine
+        thread has ended it."""
+        with self._lock:
+            return len(self._sequences) + self._arriving
 
     @property
     def held_blocks(self) -> int:
@@ -327,7 +333,9 @@ class EngineCore:
             except queue.Empty:
                 return
             if kind == "add":
-                self._sequences[item.handle.request_id] = item
+                with self._lock:  # active_requests counts it once: never in both places, nor in neither
+                    self._sequences[item.handle.request_id] = item
+                    self._arriving -= 1
                 self.scheduler.waiting.append(item)
             elif kind == "warm_up":
                 self._capture_graphs(*item)
