@@ -113,22 +113,8 @@ def test_text_that_only_looks_like_a_marker_start_is_released():
     assert [d.content for d in deltas] == ["x ", "", "<tool_cal y"] and rest.content == ""
 
 
-@pytest.fixture(scope="module")
-def coder_engine(tmp_path_factory, fast_tokenizer):
-    """The tiny chat checkpoint on CPU, its tokenizer_config carrying the published Qwen3-Coder template."""
-    from tests.model_runtime.checkpoints import save_chat_checkpoint
-    from warpcode.model_runtime import load
-
-    path = save_chat_checkpoint(tmp_path_factory.mktemp("coder"), fast_tokenizer, max_position_embeddings=4096)
-    config = json.loads((path / "tokenizer_config.json").read_text())
-    (path / "tokenizer_config.json").write_text(json.dumps({**config, "chat_template": FORMAT_TEMPLATE["qwen3_coder"]}))
-    engine = load(path, device="cpu", show_progress=False)
-    yield engine
-    engine.shutdown()
-
-
 def test_a_real_serve_model_renders_past_calls_with_the_real_qwen3_coder_template(
-    coder_engine, fast_tokenizer, monkeypatch
+    coder_chat_engine, fast_tokenizer, monkeypatch
 ):
     """A past call's typed arguments (a boolean, a list, text holding the format's own tags) reach the model exactly
     as transformers renders them with the published template, and the route answers through the Qwen3-Coder parser
@@ -139,9 +125,9 @@ def test_a_real_serve_model_renders_past_calls_with_the_real_qwen3_coder_templat
     from tests.model_runtime.prompt_reference import reference_prompt_ids
 
     submitted: list[list[int]] = []
-    submit = coder_engine.submit
+    submit = coder_chat_engine.submit
     record = lambda ids, *a, **k: submitted.append(list(ids)) or submit(ids, *a, **k)
-    monkeypatch.setattr(coder_engine, "submit", record)
+    monkeypatch.setattr(coder_chat_engine, "submit", record)
     edit = {"type": "function", "function": {"name": "edit_file", "description": "Edit a file", "parameters": {
         "type": "object", "properties": {"path": {"type": "string"}, "new_text": {"type": "string"},
         "replace_all": {"type": "boolean"}, "paths": {"type": "array", "items": {"type": "string"}}}}}}  # fmt: skip
@@ -153,7 +139,7 @@ def test_a_real_serve_model_renders_past_calls_with_the_real_qwen3_coder_templat
         {"role": "tool", "tool_call_id": "call_1", "content": "ok"},
     ]
     body = {"model": "coder", "messages": messages, "tools": [edit], "max_tokens": 4, "temperature": 0}
-    with serving(coder_engine, "coder") as url:
+    with serving(coder_chat_engine, "coder") as url:
         reply = httpx.post(f"{url}/chat/completions", json=body, timeout=60).json()
     as_read = [messages[0], {**messages[1], "tool_calls": [{**call, "function": {**call["function"],
                "arguments": arguments}}]}, messages[2]]  # fmt: skip
