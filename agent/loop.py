@@ -1,8 +1,9 @@
 """The agent loop: one prompt turn is model -> tool calls -> permission -> tools -> observations -> repeat.
 
 The message list is the trajectory. A turn ends when the model answers without tool calls (end_turn), hits its
-token limit (max_tokens), runs out of model requests (max_turn_requests), fails (refusal, with the error shown to
-the user) or is cancelled. Every step is reported through `emit` as an ACP session update (see events.py).
+token limit (max_tokens), runs out of model requests (max_turn_requests), fails (refusal: the model could not
+answer, reported as the result's ModelFailure) or is cancelled. Every step is reported through `emit` as an ACP
+session update (see events.py).
 """
 
 from __future__ import annotations
@@ -46,11 +47,25 @@ class Limits:
     answer_reserve_tokens: int = 4_096  # context kept free for the model's answer
 
 
+@dataclass(frozen=True)
+class ModelFailure:
+    """The model could not answer: the event that ends a turn with stop reason "refusal". It is no session update
+    and never assistant text, so that each channel reports it exactly once, in `message`'s words: the ACP service
+    as the prompt's error response, `warpcode run` on stderr (or in its last JSON line), a batch job in its row."""
+
+    reason: str  # the backend's error: what failed, and mostly what to do about it
+    unavailable: bool = False  # its server could not be reached or kept failing: trying later may work
+
+    @property
+    def message(self) -> str:
+        why = " ".join(self.reason.split()).rstrip(".")  # one line, whatever the server sent
+        return f"The model could not answer: {why}."
+
+
 @dataclass
 class TurnResult:
     stop_reason: StopReason
-    error: str | None = None  # why the model could not answer (stop_reason "refusal")
-    model_unavailable: bool = False  # that error: its server could not be reached (trying later may work)
+    failure: ModelFailure | None = None  # why the model could not answer (stop_reason "refusal")
     input_tokens: int = 0
     output_tokens: int = 0
 
@@ -184,9 +199,8 @@ class Agent:
             result.stop_reason = "max_turn_requests"
             return result
         except BackendError as error:
-            self.emit(events.message_chunk(f"\n\nThe model could not answer: {error}"))
-            result.stop_reason, result.error = "refusal", str(error)
-            result.model_unavailable = isinstance(error, ModelUnavailable)
+            result.stop_reason = "refusal"
+            result.failure = ModelFailure(str(error), isinstance(error, ModelUnavailable))
             return result
         except asyncio.CancelledError:
             self._answer_open_calls("Not run: the user cancelled the turn.")

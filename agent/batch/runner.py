@@ -124,8 +124,8 @@ async def _attempt(job: Job, options: Options, worker: str, started: float) -> d
                 agent.cancel()
                 await asyncio.shield(turn)
         result = turn.result()
-        if result.model_unavailable:
-            raise ModelUnreachable(result.error)
+        if result.failure is not None and result.failure.unavailable:
+            raise ModelUnreachable(result.failure.message)
         timed_out = result.stop_reason == "cancelled"
         tests = None
         if job.test_command and not timed_out:
@@ -166,7 +166,7 @@ async def _attempt(job: Job, options: Options, worker: str, started: float) -> d
         "usage": usage,
         "duration_s": round(time.monotonic() - started, 3),
         "attempts": 1,
-        "error": result.error if status != "succeeded" else None,
+        "error": None if result.failure is None else result.failure.message,  # the failure's one report
         "trajectory": str(trajectory_path),
         "worker": worker,
     }

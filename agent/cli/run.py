@@ -80,12 +80,14 @@ async def _run(args: argparse.Namespace) -> int:
     finally:
         if mcp is not None:  # its servers stop with the run
             await mcp.close()
+    failure = result.failure  # reported here once: the updates above never carry it
     if args.json:
-        print(json.dumps({"stopReason": result.stop_reason, **({"refused": refused} if refused else {})}), flush=True)
+        ended = {"stopReason": result.stop_reason, **({"error": failure.message} if failure else {})}
+        print(json.dumps({**ended, **({"refused": refused} if refused else {})}), flush=True)
     else:
         view.finish()
-        if result.error:  # the agent's answer above already says why, in full
-            print("stopped: the model could not answer (the reason is above)", file=sys.stderr)
+        if failure is not None:
+            print(failure.message, file=sys.stderr)
         elif result.stop_reason != "end_turn":
             print(f"stopped: {result.stop_reason}", file=sys.stderr)
     if refused:

@@ -39,7 +39,7 @@ from pydantic import BaseModel, Field
 
 from warpcode.agent.backends import BackendError, ModelBackend, backend_from_spec
 from warpcode.agent.config import Settings
-from warpcode.agent.loop import Limits
+from warpcode.agent.loop import Limits, ModelFailure
 from warpcode.agent.mcp.specs import McpServerSpec, Skipped, from_acp, session_servers
 from warpcode.agent.permissions import MODES
 from warpcode.agent.service.client_fs import ClientFiles
@@ -305,8 +305,8 @@ class WarpcodeAcpAgent:
                 result = await session.prompt(prompt, run)
             except SessionBusy as exc:
                 raise RequestError(SESSION_BUSY, str(exc), {"sessionId": session_id}) from None
-        if result.error is not None:  # not a refusal (that would drop the prompt from the conversation): a failure
-            raise RequestError(MODEL_FAILED, _model_failed(result.error), {"sessionId": session_id})
+        if result.failure is not None:  # not a refusal (that would drop the prompt from the conversation): a failure
+            raise RequestError(MODEL_FAILED, _model_failed(result.failure), {"sessionId": session_id})
         return schema.PromptResponse(stop_reason=result.stop_reason)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
@@ -552,12 +552,11 @@ def _read_cursor(cursor: str) -> ListPosition:
         ) from None
 
 
-def _model_failed(error: str) -> str:
-    """One line: what failed, and that the prompt is kept, so the user knows to go on rather than repeat it."""
-    why = " ".join(error.split()).rstrip(".")
+def _model_failed(failure: ModelFailure) -> str:
+    """The turn's one report of the failure, in one line: what failed, and that the prompt is kept, so the user
+    knows to go on rather than repeat it."""
     return (
-        f"The model could not answer: {why}. Your prompt stays in the conversation: send another prompt to go on "
-        "once the model answers."
+        f"{failure.message} Your prompt stays in the conversation: send another prompt to go on once the model answers."
     )
 
 

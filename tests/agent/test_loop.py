@@ -12,9 +12,9 @@ import pytest
 from acp import schema
 
 from tests.processes import process_running
-from warpcode.agent.backends import backend_from_spec
+from warpcode.agent.backends import NO_MODEL_MESSAGE, backend_from_spec
 from warpcode.agent.backends.scripted import ScriptedBackend
-from warpcode.agent.loop import Agent, Limits
+from warpcode.agent.loop import Agent, Limits, ModelFailure
 from warpcode.tools.sandbox import Sandbox
 
 
@@ -173,8 +173,9 @@ async def test_cancel_kills_a_running_command_within_a_second(failing_repo: Path
 
 async def test_without_a_model_the_prompt_says_how_to_configure_one(failing_repo: Path, events) -> None:
     result = await Agent(failing_repo, backend_from_spec(None), events).prompt("hi")
-    assert result.stop_reason == "refusal"
-    assert "No model is configured" in result.error and "WARPCODE_MODEL" in events.text()
+    assert result.stop_reason == "refusal" and result.failure == ModelFailure(NO_MODEL_MESSAGE, unavailable=False)
+    assert result.failure.message == f"The model could not answer: {NO_MODEL_MESSAGE}"
+    assert not events.of("agent_message_chunk")  # reported by whoever ran the turn, never as the model's text
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -212,8 +213,8 @@ def test_cli_run_human_output_and_exit_codes(failing_repo: Path, tmp_path: Path,
     assert "✓ pytest: 1 passed" in done.stdout
 
     unconfigured = _cli("--cwd", str(failing_repo), "hi", cwd=tmp_path)
-    assert unconfigured.returncode == 1
-    assert "No model is configured" in unconfigured.stdout and "Traceback" not in unconfigured.stderr
+    assert unconfigured.returncode == 1 and "No model is configured" not in unconfigured.stdout
+    assert unconfigured.stderr == f"The model could not answer: {NO_MODEL_MESSAGE}\n"  # its one report
 
     limited = _cli(
         "--cwd", str(failing_repo), "--model", model, "--mode", "auto", "--max-turn-requests", "1", "go", cwd=tmp_path

@@ -127,7 +127,8 @@ async def test_a_client_error_is_reported_clearly_and_not_retried(
 
     server.replies = [(401, {"error": {"message": "bad key"}})]
     result = await Agent(failing_repo, backend, events).prompt("hi")
-    assert result.stop_reason == "refusal" and "HTTP 401" in result.error and "WARPCODE_API_KEY" in result.error
+    reason = result.failure.reason
+    assert result.stop_reason == "refusal" and "HTTP 401" in reason and "WARPCODE_API_KEY" in reason
 
 
 async def test_a_refused_connection_fails_at_once_naming_the_url(server: ChatServer) -> None:
@@ -177,8 +178,8 @@ async def test_a_server_listing_several_models_wants_one_named(server: ChatServe
     server.models = [{"id": f"model-{n}", "object": "model"} for n in range(10)]
     result = await Agent(failing_repo, OpenAIBackend(server.base_url), events).prompt("hi")
     assert result.stop_reason == "refusal"
-    assert "serves 10 models (model-0, model-1," in result.error
-    assert result.error.endswith(f"name one in the model spec, openai:{server.base_url}#MODEL")
+    assert "serves 10 models (model-0, model-1," in result.failure.reason
+    assert result.failure.reason.endswith(f"name one in the model spec, openai:{server.base_url}#MODEL")
     assert server.gets == ["/v1/models"] and not server.requests  # nothing was sent without a model
 
     named = OpenAIBackend(server.base_url, "model-3")

@@ -317,9 +317,26 @@ def test_an_unreachable_model_is_retried_then_an_error_row(tmp_path: Path):
     rows = by_id(out)
     down = rows["down"]
     assert (down["status"], down["attempts"]) == ("error", 2)
-    assert down["error"].startswith(f"nothing answers at http://127.0.0.1:{port}/v1/chat/completions")
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    assert down["error"].startswith(f"The model could not answer: nothing answers at {url}")  # as `run` says it
+    assert "nothing answers" not in (out.with_name("RESULTS.jsonl.trajectories") / "down.jsonl").read_text()
     assert (rows["up"]["status"], rows["up"]["attempts"]) == ("succeeded", 1)
     assert repo_state(repo) == before  # each attempt's copy removed
+
+
+def test_a_model_that_cannot_answer_is_the_row_s_error_and_not_in_its_trajectory(tmp_path: Path):
+    make_project(tmp_path / "repo", git_repo=True)
+    generating = f"scripted:{write_script(tmp_path / 'generate.json', [{'generate_tokens': 4}])}"  # no server for it
+    jobs = write_jobs(tmp_path / "jobs.jsonl", [{"id": "j", "repo": "repo", "instruction": "fix", "model": generating}])
+    out = tmp_path / "RESULTS.jsonl"
+    assert batch(jobs, out) == 0  # the job failed: no error row, nothing to try again
+    row = by_id(out)["j"]
+    assert (row["status"], row["stop_reason"], row["attempts"]) == ("failed", "refusal", 1)
+    assert row["error"] == (
+        "The model could not answer: turn 1 of the scripted model asks for generate_tokens, and no model server was "
+        "given to generate them: run its jobs under `warpcode batch --ray ... --replicas R`."
+    )
+    assert "could not answer" not in Path(row["trajectory"]).read_text()  # the row's error is its one report
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")

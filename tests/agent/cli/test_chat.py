@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -157,6 +158,36 @@ def test_serve_and_connect_take_the_token_from_the_environment(
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("connected", [False, True], ids=["in-process", "connected"])
+def test_a_model_that_cannot_answer_is_said_once(tmp_path: Path, repo: Path, connected: bool) -> None:
+    """The failure's one report is the prompt's ACP error (in-process, or from `warpcode serve` over its WebSocket):
+    no agent text says it again."""
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    model, server = f"openai:http://127.0.0.1:{port}/v1", None
+    if connected:
+        server, url = start_server(
+            tmp_path, write_script(tmp_path / "model.json", []), "--token", TOKEN, "--model", model
+        )
+        chat = ChatProcess("--connect", url, "--token", TOKEN, "--cwd", str(repo), cwd=tmp_path)
+    else:
+        chat = ChatProcess("--cwd", str(repo), "--model", model, "--state-dir", str(tmp_path / "st"), cwd=tmp_path)
+    try:
+        chat.expect("/help lists the commands.")
+        chat.send("hi")
+        said = chat.expect("send another prompt to go on once the model answers.")
+        chat.send("/quit")
+        assert chat.exit_code() == 0
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=10)
+    failure = f"error: The model could not answer: nothing answers at http://127.0.0.1:{port}/v1/chat/completions ("
+    assert failure in said and chat.output.count("could not answer") == 1 and chat.output.count("nothing answers") == 1
 
 
 @pytest.mark.slow

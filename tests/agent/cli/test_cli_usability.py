@@ -3,6 +3,7 @@ Each answer is one line that says what is wrong and what to do, in the words of 
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -100,11 +101,18 @@ def test_a_model_server_that_is_not_there_fails_at_once(tmp_path: Path) -> None:
     warpcode("run", "--cwd", str(tmp_path), "--model", f"scripted:{SCRIPT}", "hi")
     answering = time.monotonic() - started
     started = time.monotonic()
-    result = warpcode("run", "--cwd", str(tmp_path), "--model", f"openai:http://127.0.0.1:{port}/v1", "hi")
+    model = f"openai:http://127.0.0.1:{port}/v1"
+    result = warpcode("run", "--cwd", str(tmp_path), "--model", model, "hi")
     assert time.monotonic() - started < answering + 5.0
-    assert result.returncode != 0
-    said = result.stdout + result.stderr
-    assert said.count("nothing answers at") == 1 and f"127.0.0.1:{port}" in said
+    assert result.returncode == 1
+    # said once, on stderr, as every channel says it; not among the turn's updates
+    failure = f"The model could not answer: nothing answers at http://127.0.0.1:{port}/v1/chat/completions ("
+    assert result.stderr.count("could not answer") == 1 and result.stderr.strip().splitlines()[-1].startswith(failure)
+    assert "nothing answers" not in result.stdout
+    as_json = warpcode("run", "--cwd", str(tmp_path), "--model", model, "--json", "hi")
+    *updates, last = as_json.stdout.splitlines()
+    assert as_json.returncode == 1 and json.loads(last) == {"stopReason": "refusal", "error": result.stderr.strip()}
+    assert "nothing answers" not in "".join(updates) + as_json.stderr
 
 
 @pytest.mark.slow

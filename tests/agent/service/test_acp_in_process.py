@@ -37,8 +37,10 @@ async def test_without_a_model_a_prompt_says_how_to_configure_one(tmp_path: Path
         session = await conn.new_session(cwd=str(tmp_path))
         with pytest.raises(acp.RequestError) as failed:  # a failure, not a refusal: the prompt is not dropped
             await conn.prompt(session_id=session.session_id, prompt=[text_block("hello")])
-    assert failed.value.code == -32603 and NO_MODEL_MESSAGE in str(failed.value)
-    assert NO_MODEL_MESSAGE in client.text()
+    assert failed.value.code == -32603
+    assert str(failed.value).startswith(f"The model could not answer: {NO_MODEL_MESSAGE} Your prompt stays")
+    # said once, by the error: no session update (the agent's text) repeats it
+    assert not [u for u in client.updates if "No model is configured" in u.model_dump_json()]
 
 
 async def test_embedded_context_and_links_are_flattened_into_the_user_message(tmp_path: Path) -> None:

@@ -1,13 +1,17 @@
 """A model server that fails (a real HTTP server answering 500, through the `openai:` backend of a real `warpcode
-acp`) fails the session/prompt request with a JSON-RPC error that says so in one line. Not the stop reason
-`refusal`: the schema defines that as the agent refusing, after which the prompt is not part of the next turn's
-context. The prompt stays in the conversation: the model is shown it at the next turn, and a reload replays it."""
+acp` over stdio and a real `warpcode serve` over a WebSocket) fails the session/prompt request with a JSON-RPC error
+that says so in one line, and that error is the failure's only report: no session update (assistant text) repeats
+it, live or replayed. Not the stop reason `refusal`: the schema defines that as the agent refusing, after which the
+prompt is not part of the next turn's context. The prompt stays in the conversation: the model is shown it at the
+next turn, and a reload replays it."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -16,7 +20,7 @@ from acp import RequestError
 from acp.helpers import text_block
 
 from tests.agent.acp_clients import AcpTestClient
-from tests.agent.service_processes import acp_process
+from tests.agent.service_processes import TOKEN, Server, acp_process, connect
 
 pytestmark = pytest.mark.asyncio
 
@@ -72,17 +76,45 @@ def model_server() -> Iterator[FlakyModelServer]:
     server.server_close()
 
 
+@contextlib.asynccontextmanager
+async def agent_connection(transport: str, client: AcpTestClient, tmp_path: Path, model: str) -> AsyncIterator:
+    """An initialized connection to a real agent service answering with `model`: `warpcode acp` over its stdio, or
+    `warpcode serve` over a WebSocket."""
+    if transport == "stdio":
+        async with acp_process(client, tmp_path / "state", "--model", model) as (conn, _):
+            yield conn
+        return
+    server = await asyncio.to_thread(Server, tmp_path, [], "--token", TOKEN, "--model", model)  # the last --model
+    try:
+        conn = await connect(server.url, client)
+        try:
+            yield conn
+        finally:
+            await conn.close()
+    finally:
+        await asyncio.to_thread(server.stop)
+
+
+def reports(client: AcpTestClient) -> list[str]:
+    """The session updates that mention the failure (they would show it a second time)."""
+    dumped = [update.model_dump_json() for update in client.updates]
+    return [text for text in dumped if "could not answer" in text or "illegal memory access" in text]
+
+
+@pytest.mark.parametrize("transport", ["stdio", "websocket"])
 async def test_a_failing_model_server_fails_the_prompt_and_the_prompt_stays_in_the_conversation(
-    tmp_path: Path, workspace: Path, model_server: FlakyModelServer
+    transport: str, tmp_path: Path, workspace: Path, model_server: FlakyModelServer
 ) -> None:
     client = AcpTestClient()
-    async with acp_process(client, tmp_path / "state", "--model", model_server.spec) as (conn, _):
+    async with agent_connection(transport, client, tmp_path, model_server.spec) as conn:
         session_id = (await conn.new_session(cwd=str(workspace))).session_id
         with pytest.raises(RequestError) as failed:
             await conn.prompt(session_id=session_id, prompt=[text_block("Fix the parser")])
         message = str(failed.value)
         assert failed.value.code == -32603 and "\n" not in message
+        assert message.startswith("The model could not answer: ") and message.count("could not answer") == 1
         assert "HTTP 500" in message and "illegal memory access" in message and "send another prompt" in message
+        assert reports(client) == []  # the error is the one report
 
         model_server.failing = False
         answer = await conn.prompt(session_id=session_id, prompt=[text_block("Go on")])
@@ -95,3 +127,4 @@ async def test_a_failing_model_server_fails_the_prompt_and_the_prompt_stays_in_t
         await conn.load_session(cwd=str(workspace), session_id=session_id)
     replayed = [u.content.text for u in client.of("user_message_chunk")]
     assert replayed == ["Fix the parser", "Go on"]  # the history shows what the model was shown
+    assert reports(client) == []
