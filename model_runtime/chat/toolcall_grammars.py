@@ -11,8 +11,8 @@ Two shapes:
   (`<think>` ... `</think>`) is free text whatever it holds: the parsers read no calls in the reasoning either.
 
 The formats (toolcall_parsers.py reads both):
-- Hermes / Qwen3 JSON: `<tool_call>`, a newline, the JSON object {"name": ..., "arguments": {...}} valid against
-  {name: the tool's name, arguments: its schema}, a newline, `</tool_call>`.
+- Hermes / Qwen3 JSON: `<tool_call>`, a newline, the JSON object {"name": ..., "arguments": {...}} with the
+  arguments valid against the tool's schema, a newline, `</tool_call>`.
 - Qwen3-Coder XML: `<tool_call>`, `<function=NAME>`, then each `<parameter=P>`, its value and `</parameter>`, then
   `</function>` and `</tool_call>`, each tag and value on lines of their own. The parameters come in the schema's
   order (the required ones always, the others optional). A parameter that takes a string is raw text that never
@@ -121,17 +121,13 @@ def _call_rules(fmt: str, tools: Sequence[Tool], mark: _Marks) -> list[str]:
     """`call_body`: what follows `<tool_call>` in `fmt`, for any of `tools`."""
     if not tools:
         raise ValueError("a tool-call grammar needs at least one tool")
-    if fmt == HERMES:
-        calls = [
-            {
-                "type": "object",
-                "properties": {"name": {"const": name}, "arguments": parameters or {"type": "object"}},
-                "required": ["name", "arguments"],
-                "additionalProperties": False,
-            }
-            for name, parameters in tools
-        ]
-        return [f'call_body: "\\n" %json{json.dumps(_as_written({"anyOf": calls}))} "\\n" {mark(CLOSE)}']
+    if fmt == HERMES:  # each tool's head written out, its arguments a schema of their own (so its $refs resolve)
+        rules = ["call_body: " + " | ".join(f"arguments_{i}" for i in range(len(tools)))]
+        for i, (name, parameters) in enumerate(tools):
+            head = json.dumps('\n{"name": ' + json.dumps(name) + ', "arguments": ')
+            schema = json.dumps(_as_written(parameters or {"type": "object"}))
+            rules.append(f'arguments_{i}: {head} %json{schema} "}}\\n" {mark(CLOSE)}')
+        return rules
     rules = ["call_body: " + " | ".join(f"function_{i}" for i in range(len(tools)))]
     for i, (name, parameters) in enumerate(tools):
         rules += _coder_function(i, name, parameters or {}, mark)

@@ -162,3 +162,13 @@ def test_markers_that_are_tokens_are_named_as_tokens(marker_tokenizer, fmt):
     assert accepts(marker_tokenizer, forced_calls(fmt, TOOLS, False, True, specials), f"</think>\n\n{call}")
     # without naming them as tokens, the grammar cannot take the model's own marker tokens
     assert not accepts(marker_tokenizer, text_with_calls(fmt, TOOLS), f"Reading it.\n{call}")
+
+
+def test_a_hermes_schema_with_defs_resolves_its_refs(tokenizer):
+    """Pydantic and MCP servers write nested models as $defs + $ref: the arguments' own schema keeps its root."""
+    point = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
+    to = {"to": {"$ref": "#/$defs/Point"}}
+    move = {"type": "object", "$defs": {"Point": point}, "properties": to, "required": ["to"]}
+    grammar = forced_calls(HERMES, [("move", move)], several=False)
+    assert accepts(tokenizer, grammar, hermes_call("move", {"to": {"x": 3}}))
+    assert not accepts(tokenizer, grammar, hermes_call("move", {"to": {"x": "3"}}))
