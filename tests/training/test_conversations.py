@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.training.test_chat_template import conversation
+from tests.training.agent_conversation import conversation
 from warpcode.agent.toolbox import tool_schemas
 from warpcode.model_runtime.chat.messages import Message
 from warpcode.model_runtime.chat.prompt import template_message
