@@ -29,7 +29,7 @@ import numpy as np
 # SPDX identifiers of licences that let code be used for training and the model shipped, with attribution at most.
 PERMISSIVE_SPDX = {
     "MIT", "MIT-0", "BSD-2-Clause", "BSD-3-Clause", "0BSD", "Apache-2.0", "PSF-2.0", "Python-2.0", "CNRI-Python",
-    "ISC", "Zlib", "BSL-1.0", "CC0-1.0", "Unlicense",
+    "ISC", "Zlib", "BSL-1.0", "MIT-CMU", "HPND", "CC0-1.0", "Unlicense",
 }  # fmt: skip
 PERMISSIVE_EXCEPTIONS = {"LLVM-exception"}  # `Apache-2.0 WITH LLVM-exception` only grants more
 # Trove classifiers (after "License :: ") of the same licences
