@@ -60,8 +60,10 @@ class Phase:
     code_share: float = 1.0  # of each step's tokens; finetune takes the rest as conversations
 
 
-PRETRAIN = Phase("pretrain", 2048, 2**18, 2**16, peak_lr=2e-3, warmup_steps=200)
-FINETUNE = Phase("finetune", 8192, 2**17, 2**16, peak_lr=5e-4, warmup_steps=50, code_share=0.25)
+# Peak learning rates as Pythia's 70M model was trained (1e-3), and a third of it to fine-tune from where
+# pre-training's cosine ended (1e-4); batches of 256K and 128K tokens.
+PRETRAIN = Phase("pretrain", 2048, 2**18, 2**16, peak_lr=1e-3, warmup_steps=200)
+FINETUNE = Phase("finetune", 8192, 2**17, 2**16, peak_lr=3e-4, warmup_steps=50, code_share=0.25)
 # The same pipeline at toy size on a CPU (seconds): tests and `prepare --smoke`.
 SMOKE_PHASES = {
     "pretrain": replace(PRETRAIN, sequence_length=64, tokens_per_step=2048, tokens_per_micro_batch=1024,
