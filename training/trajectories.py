@@ -41,6 +41,7 @@ from warpcode.training.tasks import FAMILIES, SPLITS, Task, family_of, make_task
 from warpcode.training.tasks.check import check, write_repo
 
 FAMILY_ORDER = tuple(FAMILIES)
+MOST_DROPPED = 20  # more dropped tasks than this and than were asked for: generate stops with the last reason
 
 
 @dataclass
@@ -62,8 +63,9 @@ async def solve(task: Task, workdir: Path) -> Outcome:
                            nobody_to_ask([], yes=True), state_dir=workdir / "state")  # fmt: skip
     agent.backend = oracle
     result = await agent.prompt(task.instruction)
-    if result.stop_reason != "end_turn" or result.error:
-        return Outcome(task.seed, task.family, None, result.error or f"the turn ended with {result.stop_reason}")
+    if result.stop_reason != "end_turn" or result.failure:
+        why = result.failure.message if result.failure else f"the turn ended with {result.stop_reason}"
+        return Outcome(task.seed, task.family, None, why)
     verdict = await asyncio.to_thread(check, task, root)
     if not verdict.ok:
         return Outcome(task.seed, task.family, None, verdict.reason)
@@ -132,9 +134,11 @@ def _solve_seed(job: tuple[str, int, str]) -> Outcome:
 
 def generate(split: str, count: int, seed: int, workers: int, base: str) -> Iterator[Outcome]:
     """Outcomes until `count` rows were made, the families balanced: seeds from `seed` on, each seed's family fixed
-    (family_of); a dropped task's family gets the next seed of its own."""
+    (family_of); a dropped task's family gets the next seed of its own. Raises RuntimeError when more tasks were
+    dropped than MOST_DROPPED and `count`: then the generator itself is broken, and trying more seeds never ends."""
     wanted = {f: count // len(FAMILY_ORDER) + (i < count % len(FAMILY_ORDER)) for i, f in enumerate(FAMILY_ORDER)}
     next_seed = {f: seed + (i - seed) % len(FAMILY_ORDER) for i, f in enumerate(FAMILY_ORDER)}
+    dropped = 0
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
         while any(wanted.values()):
             jobs = []
@@ -146,6 +150,11 @@ def generate(split: str, count: int, seed: int, workers: int, base: str) -> Iter
             for outcome in pool.imap(_solve_seed, jobs):
                 if outcome.row is not None:
                     wanted[outcome.family] -= 1
+                else:
+                    dropped += 1
+                    if dropped > max(MOST_DROPPED, count):  # the generator is broken, not a task unlucky
+                        raise RuntimeError(f"{dropped} tasks were dropped (the last: {outcome.reason}); "
+                                           "fix the generator before making more")  # fmt: skip
                 yield outcome
 
 
@@ -168,19 +177,23 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     made, dropped, chars = Counter(), Counter(), []
     with tempfile.TemporaryDirectory(prefix="warpcode-trajectories-") as base, open(args.out, "w") as out:
-        for outcome in generate(args.split, args.count, args.seed, args.workers, base):
-            if outcome.row is None:
-                dropped[outcome.family] += 1
-                print(f"dropped {outcome.family} seed {outcome.seed}: {outcome.reason}", file=sys.stderr)
-                continue
-            out.write(json.dumps(outcome.row) + "\n")
-            made[outcome.family] += 1
-            chars.append(text_chars(outcome.row))
-            total = sum(made.values())
-            if total % 25 == 0 or total == args.count:
-                rate = total / (time.monotonic() - started)
-                print(f"{total}/{args.count} trajectories, {rate:.2f}/s, {sum(dropped.values())} dropped",
-                      file=sys.stderr, flush=True)  # fmt: skip
+        try:
+            for outcome in generate(args.split, args.count, args.seed, args.workers, base):
+                if outcome.row is None:
+                    dropped[outcome.family] += 1
+                    print(f"dropped {outcome.family} seed {outcome.seed}: {outcome.reason}", file=sys.stderr)
+                    continue
+                out.write(json.dumps(outcome.row) + "\n")
+                made[outcome.family] += 1
+                chars.append(text_chars(outcome.row))
+                total = sum(made.values())
+                if total % 25 == 0 or total == args.count:
+                    rate = total / (time.monotonic() - started)
+                    print(f"{total}/{args.count} trajectories, {rate:.2f}/s, {sum(dropped.values())} dropped",
+                          file=sys.stderr, flush=True)  # fmt: skip
+        except RuntimeError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
     elapsed = time.monotonic() - started
     print(f"wrote {sum(made.values())} trajectories to {args.out} in {elapsed:.0f} s "
           f"({sum(made.values()) / elapsed:.2f}/s with {args.workers} workers)")  # fmt: skip
