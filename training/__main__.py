@@ -1,6 +1,6 @@
 """python -m warpcode.training COMMAND: the steps that make the built-in model, each into one working folder.
 
-    prepare   --site-packages DIR... --out WORK [--smoke]      corpus, tokenizer, token streams (prepare.py)
+    prepare   --site-packages DIR... --out WORK [--smoke] [--tokenizer FILE]   corpus, tokenizer, token streams
     render    --out WORK --trajectories FILE.jsonl...          conversations as examples (conversations.py)
     pretrain  --out WORK --minutes M (--steps N | --budget-minutes B)   (train.py; resume: --minutes only)
     finetune  --out WORK --minutes M (--steps N | --budget-minutes B)
@@ -27,6 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     prepare.add_argument("--site-packages", type=Path, nargs="+", required=True, help="folders of installed packages")
     prepare.add_argument("--out", type=Path, required=True, help="the working folder")
     prepare.add_argument("--smoke", action="store_true", help="the toy model and vocabulary (tests, CPU, seconds)")
+    prepare.add_argument(
+        "--tokenizer", type=Path, help="an earlier prepare's tokenizer.json, used instead of training one"
+    )
 
     render = commands.add_parser("render", help="render agent trajectories (JSONL) as fine-tuning examples")
     render.add_argument("--out", type=Path, required=True, help="the working folder (prepared)")
@@ -68,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
 def _prepare(args) -> int:
     from warpcode.training.prepare import prepare
 
-    prepare(args.site_packages, args.out, "smoke" if args.smoke else "builtin")
+    prepare(args.site_packages, args.out, "smoke" if args.smoke else "builtin", args.tokenizer)
     return 0
 
 

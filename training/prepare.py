@@ -24,7 +24,11 @@ TOKENIZER_SAMPLE_BYTES = 100_000_000
 ENCODE_CHUNK = 1000  # documents encoded at once (tokenizers spreads a batch over every core)
 
 
-def prepare(site_packages: list[Path], out: Path, shape: str = "builtin", log=print) -> dict:
+def prepare(
+    site_packages: list[Path], out: Path, shape: str = "builtin", tokenizer_file: Path | None = None, log=print
+) -> dict:
+    """Fills `out`; with `tokenizer_file` (an earlier prepare's tokenizer.json) that tokenizer is used as it is, so
+    the token streams of another machine's packages are in the vocabulary a model was already trained on."""
     out.mkdir(parents=True, exist_ok=True)
     if missing := [str(folder) for folder in site_packages if not folder.is_dir()]:
         raise FileNotFoundError(f"no such site-packages folder: {', '.join(missing)}")
@@ -36,15 +40,19 @@ def prepare(site_packages: list[Path], out: Path, shape: str = "builtin", log=pr
             f"{', '.join(map(str, site_packages))}: both are needed (add site-packages folders with more packages)"
         )
     log(f"{len(documents.train)} training documents, {len(documents.heldout)} held-out")
-    sample, size = [], 0
-    for text in documents.train:
-        if size >= TOKENIZER_SAMPLE_BYTES:
-            break
-        sample.append(text)
-        size += len(text)
-    tokenizer = train_tokenizer(sample, SHAPES[shape].vocab_size)
+    if tokenizer_file is not None:
+        tokenizer, size = _given_tokenizer(tokenizer_file, SHAPES[shape].vocab_size), 0
+        log(f"tokenizer: {tokenizer_file}, {tokenizer.get_vocab_size()} tokens")
+    else:
+        sample, size = [], 0
+        for text in documents.train:
+            if size >= TOKENIZER_SAMPLE_BYTES:
+                break
+            sample.append(text)
+            size += len(text)
+        tokenizer = train_tokenizer(sample, SHAPES[shape].vocab_size)
+        log(f"tokenizer: {tokenizer.get_vocab_size()} tokens, trained on {size / 1e6:.1f} MB")
     tokenizer.save(str(out / "tokenizer.json"))
-    log(f"tokenizer: {tokenizer.get_vocab_size()} tokens, trained on {size / 1e6:.1f} MB")
     tokenizer.encode_special_tokens = True  # a file's "<|im_end|>" is text, as control tokens are at inference
     separator = tokenizer.token_to_id(END_OF_TEXT)
     tokens = {
@@ -56,13 +64,24 @@ def prepare(site_packages: list[Path], out: Path, shape: str = "builtin", log=pr
         "documents": {"train": len(documents.train), "heldout": len(documents.heldout)},
         "bytes": {"train": sum(map(len, documents.train)), "heldout": sum(map(len, documents.heldout))},
         "tokens": tokens,
-        "tokenizer_sample_bytes": size,
+        "tokenizer_sample_bytes": size,  # 0: the tokenizer was given
+        "tokenizer_given": str(tokenizer_file) if tokenizer_file else None,
         "packages": [_describe(p) for p in packages],
     }
     (out / "corpus.json").write_text(json.dumps(manifest, indent=1) + "\n")
     (out / "settings.json").write_text(json.dumps({"shape": shape}) + "\n")
     log(f"tokens: {tokens['train']:,} training, {tokens['heldout']:,} held-out")
     return manifest
+
+
+def _given_tokenizer(path: Path, vocab_size: int) -> Tokenizer:
+    if not path.is_file():
+        raise FileNotFoundError(f"no tokenizer file {path}")
+    tokenizer = Tokenizer.from_file(str(path))
+    if tokenizer.get_vocab_size() != vocab_size or tokenizer.token_to_id(END_OF_TEXT) is None:
+        raise ValueError(f"{path} has {tokenizer.get_vocab_size()} tokens, not this shape's {vocab_size} with "
+                         f"{END_OF_TEXT}: give a tokenizer.json written by `prepare` for the same shape")  # fmt: skip
+    return tokenizer
 
 
 def _encoded(tokenizer: Tokenizer, texts: list[str]) -> Iterator[list[int]]:

@@ -61,8 +61,9 @@ class Phase:
 
 
 # Peak learning rates as Pythia's 70M model was trained (1e-3), and a third of it to fine-tune from where
-# pre-training's cosine ended (1e-4); batches of 256K and 128K tokens.
-PRETRAIN = Phase("pretrain", 2048, 2**18, 2**16, peak_lr=1e-3, warmup_steps=200)
+# pre-training's cosine ended (1e-4); batches of 128K tokens, so that a run of a few minutes still takes hundreds of
+# steps past its warm-up.
+PRETRAIN = Phase("pretrain", 2048, 2**17, 2**16, peak_lr=1e-3, warmup_steps=100)
 FINETUNE = Phase("finetune", 8192, 2**17, 2**16, peak_lr=3e-4, warmup_steps=50, code_share=0.25)
 # The same pipeline at toy size on a CPU (seconds): tests and `prepare --smoke`.
 SMOKE_PHASES = {

@@ -191,3 +191,22 @@ def test_export_and_evaluate_commands(pipeline, tmp_path):
     assert bf16["perplexity"] == pytest.approx(trained["perplexity"], rel=2e-3)
     assert mxfp8["weights"] == "mxfp8" and mxfp8["perplexity"] != bf16["perplexity"]
     assert mxfp8["perplexity"] == pytest.approx(bf16["perplexity"], rel=0.01)
+
+
+def test_prepare_with_a_given_tokenizer_writes_the_same_streams_in_it(pipeline, tmp_path):
+    """A tokenizer trained on one machine's packages, given to prepare on another: the streams are that
+    tokenizer's, token for token, and one of another shape's vocabulary is refused with what to give instead."""
+    work = pipeline["workspace"].root
+    again = tmp_path / "again"
+    site = work.parent / "site-packages"
+    command = [sys.executable, "-m", "warpcode.training", "prepare", "--site-packages", str(site), "--out",
+               str(again), "--smoke", "--tokenizer", str(work / "tokenizer.json")]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    for name in ("tokenizer.json", "train.tokens", "heldout.tokens"):
+        assert (again / name).read_bytes() == (work / name).read_bytes(), name
+    assert json.loads((again / "corpus.json").read_text())["tokenizer_given"] == str(work / "tokenizer.json")
+    other = tmp_path / "other.json"
+    other.write_text((work / "tokenizer.json").read_text().replace('"<|endoftext|>"', '"<|end|>"'))
+    refused = subprocess.run([*command[:-1], str(other)], capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 1 and refused.stderr.startswith("error: ") and "for the same shape" in refused.stderr
