@@ -21,6 +21,7 @@ from warpcode.agent.backends import (
     Finish,
     ModelBackend,
     ModelUnavailable,
+    Notice,
     TextDelta,
     ThoughtDelta,
     ToolCallReady,
@@ -229,6 +230,8 @@ class Agent:
                     self.emit(events.thought_chunk(event.text))
                 elif isinstance(event, ToolCallReady):
                     reply.calls.append(self._unique_id(event.call))
+                elif isinstance(event, Notice):  # shown, never sent back to the model
+                    self.emit(events.message_chunk(event.text))
                 elif isinstance(event, Finish):
                     reply.finish = event
         except asyncio.CancelledError:

@@ -4,6 +4,7 @@ finds there and compares warpcode's runtime with bf16 and with MXFP8 weights on 
 
 python3 -m warpcode.bench.mx_accuracy --device cuda --train-seconds 180 --out $OUT/mx_accuracy.json    # about 5 minutes
 python3 -m warpcode.bench.mx_accuracy --tiny --device cpu --weights bf16 --out /tmp/mx.json    # a CPU smoke run
+python3 -m warpcode.bench.mx_accuracy --model builtin --device cpu --max-mb 8    # the shipped model, nothing trained
 (warpcode must import: `pip install --no-deps -e .` first, as experiments/gpu_session.py does.)
 
 1. Data: every `.py` file under the interpreter's library folders (site-packages and the standard library), identical
@@ -455,6 +456,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--heldout", type=float, default=0.02, help="fraction of files held out")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--checkpoint-dir", help="keep the trained checkpoint here (default: a temp folder, removed)")
+    parser.add_argument(
+        "--model",
+        metavar="DIR",
+        help="measure this checkpoint (a directory, or builtin: warpcode's own model) instead of training one",
+    )
     args = parser.parse_args(argv)
     if args.weights.split(",")[0] != "bf16":
         parser.error("--weights must start with bf16, the reference")
@@ -470,6 +476,8 @@ def main(argv: list[str] | None = None) -> dict:
     device = torch.device(args.device)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32  # training, the runtime and the evaluation
     timings: dict[str, float] = {}
+    if args.model:
+        return measure_checkpoint(args, setup, device, dtype, formats, timings)
     tokenizer, train_tokens, held_tokens, data = prepare_data(args, setup, timings)
     windows, prompts = heldout_eval_set(held_tokens, setup)
 
@@ -533,6 +541,61 @@ def main(argv: list[str] | None = None) -> dict:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(report, indent=2, default=str))
         log(f"wrote {args.out}")
+    return report
+
+
+def measure_checkpoint(args, setup: Setup, device, dtype, formats: list[str], timings: dict) -> dict:
+    """The same measures on a checkpoint made elsewhere (--model), in its own tokenizer, on the held-out files.
+    Which files a model made elsewhere trained on is not known here (the built-in model held out whole packages,
+    not hashed files), so its perplexities may be flattered; the formats' change against bf16 is the measure."""
+    from transformers import AutoModelForCausalLM
+
+    from warpcode.model_runtime.builtin_model import model_directory
+
+    path = model_directory(args.model)
+    tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+    mark = time.perf_counter()
+    _, held_texts, data = collect_sources(int(args.max_mb * 1e6), args.heldout, args.seed, setup.max_files)
+    held_tokens = encode_stream(tokenizer, held_texts)
+    timings["collect_seconds"] = time.perf_counter() - mark
+    data.update(tokens_heldout=len(held_tokens), vocab_size=tokenizer.get_vocab_size())
+    windows, prompts = heldout_eval_set(held_tokens, setup)
+    log(f"{args.model}: {len(windows)} held-out windows of {setup.seq_len} tokens, {len(prompts)} prompts")
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
+    with torch.no_grad():
+        scores = {"transformers": evaluate_transformers(model, windows, setup, device, dtype)}
+    del model
+    free_device_memory(device)
+    continuations, results = {}, {}
+    for weights in formats:
+        scores[weights], continuations[weights], times = evaluate_runtime(
+            path, weights, device, dtype, windows, prompts, setup
+        )
+        results[weights] = {"ppl": scores[weights]["ppl"], "nll": scores[weights]["nll"], **times}
+    results["transformers"] = {"ppl": scores["transformers"]["ppl"], "nll": scores["transformers"]["nll"]}
+    compare_all(scores, continuations, results)
+    report = {
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "model": str(args.model),
+        "data": data,
+        "eval": {
+            "windows": len(windows),
+            "window_len": setup.seq_len,
+            "tokens": len(windows) * (setup.seq_len - 1),
+            "prompts": len(prompts),
+            "dtype": str(dtype),
+        },
+        "results": results,
+        "ppl_relative_change": {name: results[name]["ppl_relative_change"] for name in formats if name != "bf16"},
+        "runtime_vs_transformers_ppl_relative": (results["bf16"]["ppl"] - results["transformers"]["ppl"])
+        / results["transformers"]["ppl"],
+        "goal": "ppl_relative_change within +1%",
+        "timings": timings,
+    }
+    print_table(report)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(report, indent=2, default=str))
     return report
 
 

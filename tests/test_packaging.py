@@ -76,18 +76,23 @@ def test_regular_wheel_holds_only_the_warpcode_namespace(tmp_path):
     for folder, package in FOLDERS.items():
         assert f"{package.replace('.', '/')}/__init__.py" in names, f"{folder}/ missing from the wheel"
     assert "warpcode/kernels/configs/NVIDIA_H200.json" in names, "the measured kernel configs must ship"
+    for name in ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
+        assert f"warpcode/model_runtime/builtin/{name}" in names, f"the built-in model's {name} must ship"
 
 
 def test_the_service_installs_without_torch_and_the_readme_says_how_to_get_the_cpu_build():
-    """The main command installs the bare package (no runtime extra), which must pull no PyTorch or CUDA wheels;
-    the test command takes torch from PyTorch's CPU index, since PyPI's Linux torch is the CUDA build."""
+    """The bare package (the service, no runtime extra) pulls no PyTorch or CUDA wheels; the main command and the
+    test command take torch from PyTorch's CPU index, since PyPI's Linux torch is the CUDA build."""
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
     heavy = [dep for dep in project["dependencies"] if dep.split(">")[0].split("=")[0].strip() in ("torch", "triton")]
     assert heavy == [] and not any(dep.startswith("nvidia") for dep in project["dependencies"])
     readme = (REPO_ROOT / "README.md").read_text()
     main_job, test_run = [line for line in readme.splitlines() if line.startswith("python3 -m venv .venv")][:2]
-    assert "pip install -e . && warpcode serve" in main_job and "torch" not in main_job
-    assert "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in test_run
+    cpu_torch = "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+    # the main job: the runtime with the CPU build, the built-in model answering with nothing configured, the service
+    assert cpu_torch in main_job and "pip install -e '.[runtime]'" in main_job and "--model" not in main_job
+    assert "warpcode run --cwd" in main_job and main_job.endswith("; warpcode serve")
+    assert cpu_torch in test_run
     pytest_command = "pytest -n auto"  # what .ci/run runs
     assert test_run.endswith(f"&& {pytest_command} && (cd editors/vscode && npm ci && npm test)")
     assert f"\n{pytest_command}\n" in (REPO_ROOT / ".ci" / "run").read_text()

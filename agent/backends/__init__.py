@@ -1,6 +1,6 @@
 """warpcode.agent.backends: the model backends: the interface (base.py), one module per backend (scripted, openai,
-local) and `backend_from_spec` (spec.py), exported here. The reasoning splitter and tool-call parsers that read what
-local models write are the runtime's (warpcode.model_runtime.chat), shared with serve-model."""
+local, builtin) and `backend_from_spec` (spec.py), exported here. The reasoning splitter and tool-call parsers that
+read what local models write are the runtime's (warpcode.model_runtime.chat), shared with serve-model."""
 
 from warpcode.agent.backends.base import (
     NO_MODEL_MESSAGE,
@@ -10,6 +10,7 @@ from warpcode.agent.backends.base import (
     ModelBackend,
     ModelEvent,
     ModelUnavailable,
+    Notice,
     TextDelta,
     ThoughtDelta,
     ToolCallReady,
@@ -25,6 +26,7 @@ __all__ = [
     "ModelBackend",
     "ModelEvent",
     "ModelUnavailable",
+    "Notice",
     "TextDelta",
     "ThoughtDelta",
     "ToolCallReady",

@@ -1,7 +1,8 @@
 """The model backend interface: what a backend streams, and the errors that end a turn.
 
-A backend streams one model response: text deltas, thought deltas, complete tool calls, then one Finish with
-the token usage. It never runs tools and keeps no history: the loop owns the trajectory.
+A backend streams one model response: text deltas, thought deltas, complete tool calls (and notices for the user,
+which are not the model's), then one Finish with the token usage. It never runs tools and keeps no history: the
+loop owns the trajectory.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from warpcode.model_runtime.chat.messages import Message, ToolCall
 NO_MODEL_MESSAGE = (
     'No model is configured. Pass --model SPEC, set WARPCODE_MODEL=SPEC, or put model = "SPEC" in '
     "~/.config/warpcode/config.toml. SPEC is openai:URL[#MODEL] (an OpenAI-compatible server such as vLLM, "
-    "SGLang, llama.cpp or Ollama), local:DIR (a Hugging Face checkpoint run in-process) or scripted:PATH."
+    "SGLang, llama.cpp or Ollama), local:DIR (a Hugging Face checkpoint run in-process), builtin (warpcode's small "
+    "model, which needs the runtime: pip install 'warpcode[runtime]') or scripted:PATH."
 )
 
 
@@ -35,13 +37,21 @@ class ToolCallReady:
 
 
 @dataclass
+class Notice:
+    """Words for the user that are not the model's: shown with the answer, never part of the conversation the
+    model is sent again (the built-in model's first answer starts with one)."""
+
+    text: str
+
+
+@dataclass
 class Finish:
     reason: Literal["stop", "tool_calls", "length"]
     input_tokens: int = 0
     output_tokens: int = 0
 
 
-ModelEvent = TextDelta | ThoughtDelta | ToolCallReady | Finish
+ModelEvent = TextDelta | ThoughtDelta | ToolCallReady | Notice | Finish
 
 
 class ModelBackend(Protocol):

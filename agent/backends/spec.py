@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from warpcode.agent.backends.base import BackendError, MissingModel, ModelBackend
-from warpcode.agent.extras import require_runtime
+from warpcode.agent.extras import RUNTIME_MODULES, missing, require_runtime
+from warpcode.model_runtime.builtin_model import BUILTIN_DIR, BUILTIN_SPEC, is_builtin
 
 # Each backend's module is imported when a spec names it: the command line starts without httpx (a tenth of a second).
 
@@ -14,7 +15,9 @@ from warpcode.agent.extras import require_runtime
 def spec_relative_to(spec: str, folder: Path) -> str:
     """`spec` with its path made absolute, a relative one taken from `folder` (`~` is the home folder): how a
     JOBS.jsonl row names its model, relative to the JOBS file as its `repo` is, and how `warpcode batch --model`
-    stays valid in workers that run elsewhere (Ray). `openai:` and `random:` specs hold no path."""
+    stays valid in workers that run elsewhere (Ray). `openai:`, `random:` and `builtin` specs hold no path."""
+    if is_builtin(spec):
+        return spec
     kind, sep, rest = spec.partition(":")
     if sep and kind == "scripted":
         return f"scripted:{_from(folder, rest)}"
@@ -38,12 +41,26 @@ def _from(folder: Path, path: str) -> Path:
     return Path(folder).absolute() / Path(path).expanduser()
 
 
+def default_spec() -> str | None:
+    """The model of a command given none: the built-in one where this installation can run it (the runtime extra
+    and the model's weights are installed), else None (MissingModel explains how to configure one)."""
+    if missing(RUNTIME_MODULES) or not (BUILTIN_DIR / "model.safetensors").is_file():
+        return None
+    return BUILTIN_SPEC
+
+
 def backend_from_spec(spec: str | None, max_tokens: int | None = None) -> ModelBackend:
-    """`scripted:PATH`, `openai:URL[#MODEL]`, `local:DIR[#OPTIONS]` or a bare checkpoint DIR[#OPTIONS] (OPTIONS:
-    `mxfp8` and/or `context=N`, local.py); None -> MissingModel. `max_tokens`: one answer's token limit (None: the
-    backend's own; a script has none)."""
+    """`scripted:PATH`, `openai:URL[#MODEL]`, `local:DIR[#OPTIONS]`, a bare checkpoint DIR[#OPTIONS] (OPTIONS:
+    `mxfp8` and/or `context=N`, local.py) or `builtin[#OPTIONS]`; None -> the default_spec's, or MissingModel.
+    `max_tokens`: one answer's token limit (None: the backend's own; a script has none)."""
+    spec = spec or default_spec()
     if not spec:
         return MissingModel()
+    if is_builtin(spec):
+        require_runtime("the built-in model")
+        from warpcode.agent.backends.builtin import BuiltinBackend
+
+        return BuiltinBackend(spec, max_tokens)
     kind, sep, rest = spec.partition(":")
     if sep and kind == "scripted":
         from warpcode.agent.backends.scripted import ScriptedBackend
@@ -68,8 +85,8 @@ def backend_from_spec(spec: str | None, max_tokens: int | None = None) -> ModelB
         require_runtime(f"the local model {spec}")
         return _local_backend(spec, max_tokens)
     raise BackendError(
-        f"Unknown model spec {spec!r}: use openai:URL[#MODEL], local:DIR[#mxfp8,context=N], a checkpoint directory or "
-        "scripted:PATH."
+        f"Unknown model spec {spec!r}: use openai:URL[#MODEL], local:DIR[#mxfp8,context=N], a checkpoint directory, "
+        "builtin or scripted:PATH."
     )
 
 

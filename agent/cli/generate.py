@@ -38,7 +38,11 @@ def register(subparsers) -> None:
         "streamed to stdout; prompt and decode tok/s go to stderr.",
     )
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model", metavar="DIR", help="checkpoint directory (config.json, safetensors, tokenizer)")
+    source.add_argument(
+        "--model",
+        metavar="DIR",
+        help="checkpoint directory (config.json, safetensors, tokenizer), or builtin (warpcode's own small model)",
+    )
     source.add_argument("--random-weights", action="store_true", help="random weights at --preset's shape")
     parser.add_argument("--preset", help="model shape for --random-weights: tiny, qwen3-30b-a3b, mixtral-8x7b, ...")
     prompt = parser.add_mutually_exclusive_group()
@@ -60,6 +64,7 @@ def register(subparsers) -> None:
 def run_generate(args: argparse.Namespace) -> int:
     require_runtime("warpcode generate")
     from warpcode.model_runtime import load, load_random
+    from warpcode.model_runtime.builtin_model import model_directory
     from warpcode.model_runtime.devices import dtype_named, resolve_device
 
     if args.random_weights and not args.preset:
@@ -76,7 +81,7 @@ def run_generate(args: argparse.Namespace) -> int:
     if args.random_weights:
         engine = load_random(args.preset, device=device, dtype=dtype, seed=args.seed or 0, weights=args.weights)
     else:
-        engine = load(args.model, device=device, dtype=dtype, weights=args.weights)
+        engine = load(model_directory(args.model), device=device, dtype=dtype, weights=args.weights)
     sampling = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p, seed=args.seed)
     if prompt_ids is not None:
         print(" ".join(map(str, engine.generate(prompt_ids, args.max_new_tokens, **sampling))), flush=True)

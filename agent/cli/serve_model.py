@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 from warpcode.agent.cli.generate import DTYPES, add_weights_argument
 from warpcode.agent.extras import SERVER_MODULES, require, require_runtime
@@ -26,7 +25,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     source.add_argument(
         "--model",
         metavar="DIR",
-        help="checkpoint directory (config.json, safetensors, tokenizer); random:PRESET is --random-weights --preset",
+        help="checkpoint directory (config.json, safetensors, tokenizer), or builtin (warpcode's own small model); "
+        "random:PRESET is --random-weights --preset",
     )
     source.add_argument("--random-weights", action="store_true", help="random weights at --preset's shape")
     parser.add_argument("--preset", help="model shape for --random-weights: tiny, qwen3-30b-a3b, mixtral-8x7b, ...")
@@ -82,6 +82,7 @@ def run_model_server(args: argparse.Namespace) -> int:
     require_runtime("warpcode serve-model")
     require("warpcode serve-model", SERVER_MODULES, "runtime")
     from warpcode.model_runtime import load, load_random
+    from warpcode.model_runtime.builtin_model import BUILTIN_NAME, BUILTIN_SPEC, model_directory
     from warpcode.model_runtime.devices import dtype_named, resolve_device
     from warpcode.model_runtime.openai_server import LISTENING, ModelServer, RequestLimits, base_url, create_app
 
@@ -97,8 +98,10 @@ def run_model_server(args: argparse.Namespace) -> int:
         engine = load_random(args.preset, device=device, dtype=dtype, weights=args.weights, **sizes)
         name = args.served_model_name or args.preset
     else:
-        engine = load(args.model, device=device, dtype=dtype, weights=args.weights, **sizes)
-        name = args.served_model_name or Path(args.model).resolve().name
+        directory = model_directory(args.model)
+        engine = load(directory, device=device, dtype=dtype, weights=args.weights, **sizes)
+        default_name = BUILTIN_NAME if args.model == BUILTIN_SPEC else directory.resolve().name
+        name = args.served_model_name or default_name
     api_key = args.api_key or os.environ.get(KEY_VARIABLE) or None
     if streams and tokens and engine.device.type == "cuda":
         print(f"warpcode serve-model: capturing decode graphs (up to {streams} streams, {tokens} tokens)...",

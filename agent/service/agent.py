@@ -38,6 +38,7 @@ from acp.exceptions import RequestError
 from pydantic import BaseModel, Field
 
 from warpcode.agent.backends import BackendError, ModelBackend, backend_from_spec
+from warpcode.agent.backends.spec import default_spec
 from warpcode.agent.config import Settings
 from warpcode.agent.loop import Limits, ModelFailure
 from warpcode.agent.mcp.specs import McpServerSpec, Skipped, from_acp, session_servers
@@ -148,7 +149,9 @@ class AcpService:
         self.backend_for_session(config.model)
 
     def backend_for_session(self, model: str | None) -> ModelBackend:
-        """The backend of the spec `model` (None: the one that explains how to configure a model)."""
+        """The backend of the spec `model` (None: the built-in model where this installation runs it, else the one
+        that explains how to configure a model)."""
+        model = model or default_spec()
         if model is None or model.startswith("scripted:"):
             return backend_from_spec(model)
         if model not in self._backends:

@@ -13,6 +13,7 @@ from acp import schema
 
 from tests.processes import process_running
 from warpcode.agent.backends import NO_MODEL_MESSAGE, backend_from_spec
+from warpcode.agent.backends import spec as spec_module
 from warpcode.agent.backends.scripted import ScriptedBackend
 from warpcode.agent.loop import Agent, Limits, ModelFailure
 from warpcode.tools.sandbox import Sandbox
@@ -171,7 +172,8 @@ async def test_cancel_kills_a_running_command_within_a_second(failing_repo: Path
     assert (await agent.prompt("again")).stop_reason == "end_turn"
 
 
-async def test_without_a_model_the_prompt_says_how_to_configure_one(failing_repo: Path, events) -> None:
+async def test_without_a_model_the_prompt_says_how_to_configure_one(failing_repo: Path, events, monkeypatch) -> None:
+    monkeypatch.setattr(spec_module, "BUILTIN_DIR", failing_repo)  # an installation that cannot run the built-in
     result = await Agent(failing_repo, backend_from_spec(None), events).prompt("hi")
     assert result.stop_reason == "refusal" and result.failure == ModelFailure(NO_MODEL_MESSAGE, unavailable=False)
     assert result.failure.message == f"The model could not answer: {NO_MODEL_MESSAGE}"
@@ -212,9 +214,10 @@ def test_cli_run_human_output_and_exit_codes(failing_repo: Path, tmp_path: Path,
     assert "▶ Edit calc.py" in done.stdout and "-    return a - b" in done.stdout and "+    return a + b" in done.stdout
     assert "✓ pytest: 1 passed" in done.stdout
 
-    unconfigured = _cli("--cwd", str(failing_repo), "hi", cwd=tmp_path)
-    assert unconfigured.returncode == 1 and "No model is configured" not in unconfigured.stdout
-    assert unconfigured.stderr == f"The model could not answer: {NO_MODEL_MESSAGE}\n"  # its one report
+    unreachable = _cli("--cwd", str(failing_repo), "--model", "openai:http://127.0.0.1:9", "hi", cwd=tmp_path)
+    assert unreachable.returncode == 1 and "could not answer" not in unreachable.stdout
+    [report] = unreachable.stderr.splitlines()  # its one report
+    assert report.startswith("The model could not answer: ") and "127.0.0.1:9" in report
 
     limited = _cli(
         "--cwd", str(failing_repo), "--model", model, "--mode", "auto", "--max-turn-requests", "1", "go", cwd=tmp_path

@@ -98,3 +98,14 @@ def test_tiny_run_writes_report(script, tmp_path):
     assert report["eval"]["windows"] > 0 and report["eval"]["prompts"] > 0
     assert report["model_config"]["model_type"] == "qwen3_moe"
     assert report["total_seconds"] > 0
+
+
+@pytest.mark.slow
+def test_it_measures_the_built_in_model_without_training(script, tmp_path):
+    out = tmp_path / "builtin.json"
+    script.main(["--model", "builtin", "--tiny", "--device", "cpu", "--max-mb", "2", "--heldout", "0.3", "--out",
+                 str(out)])  # fmt: skip
+    report = json.loads(out.read_text())
+    assert report["model"] == "builtin" and "train" not in report
+    assert abs(report["runtime_vs_transformers_ppl_relative"]) < 1e-4  # the shipped checkpoint, read by both
+    assert math.isfinite(report["ppl_relative_change"]["mxfp8"]) and report["eval"]["windows"] > 0

@@ -76,3 +76,31 @@ def test_a_bad_warm_up_size_is_a_one_line_error(capsys):
     assert main([*argv, "--warm-up", "8"]) == 1
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("warpcode serve-model: error: --warm-up takes STREAMS,TOKENS (two integers, 0,0 for none)")
+
+
+@pytest.mark.slow
+def test_the_built_in_model_is_served_by_name_and_calls_a_tool_when_required():
+    from openai import OpenAI
+
+    from warpcode.agent.toolbox import tool_schemas
+
+    process, url = start_model_server("--model", "builtin", "--max-model-len", "4096")
+    try:
+        client = OpenAI(base_url=url, api_key="none")
+        assert [card.id for card in client.models.list().data] == ["warpcode-builtin"]
+        tools = [t for t in tool_schemas() if t["function"]["name"] in ("read_file", "search")]
+        reply = client.chat.completions.create(
+            model="warpcode-builtin",
+            messages=[{"role": "user", "content": "Where is parse_config defined?"}],
+            tools=tools,
+            tool_choice="required",
+            max_tokens=200,
+        )
+        calls = reply.choices[0].message.tool_calls
+        assert calls and reply.choices[0].finish_reason == "tool_calls"
+        for call in calls:  # forced: each a call of a function offered, with arguments valid JSON
+            assert call.function.name in ("read_file", "search") and isinstance(
+                json.loads(call.function.arguments), dict
+            )
+    finally:
+        assert stop(process) == 0
