@@ -9,6 +9,7 @@ session update (see events.py).
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections.abc import Coroutine
@@ -137,6 +138,7 @@ class Agent:
         self.set_mode(mode, policy)
         self.checkpoints: list[Checkpoint] = []  # one per turn that edited files, oldest first
         self._tools = tool_schemas()
+        self._own_schema_tokens: int | None = None  # their specs' tokens in a request, counted at the first one
         self._work: asyncio.Task[TurnResult] | None = None
         self._cancelled = False
         self._ids_seen: set[str] = set()
@@ -215,7 +217,12 @@ class Agent:
             tools = tools + self.mcp.schemas()
         await self.backend.prepare()  # the openai: backend learns the model's name and context here
         reserve = min(self.limits.answer_reserve_tokens, self.backend.context_window // 4)
-        if self.mcp is not None:  # their schemas share the context with the conversation: dozens of tools can fill it
+        # The tools' specs share the context with the conversation: ours take about 2,000 tokens of every request
+        # (a quarter of a small model's context), and dozens of MCP tools can fill it.
+        if self._own_schema_tokens is None:
+            self._own_schema_tokens = self.backend.count_tokens(json.dumps(self._tools))
+        reserve += self._own_schema_tokens
+        if self.mcp is not None:
             reserve += self.mcp.schema_tokens(self.backend.count_tokens)
         budget = context.ContextBudget(self.backend.context_window, reserve, self.limits.tool_output_tokens)
         context.fit(self.messages, budget, self.backend.count_tokens)

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from warpcode.agent import context
 from warpcode.agent.backends import approximate_tokens
 from warpcode.agent.backends.scripted import ScriptedBackend
 from warpcode.agent.loop import Agent, Limits
+from warpcode.agent.toolbox import tool_schemas
 from warpcode.model_runtime.chat.messages import Message, ToolCall
 
 
@@ -88,14 +90,15 @@ async def test_a_conversation_that_overflows_the_context_compacts_and_finishes(t
     thinking = "Reading again, with long reasoning that cannot be elided. " * 40  # ~600 tokens a reply
     read = {"text": thinking, "tool_calls": [{"name": "read_file", "arguments": {"path": "big.py"}}]}
     turns = [read] * 6 + [{"text": "Read it."}] + [read] * 6 + [{"text": "All read."}]
-    backend = _MeasuringBackend(turns, context_window=8_300)
+    schemas = approximate_tokens(json.dumps(tool_schemas()))  # the tools' specs, in every request too
+    backend = _MeasuringBackend(turns, context_window=8_300 + schemas)
     agent = Agent(
         tmp_path, backend, events, "auto", limits=Limits(tool_output_tokens=1_500, answer_reserve_tokens=1_000)
     )
     for request in ("read it", "read it once more"):
         result = await agent.prompt(request)
     assert result.stop_reason == "end_turn" and events.text().endswith("All read.")
-    assert max(backend.prompt_tokens) <= 8_300 - 1_000  # the window less the answer's reserve
+    assert max(backend.prompt_tokens) + schemas <= backend.context_window - 1_000  # the window less the answer's
     assert backend.calls == 14
     summary = agent.messages[1].content
     assert summary.startswith("Summary of the earlier conversation (compacted):\n- user asked: read it\n")
