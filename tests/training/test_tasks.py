@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import builtins
 import keyword
+import random
 import sys
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from warpcode.training.tasks import FAMILIES, SPLITS, Task, make_task
 from warpcode.training.tasks.check import changed_files, check, run_test_command, write_repo
 from warpcode.training.tasks.functions import stdlib_modules
 from warpcode.training.tasks.layout import LAYOUTS, layouts
-from warpcode.training.tasks.words import CONFIG_MODULES, NOUNS, QUALIFIERS, VALUE_WORDS, VERBS, pool
+from warpcode.training.tasks.words import CONFIG_MODULES, NOUNS, QUALIFIERS, VALUE_WORDS, VERBS, made_up_word, pool
 
 SEEDS = range(40)
 
@@ -111,3 +112,19 @@ def test_the_checker_passes_the_plan_and_catches_wrong_solutions(family, split, 
         root = tmp_path / f"wrong-{number}"
         write_repo(files, root)
         assert not check(task, root).ok, f"{what} passed the checker"
+
+
+def test_training_tasks_make_up_some_name_words_and_held_out_tasks_never_do():
+    """Made-up words teach copying names read in the repository instead of recalling the training words."""
+    listed = set(" ".join((VERBS, NOUNS, QUALIFIERS, CONFIG_MODULES, VALUE_WORDS)).split())
+
+    def words(split: str) -> set[str]:
+        tasks = [make_task(family, split, seed) for family in FAMILIES for seed in SEEDS]
+        return {part for task in tasks for name in task.names for part in name.lower().split("_")}
+
+    made_up = words("train") - listed
+    assert len(made_up) > 50 and all(word.isidentifier() and word.isalpha() for word in made_up)
+    assert not made_up & (set(keyword.kwlist) | set(dir(builtins)) | set(sys.stdlib_module_names))
+    assert words("heldout") <= listed
+    rng = random.Random(0)
+    assert len({made_up_word(rng) for _ in range(1000)}) > 900  # plenty of them

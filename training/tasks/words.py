@@ -8,7 +8,10 @@ when its own hash says so. A quarter of everything is held out.
 
 from __future__ import annotations
 
+import builtins
+import keyword
 import random
+import sys
 import zlib
 from collections.abc import Sequence
 
@@ -84,6 +87,29 @@ STDLIB_MODULES = (
 )
 
 
+# Training tasks make up one name word in MADE_UP_SHARE (a pronounceable non-word, split by the tokenizer into
+# pieces no dictionary word gives): a model that recalled its training words would get a held-out name wrong (the
+# first built-in model wrote `count_cork` for the held-out `limit_cork`); one that copies what it read gets both.
+MADE_UP_SHARE = 3
+_ONSETS = ("b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "z", "br", "cr", "dr",
+           "fl", "gr", "pl", "st", "tr")  # fmt: skip
+_VOWELS = ("a", "e", "i", "o", "u", "ai", "ea", "oo")
+_CODAS = ("", "", "n", "r", "l", "s", "k", "m", "x")
+
+
+def made_up_word(rng: random.Random) -> str:
+    """Two or three syllables that are no word of this module's lists and name nothing Python has."""
+    while True:
+        syllables = "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) for _ in range(rng.choice((2, 3))))
+        word = syllables + rng.choice(_CODAS)
+        if word not in _LISTED and word not in _PYTHON_NAMES:
+            return word
+
+
+_LISTED = frozenset(" ".join((VERBS, NOUNS, QUALIFIERS, CONFIG_MODULES, VALUE_WORDS, STDLIB_MODULES)).split())
+_PYTHON_NAMES = frozenset(keyword.kwlist) | frozenset(dir(builtins)) | frozenset(sys.stdlib_module_names)
+
+
 def split_of(value: object) -> str:
     """The split `value` belongs to: a hash of its text picks one quarter for held-out tasks."""
     return "heldout" if zlib.crc32(str(value).encode()) % HELDOUT_SHARE == 0 else "train"
@@ -121,14 +147,20 @@ class Vocabulary:
                 return name
         raise RuntimeError("the word pools ran out of fresh names for one task: add words to training/tasks/words.py")
 
+    def word(self, words: tuple[str, ...]) -> str:
+        """One of `words`, or in a training task sometimes a made-up word (MADE_UP_SHARE)."""
+        if self.split == "train" and self.rng.randrange(MADE_UP_SHARE) == 0:
+            return made_up_word(self.rng)
+        return self.rng.choice(words)
+
     def function_name(self) -> str:
-        return self.fresh(lambda: f"{self.rng.choice(self.verbs)}_{self.rng.choice(self.nouns)}")
+        return self.fresh(lambda: f"{self.word(self.verbs)}_{self.word(self.nouns)}")
 
     def noun(self) -> str:
-        return self.fresh(lambda: self.rng.choice(self.nouns))
+        return self.fresh(lambda: self.word(self.nouns))
 
     def constant_name(self) -> str:
-        return self.fresh(lambda: f"{self.rng.choice(self.qualifiers)}_{self.rng.choice(self.nouns)}".upper())
+        return self.fresh(lambda: f"{self.rng.choice(self.qualifiers)}_{self.word(self.nouns)}".upper())
 
     def config_module(self) -> str:
         return self.fresh(lambda: self.rng.choice(self.config_modules))
