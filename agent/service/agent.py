@@ -87,8 +87,8 @@ class ServiceConfig:
     mcp_servers: tuple[McpServerSpec, ...] = ()  # the config file's: every session connects to them
 
     def __post_init__(self) -> None:
-        if self.model is None and self.models:
-            self.model = self.models[0]
+        if self.model is None:  # the config's first model, else the built-in one where it runs
+            self.model = self.models[0] if self.models else default_spec()
         if self.model is not None:
             self.models = tuple(dict.fromkeys((self.model, *self.models)))
         if self.default_mode not in MODES:
