@@ -1,8 +1,8 @@
 """The runtime's layering: importing `warpcode.model_runtime` and its torch-free parts (chat/, openai_server/,
-weight_formats.py) loads no torch; its public names still load on first use; and its sub-packages, each counted as
-one module, import each other in one direction (function-local imports count: they hide a cycle, they do not remove
-it): serving/ may import the decode path, not the other way round. tests/test_layering.py checks the rest: no module
-cycle anywhere, nothing imported upward."""
+speculative/, weight_formats.py) loads no torch; its public names still load on first use; and its sub-packages,
+each counted as one module, import each other in one direction (function-local imports count: they hide a cycle,
+they do not remove it): serving/ may import the decode path, not the other way round. tests/test_layering.py checks
+the rest: no module cycle anywhere, nothing imported upward."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 TORCH_FREE = """
 import pkgutil, sys
 import warpcode.model_runtime, warpcode.model_runtime.chat, warpcode.model_runtime.openai_server
-import warpcode.model_runtime.weight_formats
+import warpcode.model_runtime.weight_formats, warpcode.model_runtime.speculative
 for module in pkgutil.iter_modules(warpcode.model_runtime.chat.__path__):
     __import__(f"warpcode.model_runtime.chat.{module.name}")
 print(sorted(name for name in sys.modules if name.split(".")[0] in ("torch", "triton", "numpy")))
