@@ -528,20 +528,11 @@ def main(argv: list[str] | None = None) -> dict:
             "kl_windows": min(setup.kl_windows, len(windows)),
             "dtype": str(dtype),
         },
-        "results": results,
-        "ppl_relative_change": {name: results[name]["ppl_relative_change"] for name in formats if name != "bf16"},
-        "runtime_vs_transformers_ppl_relative": (results["bf16"]["ppl"] - results["transformers"]["ppl"])
-        / results["transformers"]["ppl"],
-        "goal": "ppl_relative_change within +1%",
+        **results_report(results, formats),
         "timings": timings,
         "total_seconds": time.perf_counter() - _start,
     }
-    print_table(report)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(report, indent=2, default=str))
-        log(f"wrote {args.out}")
-    return report
+    return finish(report, args.out)
 
 
 def measure_checkpoint(args, setup: Setup, device, dtype, formats: list[str], timings: dict) -> dict:
@@ -585,17 +576,30 @@ def measure_checkpoint(args, setup: Setup, device, dtype, formats: list[str], ti
             "prompts": len(prompts),
             "dtype": str(dtype),
         },
-        "results": results,
-        "ppl_relative_change": {name: results[name]["ppl_relative_change"] for name in formats if name != "bf16"},
-        "runtime_vs_transformers_ppl_relative": (results["bf16"]["ppl"] - results["transformers"]["ppl"])
-        / results["transformers"]["ppl"],
-        "goal": "ppl_relative_change within +1%",
+        **results_report(results, formats),
         "timings": timings,
     }
+    return finish(report, args.out)
+
+
+def results_report(results: dict, formats: list[str]) -> dict:
+    """The report's results and what they say against bf16 and against transformers."""
+    transformers_ppl = results["transformers"]["ppl"]
+    return {
+        "results": results,
+        "ppl_relative_change": {name: results[name]["ppl_relative_change"] for name in formats if name != "bf16"},
+        "runtime_vs_transformers_ppl_relative": (results["bf16"]["ppl"] - transformers_ppl) / transformers_ppl,
+        "goal": "ppl_relative_change within +1%",
+    }
+
+
+def finish(report: dict, out: str | None) -> dict:
+    """The table on stdout, and the report in `out` when given."""
     print_table(report)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(report, indent=2, default=str))
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(report, indent=2, default=str))
+        log(f"wrote {out}")
     return report
 
 

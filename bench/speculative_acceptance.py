@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from warpcode.bench.edit_corpus import LICENCES  # the repositories whose files may be kept as test data
 from warpcode.model_runtime.speculative import DraftConfig, DraftPolicy, SuffixDrafter
 
 FIXTURE_DIR = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "speculative"  # in a checkout
@@ -59,14 +60,6 @@ EDIT_CONTEXT_LINES = 1  # context lines around a hunk in old_text, more (up to 6
 MAX_EDIT_CONTEXT_LINES = 6
 
 # Mining (--mine): one changed source file per commit, of moderate size.
-LICENCES = {
-    "psf/requests": "Apache-2.0",
-    "pallets/flask": "BSD-3-Clause",
-    "spf13/cobra": "Apache-2.0",
-    "expressjs/express": "MIT",
-    "BurntSushi/ripgrep": "MIT OR Unlicense",
-    "DaveGamble/cJSON": "MIT",
-}
 SOURCE_EXTENSIONS = {".py", ".go", ".js", ".rs", ".c", ".h", ".ts"}
 MIN_OLD_BYTES, MAX_OLD_BYTES, MAX_NEW_BYTES = 1_000, 20_000, 24_000
 MIN_CHANGED_LINES, MAX_CHANGED_LINES = 2, 150
