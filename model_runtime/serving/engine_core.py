@@ -30,6 +30,7 @@ import torch
 from warpcode.model_runtime.decode_runner import DecodeRunner, batch_bucket
 from warpcode.model_runtime.decode_step import SCRATCH_BLOCK, DecodeState, choose_next_tokens
 from warpcode.model_runtime.detokenize import IncrementalDetokenizer, StopStringFilter
+from warpcode.model_runtime.devices import one_thread_on_cpu
 from warpcode.model_runtime.model import MoeForCausalLM
 from warpcode.model_runtime.prefill import PrefillChunk, prefill_in_steps
 from warpcode.model_runtime.prefill_graphs import PrefillGraphs, token_bucket
@@ -450,18 +451,20 @@ class EngineCore:
         longest = max(s.computed + s.in_flight + 1 for s in self._rows)
         rows, count, columns = list(self._rows), len(self._rows), self._table_columns(longest)
         bucket, kind = batch_bucket(count), variant(self._rows)
-        logits = self.runner.forward_function(count, columns)()
+        with one_thread_on_cpu(self.device):
+            logits = self.runner.forward_function(count, columns)()
         if self._masked:  # the grammars take the tokens of the step before while this forward runs
             while self._in_flight:
                 self._read(self._in_flight.popleft())
             masks = self._host_masks[:bucket]
             grammar_masks(rows, masks.numpy())
             self.state.token_mask[:bucket].copy_(masks, non_blocking=True)
-        if self._processors is None:
-            self.runner.choose_function(count, kind, self._masked)()
-        else:  # logit_bias and penalties: an eager choice over the forward's logits
-            choose_next_tokens(self.state, logits, bucket, kind, process=self._processors, masked=self._masked)
-            self._processors.count(self.state.tokens[:bucket])
+        with one_thread_on_cpu(self.device):
+            if self._processors is None:
+                self.runner.choose_function(count, kind, self._masked)()
+            else:  # logit_bias and penalties: an eager choice over the forward's logits
+                choose_next_tokens(self.state, logits, bucket, kind, process=self._processors, masked=self._masked)
+                self._processors.count(self.state.tokens[:bucket])
         logprobs = None  # of the raw logits, not the processed or masked ones
         if self._top_logprobs is not None:
             logprobs = StepLogprobs.of(logits[:count], self.state.tokens[:count], self._top_logprobs)
