@@ -76,7 +76,8 @@ def test_regular_wheel_holds_only_the_warpcode_namespace(tmp_path):
     for folder, package in FOLDERS.items():
         assert f"{package.replace('.', '/')}/__init__.py" in names, f"{folder}/ missing from the wheel"
     assert "warpcode/kernels/configs/NVIDIA_H200.json" in names, "the measured kernel configs must ship"
-    for name in ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
+    for name in ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
+                 "tokenizer_config.json"):  # fmt: skip
         assert f"warpcode/model_runtime/builtin/{name}" in names, f"the built-in model's {name} must ship"
 
 
