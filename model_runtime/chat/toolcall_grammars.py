@@ -42,6 +42,7 @@ HERMES = "hermes"
 # Raw text without `</parameter>` anywhere, then the parameter's end: a lazy lexeme ends at the first such end.
 _RAW_TEXT = r"/(?s:.*)/ & ~/(?s:.*)<\/parameter>(?s:.*)/ & ~/\s*[nN][uU][lL][lL]\s*/"
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
+FUNCTION_OPEN = "<function="  # Qwen3-Coder's call head, inside the call markers
 Specials = frozenset[str]  # the markers a tokenizer holds as single special tokens
 _VALUE_END = '"\\n</parameter>\\n"'
 
@@ -70,11 +71,14 @@ def text_with_calls(fmt: str, tools: Sequence[Tool], thinking: bool = False, spe
     blocks are free. `thinking`: the prompt leaves the model inside its reasoning, which the answer first ends.
     `specials`: as for forced_calls.
 
-    Plain text may hold neither marker that opens something (a call, a reasoning block). A marker that is text
+    Plain text may hold no marker that opens something (a call, a reasoning block; in Qwen3-Coder's format also the
+    `<function=` a call starts with, which outside a call the parser would leave as text). A marker that is text
     ends the plain text as a lazy lexeme that includes it; one that is a special token follows the text as a token
     of its own (a special token is never part of a text lexeme)."""
     mark = _Marks(specials)
-    texts = [m for m in (OPEN, THINK_START) if m not in specials]
+    # Qwen3-Coder's `<function=` outside a `<tool_call>` is a call the parser cannot read: never plain text either
+    openers = (OPEN, THINK_START, FUNCTION_OPEN) if fmt == QWEN3_CODER else (OPEN, THINK_START)
+    texts = [m for m in openers if m not in specials]
     plain = "/(?s:.*)/" if not texts else f"(/(?s:.*)/ & ~/(?s:.*)({'|'.join(texts)})(?s:.*)/)"
     start = "start: " + ("reasoning_end " if thinking else "") + "(call | reasoning)* PLAIN?"
     rules = [start, f"PLAIN: {plain} & /(?s:.+)/"]
