@@ -19,9 +19,10 @@ BUILTIN_NAME = "warpcode-builtin"  # its name where a server lists it (serve-mod
 BUILTIN_DIR = Path(__file__).parent / "builtin"
 # The first answer of a session with the built-in model starts with this, so nobody mistakes it for a real one.
 BUILTIN_NOTICE = (
-    "(This is warpcode's small built-in model: it does simple edits -- renames, a missing import, a constant -- and "
-    "little else. For real work configure a model: --model openai:URL for a vLLM, SGLang, llama.cpp or Ollama "
-    "server, or --model local:DIR for a Hugging Face checkpoint; `warpcode --help` says more.)\n\n"
+    "(This is warpcode's small built-in model, a 15M-parameter demonstration: it manages simple edits -- a rename, "
+    "a missing import, a constant -- only some of the time. For real work configure a model: --model openai:URL "
+    "for a vLLM, SGLang, llama.cpp or Ollama server, or --model local:DIR for a Hugging Face checkpoint; "
+    "`warpcode --help` says more.)\n\n"
 )
 
 
