@@ -31,9 +31,14 @@ def is_builtin(spec: str | None) -> bool:
     return spec is not None and spec.partition("#")[0] == BUILTIN_SPEC
 
 
+def builtin_installed() -> bool:
+    """Whether this installation holds the built-in model's weights."""
+    return (BUILTIN_DIR / "model.safetensors").is_file()
+
+
 def builtin_model_dir() -> Path:
     """The built-in model's checkpoint directory; FileNotFoundError when this installation lacks it."""
-    if not (BUILTIN_DIR / "model.safetensors").is_file():
+    if not builtin_installed():
         raise FileNotFoundError(
             f"the built-in model's weights are not in {BUILTIN_DIR}: reinstall warpcode (pip install warpcode), or "
             "configure a model with --model"

@@ -23,8 +23,7 @@ class BuiltinBackend(LocalBackend):
             directory = builtin_model_dir()
         except FileNotFoundError as exc:
             raise BackendError(str(exc)) from None
-        _, _, options = spec.partition("#")
-        local = split_local_spec(f"{directory}#{options}" if options else str(directory))
+        local = split_local_spec(spec)  # `builtin#OPTIONS`: a local checkpoint's options
         super().__init__(directory, max_new_tokens or ANSWER_TOKENS, weights=local.weights, context=local.context,
                          tool_grammar=local.tool_grammar)  # fmt: skip
 

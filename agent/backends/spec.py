@@ -7,7 +7,8 @@ from pathlib import Path
 
 from warpcode.agent.backends.base import BackendError, MissingModel, ModelBackend
 from warpcode.agent.extras import RUNTIME_MODULES, missing, require_runtime
-from warpcode.model_runtime.builtin_model import BUILTIN_DIR, BUILTIN_SPEC, is_builtin
+from warpcode.model_runtime import builtin_model
+from warpcode.model_runtime.builtin_model import BUILTIN_SPEC, is_builtin
 
 # Each backend's module is imported when a spec names it: the command line starts without httpx (a tenth of a second).
 
@@ -44,9 +45,7 @@ def _from(folder: Path, path: str) -> Path:
 def default_spec() -> str | None:
     """The model of a command given none: the built-in one where this installation can run it (the runtime extra
     and the model's weights are installed), else None (MissingModel explains how to configure one)."""
-    if missing(RUNTIME_MODULES) or not (BUILTIN_DIR / "model.safetensors").is_file():
-        return None
-    return BUILTIN_SPEC
+    return BUILTIN_SPEC if builtin_model.builtin_installed() and not missing(RUNTIME_MODULES) else None
 
 
 def backend_from_spec(spec: str | None, max_tokens: int | None = None) -> ModelBackend:

@@ -149,9 +149,8 @@ class AcpService:
         self.backend_for_session(config.model)
 
     def backend_for_session(self, model: str | None) -> ModelBackend:
-        """The backend of the spec `model` (None: the built-in model where this installation runs it, else the one
-        that explains how to configure a model)."""
-        model = model or default_spec()
+        """The backend of the spec `model` (None, which ServiceConfig leaves only where the built-in model cannot
+        run: the one that explains how to configure a model)."""
         if model is None or model.startswith("scripted:"):
             return backend_from_spec(model)
         if model not in self._backends:

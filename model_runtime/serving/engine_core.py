@@ -352,10 +352,11 @@ class EngineCore:
         if self._rows_stale:
             self._rebuild_rows()
         launched = False
-        while self._rows and len(self._in_flight) < STEPS_IN_FLIGHT and not (launched and self._masked):
-            if not self._launch():
-                break
-            launched = True
+        with one_thread_on_cpu(self.device):  # decode steps; prefill below keeps every thread
+            while self._rows and len(self._in_flight) < STEPS_IN_FLIGHT and not (launched and self._masked):
+                if not self._launch():
+                    break
+                launched = True
         if self._pass is None:
             budget = self.config.interleaved_prefill_tokens if self._rows else self.config.max_prefill_tokens
             if plan := self.scheduler.prefill_plan(budget):
@@ -451,20 +452,18 @@ class EngineCore:
         longest = max(s.computed + s.in_flight + 1 for s in self._rows)
         rows, count, columns = list(self._rows), len(self._rows), self._table_columns(longest)
         bucket, kind = batch_bucket(count), variant(self._rows)
-        with one_thread_on_cpu(self.device):
-            logits = self.runner.forward_function(count, columns)()
+        logits = self.runner.forward_function(count, columns)()
         if self._masked:  # the grammars take the tokens of the step before while this forward runs
             while self._in_flight:
                 self._read(self._in_flight.popleft())
             masks = self._host_masks[:bucket]
             grammar_masks(rows, masks.numpy())
             self.state.token_mask[:bucket].copy_(masks, non_blocking=True)
-        with one_thread_on_cpu(self.device):
-            if self._processors is None:
-                self.runner.choose_function(count, kind, self._masked)()
-            else:  # logit_bias and penalties: an eager choice over the forward's logits
-                choose_next_tokens(self.state, logits, bucket, kind, process=self._processors, masked=self._masked)
-                self._processors.count(self.state.tokens[:bucket])
+        if self._processors is None:
+            self.runner.choose_function(count, kind, self._masked)()
+        else:  # logit_bias and penalties: an eager choice over the forward's logits
+            choose_next_tokens(self.state, logits, bucket, kind, process=self._processors, masked=self._masked)
+            self._processors.count(self.state.tokens[:bucket])
         logprobs = None  # of the raw logits, not the processed or masked ones
         if self._top_logprobs is not None:
             logprobs = StepLogprobs.of(logits[:count], self.state.tokens[:count], self._top_logprobs)

@@ -11,6 +11,7 @@ from warpcode.agent.backends import BackendError, MissingModel, backend_from_spe
 from warpcode.agent.backends import spec as spec_module
 from warpcode.agent.backends.builtin import ANSWER_TOKENS, BuiltinBackend
 from warpcode.agent.loop import Agent, Limits
+from warpcode.model_runtime import builtin_model
 from warpcode.model_runtime.builtin_model import BUILTIN_DIR, BUILTIN_NOTICE
 from warpcode.training.tasks import make_task
 from warpcode.training.tasks.check import write_repo
@@ -37,9 +38,9 @@ def test_the_spec_names_the_shipped_checkpoint_with_a_local_models_options():
 
 def test_it_is_the_default_unless_the_installation_cannot_run_it(monkeypatch):
     assert isinstance(backend_from_spec(None), BuiltinBackend)
-    monkeypatch.setattr(spec_module, "BUILTIN_DIR", Path("/nonexistent"))  # an installation without the weights
+    monkeypatch.setattr(builtin_model, "BUILTIN_DIR", Path("/nonexistent"))  # an installation without the weights
     assert isinstance(backend_from_spec(None), MissingModel)
-    monkeypatch.setattr(spec_module, "BUILTIN_DIR", BUILTIN_DIR)
+    monkeypatch.setattr(builtin_model, "BUILTIN_DIR", BUILTIN_DIR)
     monkeypatch.setattr(spec_module, "RUNTIME_MODULES", ("no_such_module_anywhere",))  # ... or without torch
     assert isinstance(backend_from_spec(None), MissingModel)
 

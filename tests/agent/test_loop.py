@@ -13,9 +13,9 @@ from acp import schema
 
 from tests.processes import process_running
 from warpcode.agent.backends import NO_MODEL_MESSAGE, backend_from_spec
-from warpcode.agent.backends import spec as spec_module
 from warpcode.agent.backends.scripted import ScriptedBackend
 from warpcode.agent.loop import Agent, Limits, ModelFailure
+from warpcode.model_runtime import builtin_model
 from warpcode.tools.sandbox import Sandbox
 
 
@@ -173,7 +173,7 @@ async def test_cancel_kills_a_running_command_within_a_second(failing_repo: Path
 
 
 async def test_without_a_model_the_prompt_says_how_to_configure_one(failing_repo: Path, events, monkeypatch) -> None:
-    monkeypatch.setattr(spec_module, "BUILTIN_DIR", failing_repo)  # an installation that cannot run the built-in
+    monkeypatch.setattr(builtin_model, "BUILTIN_DIR", failing_repo)  # an installation that cannot run the built-in
     result = await Agent(failing_repo, backend_from_spec(None), events).prompt("hi")
     assert result.stop_reason == "refusal" and result.failure == ModelFailure(NO_MODEL_MESSAGE, unavailable=False)
     assert result.failure.message == f"The model could not answer: {NO_MODEL_MESSAGE}"

@@ -13,9 +13,9 @@ from acp.helpers import embedded_text_resource, resource_block, resource_link_bl
 from tests.agent.acp_clients import AcpTestClient
 from tests.agent.service.in_process import served
 from warpcode.agent.backends import NO_MODEL_MESSAGE
-from warpcode.agent.backends import spec as spec_module
 from warpcode.agent.service.agent import ServiceConfig
 from warpcode.agent.service.session import MAX_QUEUED_UPDATES
+from warpcode.model_runtime import builtin_model
 
 pytestmark = pytest.mark.asyncio
 
@@ -33,7 +33,7 @@ async def test_initialize_advertises_version_capabilities_and_no_authentication(
 
 
 async def test_without_a_model_a_prompt_says_how_to_configure_one(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(spec_module, "BUILTIN_DIR", tmp_path)  # an installation that cannot run the built-in model
+    monkeypatch.setattr(builtin_model, "BUILTIN_DIR", tmp_path)  # an installation that cannot run the built-in model
     client = AcpTestClient()
     async with served(ServiceConfig(None, tmp_path / "state"), client) as (conn, _, _):
         session = await conn.new_session(cwd=str(tmp_path))
@@ -46,7 +46,7 @@ async def test_without_a_model_a_prompt_says_how_to_configure_one(tmp_path: Path
 
 
 async def test_embedded_context_and_links_are_flattened_into_the_user_message(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(spec_module, "BUILTIN_DIR", tmp_path)  # no model to answer: the prompt fails
+    monkeypatch.setattr(builtin_model, "BUILTIN_DIR", tmp_path)  # no model to answer: the prompt fails
     state = tmp_path / "state"
     blocks = [
         text_block("Explain this:"),
