@@ -434,6 +434,20 @@ def evaluate_transformers(model, windows: torch.Tensor, setup: Setup, device: to
     return scores
 
 
+def runtime_results(path: Path, formats: list[str], scores: dict, device, dtype, windows, prompts, setup) -> dict:
+    """The checkpoint in `path` through the runtime in each weight format, beside `scores`' transformers entry,
+    each compared with the runtime's bf16 (`scores` gains every format's)."""
+    continuations, results = {}, {}
+    for weights in formats:
+        scores[weights], continuations[weights], times = evaluate_runtime(
+            path, weights, device, dtype, windows, prompts, setup
+        )
+        results[weights] = {"ppl": scores[weights]["ppl"], "nll": scores[weights]["nll"], **times}
+    results["transformers"] = {"ppl": scores["transformers"]["ppl"], "nll": scores["transformers"]["nll"]}
+    compare_all(scores, continuations, results)
+    return results
+
+
 def compare_all(scores: dict, continuations: dict, results: dict) -> None:
     """Adds each result's change against the runtime's bf16: perplexity, top-1, KL and greedy agreement."""
     reference = scores["bf16"]
@@ -490,7 +504,7 @@ def main(argv: list[str] | None = None) -> dict:
     timings["train_seconds"] = training["seconds"]
     log(f"trained {training['steps']} steps, {training['tokens']:,} tokens ({training['experts_implementation']})")
 
-    scores, continuations, results = {}, {}, {}
+    scores = {}
     folder = contextlib.nullcontext(args.checkpoint_dir) if args.checkpoint_dir else tempfile.TemporaryDirectory()
     with folder as path:
         mark = time.perf_counter()
@@ -502,13 +516,7 @@ def main(argv: list[str] | None = None) -> dict:
         model_config = model.config.to_dict()
         del model
         free_device_memory(device)
-        for weights in formats:
-            scores[weights], continuations[weights], times = evaluate_runtime(
-                Path(path), weights, device, dtype, windows, prompts, setup
-            )
-            results[weights] = {"ppl": scores[weights]["ppl"], "nll": scores[weights]["nll"], **times}
-    results["transformers"] = {"ppl": scores["transformers"]["ppl"], "nll": scores["transformers"]["nll"]}
-    compare_all(scores, continuations, results)
+        results = runtime_results(Path(path), formats, scores, device, dtype, windows, prompts, setup)
 
     report = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
@@ -557,14 +565,7 @@ def measure_checkpoint(args, setup: Setup, device, dtype, formats: list[str], ti
         scores = {"transformers": evaluate_transformers(model, windows, setup, device, dtype)}
     del model
     free_device_memory(device)
-    continuations, results = {}, {}
-    for weights in formats:
-        scores[weights], continuations[weights], times = evaluate_runtime(
-            path, weights, device, dtype, windows, prompts, setup
-        )
-        results[weights] = {"ppl": scores[weights]["ppl"], "nll": scores[weights]["nll"], **times}
-    results["transformers"] = {"ppl": scores["transformers"]["ppl"], "nll": scores["transformers"]["nll"]}
-    compare_all(scores, continuations, results)
+    results = runtime_results(path, formats, scores, device, dtype, windows, prompts, setup)
     report = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "model": str(args.model),
