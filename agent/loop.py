@@ -1,9 +1,9 @@
 """The agent loop: one prompt turn is model -> tool calls -> permission -> tools -> observations -> repeat.
 
 The message list is the trajectory. A turn ends when the model answers without tool calls (end_turn), hits its
-token limit (max_tokens), runs out of model requests (max_turn_requests), fails (refusal: the model could not
-answer, reported as the result's ModelFailure) or is cancelled. Every step is reported through `emit` as an ACP
-session update (see events.py).
+token limit (max_tokens), runs out of model requests or goes round in circles (max_turn_requests; repetition.py
+says when), fails (refusal: the model could not answer, reported as the result's ModelFailure) or is cancelled.
+Every step is reported through `emit` as an ACP session update (see events.py).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from warpcode.agent.mcp.session_tools import McpTools
 from warpcode.agent.permissions import PermissionPolicy, mode_policy, rejection_message
 from warpcode.agent.project_instructions import project_instructions
 from warpcode.agent.prompt import repo_overview, system_prompt
+from warpcode.agent.repetition import REPEATS, RepeatWatch
 from warpcode.agent.toolbox import TOOL_KINDS, TOOLS, ArgumentError, Toolbox, ToolResult, tool_schemas, validate
 from warpcode.model_runtime.chat.messages import Message, ToolCall
 from warpcode.tools import Checkpoint, CheckpointError, Checkpoints, Workspace
@@ -187,6 +188,7 @@ class Agent:
         result = TurnResult("end_turn")
         self._checkpoint_message = f"before: {' '.join(text.split())[:80]}"
         self._checkpointed = False
+        repeats = RepeatWatch()
         try:
             for _ in range(self.limits.max_turn_requests):
                 reply = await self._model_round()
@@ -199,6 +201,11 @@ class Agent:
                     return result
                 for call in reply.calls:
                     await self._run_tool(call)
+                observations = [message.content for message in self.messages[-len(reply.calls) :]]
+                repeated = repeats.record(reply.calls, observations)
+                if repeated is not None:  # nothing changes between the rounds, so further requests would not help
+                    self.emit(events.message_chunk(_going_round(repeated)))
+                    break
             result.stop_reason = "max_turn_requests"
             return result
         except BackendError as error:
@@ -372,3 +379,11 @@ class Agent:
             return
         streaming.last_sent = time.monotonic()
         self.emit(events.tool_call_output(streaming.call_id, streaming.take()))
+
+
+def _going_round(calls: str) -> str:
+    return (
+        f"\n\nStopped: the model made the same calls ({calls}) {REPEATS} times in a row with the same results, so more"
+        " requests would not get further. Rephrase the request with more detail, or configure a stronger model"
+        " (--model).\n"
+    )

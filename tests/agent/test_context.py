@@ -88,8 +88,10 @@ class _MeasuringBackend(ScriptedBackend):
 async def test_a_conversation_that_overflows_the_context_compacts_and_finishes(tmp_path: Path, events) -> None:
     (tmp_path / "big.py").write_text("".join(f"value_{n} = {n}  # some commentary here\n" for n in range(400)))
     thinking = "Reading again, with long reasoning that cannot be elided. " * 40  # ~600 tokens a reply
-    read = {"text": thinking, "tool_calls": [{"name": "read_file", "arguments": {"path": "big.py"}}]}
-    turns = [read] * 6 + [{"text": "Read it."}] + [read] * 6 + [{"text": "All read."}]
+    # each read starts a line further, so that the turn does not repeat itself (repetition.py would end it)
+    reads = [{"text": thinking, "tool_calls": [{"name": "read_file", "arguments": {"path": "big.py", "start_line": n}}]}
+             for n in range(1, 7)]  # fmt: skip
+    turns = reads + [{"text": "Read it."}] + reads + [{"text": "All read."}]
     schemas = approximate_tokens(json.dumps(tool_schemas()))  # the tools' specs, in every request too
     backend = _MeasuringBackend(turns, context_window=8_300 + schemas)
     agent = Agent(
@@ -103,7 +105,7 @@ async def test_a_conversation_that_overflows_the_context_compacts_and_finishes(t
     summary = agent.messages[1].content
     assert summary.startswith("Summary of the earlier conversation (compacted):\n- user asked: read it\n")
     assert (
-        '- assistant called read_file {"path": "big.py"}' in summary
+        '- assistant called read_file {"path": "big.py", "start_line": ' in summary
         and "- assistant said: Reading again, with long" in summary
     )
     assert agent.messages[2].content == "read it once more"

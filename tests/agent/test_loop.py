@@ -110,6 +110,43 @@ async def test_max_turn_requests_stops_the_turn(failing_repo: Path, events) -> N
     assert agent.messages[-1].role == "tool"  # every call of the last reply was answered
 
 
+def _said(events) -> str:
+    return "".join(u.content.text for u in events.of("agent_message_chunk"))
+
+
+async def test_the_same_call_with_the_same_result_three_times_ends_the_turn(failing_repo: Path, events) -> None:
+    read = {"tool_calls": [{"name": "read_file", "arguments": {"path": "calc.py"}}]}
+    backend = ScriptedBackend([read] * 10)
+    result = await Agent(failing_repo, backend, events, "auto").prompt("Read forever")
+    assert result.stop_reason == "max_turn_requests" and backend.calls == 3
+    assert "Stopped: the model made the same calls (read_file) 3 times in a row" in _said(events)
+
+
+async def test_two_calls_in_turn_going_round_end_the_turn_though_timings_differ(failing_repo: Path, events) -> None:
+    # each test run reports its own duration and junit file: numbers and temporary paths do not hide the repeat
+    search = {"tool_calls": [{"name": "search", "arguments": {"pattern": "def add"}}]}
+    tests = {"tool_calls": [{"name": "run_tests", "arguments": {}}]}
+    backend = ScriptedBackend([search, tests] * 6)
+    result = await Agent(failing_repo, backend, events, "auto").prompt("Fix it")
+    assert result.stop_reason == "max_turn_requests" and backend.calls == 6
+    assert "(search, run_tests) 3 times" in _said(events)
+
+
+async def test_repeated_calls_whose_results_change_go_on(failing_repo: Path, events) -> None:
+    # read, edit, read, edit...: the first edit changes what the next read shows and the later edits fail, so the
+    # rounds repeat only from the second read on; three cycles of those end the turn at the 8th request
+    read = {"tool_calls": [{"name": "read_file", "arguments": {"path": "calc.py"}}]}
+    edit = {
+        "tool_calls": [
+            {"name": "edit_file", "arguments": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}
+        ]
+    }
+    backend = ScriptedBackend([read, edit] * 6)
+    result = await Agent(failing_repo, backend, events, "auto").prompt("Fix it")
+    assert result.stop_reason == "max_turn_requests" and backend.calls == 8
+    assert (failing_repo / "calc.py").read_text().endswith("a + b\n")
+
+
 async def test_response_cut_by_the_token_limit_ends_with_max_tokens(failing_repo: Path, events) -> None:
     turns = [{"text": "Let me", "finish": "length", "tool_calls": [{"name": "read_file", "arguments": {}}]}]
     agent = _agent(failing_repo, turns, events)
