@@ -1,7 +1,7 @@
 """python -m warpcode.training COMMAND: the steps that make the built-in model, each into one working folder.
 
     prepare   --site-packages DIR... --out WORK [--smoke] [--tokenizer FILE]   corpus, tokenizer, token streams
-    render    --out WORK --trajectories FILE.jsonl...          conversations as examples (conversations.py)
+    render    --out WORK --trajectories FILE.jsonl[.gz]...     conversations as examples (conversations.py)
     pretrain  --out WORK --minutes M (--steps N | --budget-minutes B)   (train.py; resume: --minutes only)
     finetune  --out WORK --minutes M (--steps N | --budget-minutes B)
     export    --out WORK --model-dir DIR [--phase P]           the Hugging Face checkpoint (checkpoint.py)
@@ -14,6 +14,7 @@ needs the trajectory generator's module only there.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import sys
 from pathlib import Path
@@ -33,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
 
     render = commands.add_parser("render", help="render agent trajectories (JSONL) as fine-tuning examples")
     render.add_argument("--out", type=Path, required=True, help="the working folder (prepared)")
-    render.add_argument("--trajectories", type=Path, nargs="+", required=True, help="JSONL files of trajectories")
+    render.add_argument("--trajectories", type=Path, nargs="+", required=True,
+                        help="JSONL files of trajectories (or .jsonl.gz)")  # fmt: skip
     render.add_argument("--workers", type=int, default=1, help="processes rendering at once")
 
     for name in ("pretrain", "finetune"):
@@ -75,6 +77,11 @@ def _prepare(args) -> int:
     return 0
 
 
+def _text(path: Path) -> str:
+    """A file's text; a .gz file's uncompressed (trajectories travel compressed: they shrink about 17 times)."""
+    return gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+
+
 def _render(args) -> int:
     from warpcode.training.conversations import render_examples, write_examples
     from warpcode.training.train import Workspace
@@ -82,7 +89,7 @@ def _render(args) -> int:
 
     workspace = Workspace(args.out)
     longest = workspace.phase("finetune").sequence_length + 1
-    rows = [json.loads(line) for path in args.trajectories for line in path.read_text().splitlines() if line]
+    rows = [json.loads(line) for path in args.trajectories for line in _text(path).splitlines() if line]
     folder = args.out / "conversations"
     folder.mkdir(exist_ok=True)
     for split in sorted({row["split"] for row in rows}):

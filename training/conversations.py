@@ -15,7 +15,7 @@ ids back to back, a 0/1 byte per id saying it is learned, and where each example
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,12 +36,19 @@ class Example:
     targets: np.ndarray  # bool [T]: ids[t] is one the model learns to write (predicted from ids[:t])
 
 
-def conversation_example(tokenizer: Tokenizer, messages: list[Message], tools: list[dict[str, Any]]) -> Example:
+def conversation_example(
+    tokenizer: Tokenizer, messages: list[Message], tools: list[dict[str, Any]], unlearned: Collection[int] = ()
+) -> Example:
+    """The conversation's example; the assistant turns at the indices `unlearned` (a trajectory's deliberate slips)
+    stay in its text, as what the later turns recover from, but are not learned."""
     ids = conversation_prompt_ids(tokenizer, messages, tools, add_generation_prompt=False)
     end_of_turn = tokenizer.token_to_id(IM_END)
     targets = np.zeros(len(ids), dtype=bool)
+    for index in unlearned:
+        if messages[index].role != "assistant":
+            raise ValueError(f"message {index} is marked unlearned but is no assistant turn")
     for index, message in enumerate(messages):
-        if message.role != "assistant":
+        if message.role != "assistant" or index in unlearned:
             continue
         prompt = conversation_prompt_ids(tokenizer, messages[:index], tools)
         if ids[: len(prompt)] != prompt:
@@ -88,9 +95,10 @@ class StoredExamples:
         return Example(np.asarray(self.tokens[start:end], dtype=np.int64), np.asarray(self.targets[start:end], bool))
 
 
-def render_examples(
-    tokenizer_path: Path, conversations: Iterable[tuple[list[Message], list[dict[str, Any]]]], workers: int
-) -> Iterator[Example]:
+Conversation = tuple[list[Message], list[dict[str, Any]], list[int]]  # messages, tools, unlearned turns (load_row)
+
+
+def render_examples(tokenizer_path: Path, conversations: Iterable[Conversation], workers: int) -> Iterator[Example]:
     """conversation_example for each conversation, in order, `workers` processes rendering at once (a long
     conversation takes a render and an encoding per assistant turn)."""
     with multiprocessing.get_context("spawn").Pool(workers, _start_worker, (str(tokenizer_path),)) as pool:
@@ -105,5 +113,5 @@ def _start_worker(tokenizer_path: str) -> None:
     _worker_tokenizer = runtime_tokenizer(FastTokenizer.from_file(tokenizer_path))
 
 
-def _render(conversation: tuple[list[Message], list[dict[str, Any]]]) -> Example:
+def _render(conversation: Conversation) -> Example:
     return conversation_example(_worker_tokenizer, *conversation)

@@ -15,11 +15,22 @@ It never uses what the conversation has not shown: each edit's old text must app
 file (a read, or a search line), and each file it reads must have been named before (instruction, system prompt or
 a tool result). A tool result other than the one expected (a failed edit, tests still failing at the end) makes it
 stop with a BackendError, and the trajectory is dropped.
+
+Slips. A model that only ever saw flawless steps has never seen what to do after a wrong one, and a small model
+makes wrong ones: it searches a name it half copied, or changes the constant where the operator was wrong. So in a
+share of trajectories (`slip_share`) the oracle makes one such mistake on purpose and recovers from it as a careful
+agent would:
+- a search slip: the planned search with one word of the name swapped, which finds nothing; then the planned search;
+- an edit slip (a plan of one edit_file edit, whose tests failed at first): the edit with a wrong number or name;
+  the tests still fail, so it reads the file again and edits the wrong text into the right one.
+The slip's own turn is marked `unlearned` (its index in the conversation): fine-tuning learns the recovery, never the
+mistake (conversations.py).
 """
 
 from __future__ import annotations
 
 import difflib
+import keyword
 import random
 import re
 from collections.abc import AsyncIterator
@@ -33,6 +44,11 @@ _SEARCH_LINE = re.compile(r"^(.+?):(\d+): (.*)$")
 _VIEW_LINE = re.compile(r"^ *(\d+)\t(.*)$")
 PATCH_SHARE = 0.3  # trajectories that edit with apply_patch; the rest use edit_file
 ONE_TURN_SHARE = 0.5  # of those with several edit_file calls: all in one turn
+SLIP_SHARE = 0.2  # trajectories with one slip and its recovery (module docstring)
+_NUMBER = re.compile(r"\b\d+\b")
+_NAME = re.compile(r"\b[A-Za-z][A-Za-z0-9_]{2,}\b")
+# words a half-copied name turns into: common in code, so the slip looks like the small model's own mistakes
+SLIP_WORDS = ("value", "count", "item", "data", "load", "wrap", "total", "check", "result", "index")
 
 SAY = {  # the text before a call; one is picked, or none
     "search": ("Let me search for `{pattern}`.", "Searching the repository first.", "I'll find where it is used."),
@@ -41,6 +57,16 @@ SAY = {  # the text before a call; one is picked, or none
     "run_tests": ("Let me run the tests first.", "First, the tests.", "Running the tests to see the failure."),
     "edit": ("Now the edit.", "Updating {paths}.", "I'll make the change."),
     "retest": ("Running the tests again.", "Let me check that the tests pass.", "Now the tests."),
+    "research": (
+        "No match: I got the name wrong. Searching for `{pattern}`.",
+        "Nothing found; the exact name is `{pattern}`.",
+        "Let me search again with the exact name from the request.",
+    ),
+    "reread": (
+        "The test still fails. Let me read {path} again.",
+        "Still failing: my edit was wrong. Reading {path}.",
+        "That did not fix it. Let me look at {path} again.",
+    ),
 }
 
 
@@ -50,16 +76,22 @@ class OracleBackend:
 
     context_window = 32_768
 
-    def __init__(self, task: Task, rng: random.Random) -> None:
+    def __init__(self, task: Task, rng: random.Random, slip_share: float = SLIP_SHARE) -> None:
         self.task, self.rng = task, rng
         self.patch = rng.random() < PATCH_SHARE
         self.one_turn = rng.random() < ONE_TURN_SHARE
         self.received: list[Message] = []
         self.tools: list[dict[str, Any]] = []
+        self.unlearned: list[int] = []  # the conversation's indices of the slips' assistant turns
         self._looks = list(task.plan.looks)
         self._edits = list(task.plan.edits)
         self._expect: list[tuple[str, str]] = []  # (tool, what its result must show) for the calls of last turn
+        self._queued: list[tuple[str, list[tuple[str, dict[str, Any]]], str, dict[str, Any]]] = []  # after a slip
         self._done = False
+        possible = {"search": any(look.tool == "search" for look in self._looks),
+                    "edit": len(self._edits) == 1 and not self.patch}  # fmt: skip
+        kinds = [kind for kind, can in possible.items() if can]
+        self._slip = rng.choice(kinds) if kinds and rng.random() < slip_share else None
 
     async def prepare(self) -> None:
         """Nothing to learn: the plan is the model."""
@@ -81,9 +113,17 @@ class OracleBackend:
 
     def _next(self, messages: list[Message]) -> tuple[str, list[ToolCall]]:
         self._check_results(messages)
+        if self._queued:
+            say, calls, expect, names = self._queued.pop(0)
+            return self._turn(say, calls, expect, **names)
         if self._looks:
-            return self._look(self._looks.pop(0), messages)
+            look = self._looks.pop(0)
+            if self._slip == "search" and look.tool == "search":
+                return self._search_slip(look, messages)
+            return self._look(look, messages)
         if self._edits:
+            if self._slip == "edit":
+                return self._edit_slip(messages)
             return self._edit(messages)
         if not self._done:
             self._done = True
@@ -123,6 +163,61 @@ class OracleBackend:
         calls = [("edit_file", _edit_arguments(edit)) for edit in batch]
         return self._turn("edit", calls, "edited", paths=", ".join(dict.fromkeys(e.path for e in batch)))
 
+    def _search_slip(self, look: Look, messages: list[Message]) -> tuple[str, list[ToolCall]]:
+        """The planned search with a word of its name swapped (finding nothing), then the planned search."""
+        pattern = look.arguments["pattern"]
+        self._slip, self.unlearned = None, [*self.unlearned, len(messages)]
+        self._queued.append(("research", [("search", look.arguments)], "matches", {"pattern": pattern}))
+        wrong = self._swap_a_word(pattern)
+        return self._turn("search", [("search", {**look.arguments, "pattern": wrong})], "nothing", pattern=wrong)
+
+    def _edit_slip(self, messages: list[Message]) -> tuple[str, list[ToolCall]]:
+        """The one edit with a wrong number or name in it; the tests fail, the file is read again, and the wrong
+        text is edited into the right one."""
+        views = _views(messages)
+        (edit,) = self._edits
+        if not any(m.name == "run_tests" and _shows("failed", m.content) for m in messages if m.role == "tool"):
+            self._slip = None  # the tests did not fail before, so they would not show the mistake either
+            return self._edit(messages)
+        if edit.path not in views and self._needs_view(edit, messages):
+            return self._edit(messages)  # reads the file first; the slip comes at the edit itself
+        wrong = self._wrong_version(edit)
+        self._slip, self.unlearned = None, [*self.unlearned, len(messages)]
+        self._edits = [Edit(edit.path, wrong, edit.new)]
+        self._queued += [("retest", [("run_tests", {})], "failed", {}),
+                         ("reread", [("read_file", {"path": edit.path})], "view", {"path": edit.path})]  # fmt: skip
+        slipped = Edit(edit.path, edit.old, wrong, edit.replace_all)
+        return self._turn("edit", [("edit_file", _edit_arguments(slipped))], "edited", paths=edit.path)
+
+    def _wrong_version(self, edit: Edit) -> str:
+        """The edit's new text as a careless model writes it: the old text with a number changed (the constant
+        changed where the operator was wrong), else the new text with a word of a name swapped."""
+        numbers = list(_NUMBER.finditer(edit.old))
+        if numbers:
+            number = self.rng.choice(numbers)
+            value = self.rng.choice([n for n in range(2, 50) if str(n) != number.group()])
+            wrong = edit.old[: number.start()] + str(value) + edit.old[number.end() :]
+            if wrong != edit.new:
+                return wrong
+        names = _names(edit.new)
+        name = self.rng.choice([m for m in names if m.group() not in edit.old] or names or [None])
+        if name is None:
+            raise BackendError("oracle: no number or name in the edit to get wrong")
+        return edit.new[: name.start()] + self._swap_a_word(name.group()) + edit.new[name.end() :]
+
+    def _swap_a_word(self, text: str) -> str:
+        """`text` with one word of its longest name (a word of a snake_case or UPPER_CASE name, or the name) replaced
+        by a common word; a regex's escapes (`\\b`) are no part of a name."""
+        names = _names(re.sub(r"\\.", "  ", text))
+        if not names:
+            raise BackendError(f"oracle: no name to get wrong in {text!r}")
+        name = max(names, key=lambda m: len(m.group()))
+        parts = name.group().split("_")
+        index = self.rng.choice([i for i, part in enumerate(parts) if part])
+        word = self.rng.choice([w for w in SLIP_WORDS if w != parts[index].lower()])
+        parts[index] = word.upper() if parts[index].isupper() else word
+        return text[: name.start()] + "_".join(parts) + text[name.end() :]
+
     def _needs_view(self, edit: Edit, messages: list[Message]) -> bool:
         """apply_patch needs the whole file; edit_file only its old text, which a search line may have shown."""
         return self.patch or not _shown(edit, {}, messages)
@@ -156,6 +251,10 @@ def _shows(expect: str, content: str) -> bool:
         return content.startswith("pytest: ")
     if expect == "passed":
         return content.startswith("pytest: ") and " 0 failed, 0 errors" in content.split("\n", 1)[0]
+    if expect == "failed":
+        return content.startswith("pytest: FAILED")
+    if expect == "nothing":
+        return content.startswith("No match")
     if expect == "matches":
         return bool(_search_lines(content))
     if expect == "listed":
@@ -165,6 +264,11 @@ def _shows(expect: str, content: str) -> bool:
     if expect == "edited":
         return content.startswith("Edited ")
     return content.startswith("Patch applied:")  # "patched"
+
+
+def _names(text: str) -> list[re.Match[str]]:
+    """The names in `text` (Python's keywords are none)."""
+    return [m for m in _NAME.finditer(text) if not keyword.iskeyword(m.group())]
 
 
 def _last_result(messages: list[Message], tool: str) -> str:

@@ -7,9 +7,11 @@ what the oracle received on its last request (the system prompt, the instruction
 tools, exactly as the loop passed them) plus the final answer. The task's checker then confirms the outcome; a
 trajectory whose task was not done is dropped and counted.
 
-One JSON line per trajectory: {"family", "split", "seed", "layout", "edit_tool", "tools", "messages"}, the messages
-as dicts (role, content, tool_calls [{id, name, arguments}], tool_call_id, name, reasoning). `load_row` turns a row
-back into (messages, tools) for `conversation_prompt_ids`, which renders it as the agent's local backend does.
+One JSON line per trajectory: {"family", "split", "seed", "layout", "edit_tool", "tools", "messages", "unlearned"},
+the messages as dicts (role, content, tool_calls [{id, name, arguments}], tool_call_id, name, reasoning), and
+"unlearned" the indices of the assistant turns that are the oracle's deliberate slips (oracle.py), which
+fine-tuning does not learn. `load_row` turns a row back into (messages, tools, unlearned) for conversation_example,
+which renders it as the agent's local backend does.
 
     python -m warpcode.training.trajectories --count 2000 --split train --seed 0 --out train.jsonl --workers 2
 """
@@ -36,7 +38,7 @@ from typing import Any
 from warpcode.agent.config import Settings
 from warpcode.agent.headless import headless_agent, nobody_to_ask
 from warpcode.model_runtime.chat.messages import Message, ToolCall
-from warpcode.training.oracle import OracleBackend
+from warpcode.training.oracle import SLIP_SHARE, OracleBackend
 from warpcode.training.tasks import FAMILIES, SPLITS, Task, family_of, make_task
 from warpcode.training.tasks.check import check, write_repo
 
@@ -52,13 +54,13 @@ class Outcome:
     reason: str = ""  # why it was dropped
 
 
-async def solve(task: Task, workdir: Path) -> Outcome:
+async def solve(task: Task, workdir: Path, slip_share: float = SLIP_SHARE) -> Outcome:
     """Run the agent with the oracle on a fresh copy of `task`'s repository under `workdir`; the trajectory row, or
     why there is none."""
     root = workdir / f"{uuid.uuid4().hex[:8]}" / "ws"
     root.mkdir(parents=True)
     write_repo(task.files, root)
-    oracle = OracleBackend(task, random.Random(f"oracle:{task.family}:{task.split}:{task.seed}"))
+    oracle = OracleBackend(task, random.Random(f"oracle:{task.family}:{task.split}:{task.seed}"), slip_share)
     agent = headless_agent(str(root), Settings(mode="auto"), "auto", lambda update: None,
                            nobody_to_ask([], yes=True), state_dir=workdir / "state")  # fmt: skip
     agent.backend = oracle
@@ -78,6 +80,7 @@ async def solve(task: Task, workdir: Path) -> Outcome:
         "edit_tool": "apply_patch" if oracle.patch else "edit_file",
         "tools": oracle.tools,
         "messages": [message_row(m) for m in [*oracle.received, answer]],
+        "unlearned": oracle.unlearned,
     }
     return Outcome(task.seed, task.family, row)
 
@@ -93,8 +96,9 @@ def message_row(message: Message) -> dict[str, Any]:
     }
 
 
-def load_row(row: dict[str, Any]) -> tuple[list[Message], list[dict[str, Any]]]:
-    """A trajectory row as the agent held it: (messages, tools), ready for conversation_prompt_ids."""
+def load_row(row: dict[str, Any]) -> tuple[list[Message], list[dict[str, Any]], list[int]]:
+    """A trajectory row as the agent held it: (messages, tools, the unlearned turns), ready for conversation_example.
+    Rows written before slips existed have none."""
     messages = [
         Message(
             m["role"],
@@ -106,7 +110,7 @@ def load_row(row: dict[str, Any]) -> tuple[list[Message], list[dict[str, Any]]]:
         )
         for m in row["messages"]
     ]
-    return messages, row["tools"]
+    return messages, row["tools"], row.get("unlearned", [])
 
 
 def text_chars(row: dict[str, Any]) -> int:
@@ -119,20 +123,22 @@ def text_chars(row: dict[str, Any]) -> int:
 # --- many at once ---
 
 
-def _solve_seed(job: tuple[str, int, str]) -> Outcome:
+def _solve_seed(job: tuple[str, int, str, float]) -> Outcome:
     """One task in a worker process, in a folder of its own that is removed afterwards."""
-    split, seed, base = job
+    split, seed, base, slip_share = job
     workdir = Path(tempfile.mkdtemp(prefix="trajectory-", dir=base))
     try:
         task = make_task(family_of(seed), split, seed)
-        return asyncio.run(solve(task, workdir))
+        return asyncio.run(solve(task, workdir, slip_share))
     except Exception as exc:  # a generator bug drops the task and is reported, the rest goes on
         return Outcome(seed, family_of(seed), None, f"{type(exc).__name__}: {exc}")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def generate(split: str, count: int, seed: int, workers: int, base: str) -> Iterator[Outcome]:
+def generate(
+    split: str, count: int, seed: int, workers: int, base: str, slip_share: float = SLIP_SHARE
+) -> Iterator[Outcome]:
     """Outcomes until `count` rows were made, the families balanced: seeds from `seed` on, each seed's family fixed
     (family_of); a dropped task's family gets the next seed of its own. Raises RuntimeError when more tasks were
     dropped than MOST_DROPPED and `count`: then the generator itself is broken, and trying more seeds never ends."""
@@ -144,7 +150,7 @@ def generate(split: str, count: int, seed: int, workers: int, base: str) -> Iter
             jobs = []
             for family, left in wanted.items():
                 for _ in range(left):
-                    jobs.append((split, next_seed[family], base))
+                    jobs.append((split, next_seed[family], base, slip_share))
                     next_seed[family] += len(FAMILY_ORDER)
             jobs.sort(key=lambda job: job[1])
             for outcome in pool.imap(_solve_seed, jobs):
@@ -169,16 +175,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="the first task seed (default 0)")
     parser.add_argument("--out", type=Path, required=True, help="the JSONL file to write")
     parser.add_argument("--workers", type=int, default=1, help="tasks solved at once, one process each")
+    parser.add_argument("--slips", type=float, default=SLIP_SHARE, help="the share of trajectories with one "
+                        f"deliberate slip and its recovery (default {SLIP_SHARE}; oracle.py)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.count < 1 or args.workers < 1:
         parser.error("--count and --workers must be at least 1")
+    if not 0 <= args.slips <= 1:
+        parser.error("--slips is a share between 0 and 1")
     # The repositories' tests need no pytest plugin, and loading the machine's costs about a second per run.
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     started = time.monotonic()
     made, dropped, chars = Counter(), Counter(), []
     with tempfile.TemporaryDirectory(prefix="warpcode-trajectories-") as base, open(args.out, "w") as out:
         try:
-            for outcome in generate(args.split, args.count, args.seed, args.workers, base):
+            for outcome in generate(args.split, args.count, args.seed, args.workers, base, args.slips):
                 if outcome.row is None:
                     dropped[outcome.family] += 1
                     print(f"dropped {outcome.family} seed {outcome.seed}: {outcome.reason}", file=sys.stderr)

@@ -26,8 +26,8 @@ def tokenizer():
     return runtime_tokenizer(train([sample] * 3, 600))
 
 
-def learned_spans(tokenizer: Tokenizer, messages: list[Message]) -> list[str]:
-    example = conversation_example(tokenizer, messages, TOOLS)
+def learned_spans(tokenizer: Tokenizer, messages: list[Message], unlearned: tuple[int, ...] = ()) -> list[str]:
+    example = conversation_example(tokenizer, messages, TOOLS, unlearned)
     spans, current = [], []
     for token, learned in zip(example.ids.tolist(), example.targets.tolist(), strict=True):
         if learned:
@@ -53,6 +53,18 @@ def test_learned_tokens_are_exactly_the_assistant_turns(tokenizer):
     assert len(spans) == sum(m.role == "assistant" for m in messages) == 4
     assert spans[0].startswith("Let me look first.\n\n<tool_call>\n<function=read_file>")
     assert spans[-1] == "Fixed: f now adds.\n\n```python\n    return a + b\n```<|im_end|>"
+
+
+def test_a_slip_marked_unlearned_stays_in_the_text_but_is_not_learned(tokenizer):
+    messages = conversation()[:-1]
+    turns = [index for index, message in enumerate(messages) if message.role == "assistant"]
+    spans = learned_spans(tokenizer, messages, (turns[1],))
+    assert spans == [turn for i, turn in enumerate(assistant_turns(messages)) if i != 1]
+    assert len(conversation_example(tokenizer, messages, TOOLS, (turns[1],)).ids) == len(
+        conversation_example(tokenizer, messages, TOOLS).ids
+    )
+    with pytest.raises(ValueError, match="is no assistant turn"):
+        conversation_example(tokenizer, messages, TOOLS, (turns[1] + 1,))
 
 
 def test_text_that_imitates_the_markup_is_never_learned(tokenizer):

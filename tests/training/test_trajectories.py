@@ -42,7 +42,7 @@ def test_the_oracle_solves_the_task_through_the_agent(family, split, seed, tmp_p
     assert not run_test_command(task, tmp_path).ok  # not done before the agent runs
     outcome = solved(family, split, seed)
     assert outcome.row is not None, outcome.reason  # solve() ran the checker on the agent's workspace
-    messages, tools = load_row(outcome.row)
+    messages, tools, _ = load_row(outcome.row)
     assert tools == tool_schemas()
     assert [m.role for m in messages[:2]] == ["system", "user"] and messages[1].content == task.instruction
     assert messages[0].content.startswith("You are warpcode") and "Mode: auto." in messages[0].content
@@ -52,6 +52,48 @@ def test_the_oracle_solves_the_task_through_the_agent(family, split, seed, tmp_p
     results = {m.tool_call_id: m for m in messages if m.role == "tool"}
     assert set(results) == {c.id for c in calls}  # every call answered, by the real tool
     assert results[calls[-1].id].content.startswith("pytest: ") and " 0 failed" in results[calls[-1].id].content
+
+
+@functools.cache
+def slipped(family: str, seed: int) -> Outcome:
+    with tempfile.TemporaryDirectory() as folder:
+        return asyncio.run(solve(make_task(family, "train", seed), Path(folder), slip_share=1.0))
+
+
+def _slip_kind(family: str, seed: int) -> str | None:
+    """Checks one trajectory made with a slip whenever its plan allows one; returns the slip's kind (None: none)."""
+    outcome = slipped(family, seed)
+    assert outcome.row is not None, outcome.reason  # recovered: the checker passed on the workspace
+    messages, _, unlearned = load_row(outcome.row)
+    if not unlearned:  # the plan allows none: no search to get wrong, and its edit is a patch or several edits
+        return None
+    (index,) = unlearned
+    slip = messages[index]
+    assert slip.role == "assistant" and len(slip.tool_calls) == 1
+    (call,) = slip.tool_calls
+    results = {m.tool_call_id: m.content for m in messages if m.role == "tool"}
+    later = [c for m in messages[index + 1 :] for c in m.tool_calls]
+    if call.name == "search":  # found nothing; the next call searches the planned pattern, which finds the name
+        assert results[call.id].startswith("No match") and later[0].name == "search"
+        assert later[0].arguments["pattern"] != call.arguments["pattern"]
+        assert not results[later[0].id].startswith("No match")
+        return "search"
+    # a wrong edit: the tests fail, the file is read again, and the wrong text is edited into the right one
+    assert call.name == "edit_file" and results[call.id].startswith("Edited ")
+    assert [c.name for c in later[:3]] == ["run_tests", "read_file", "edit_file"]
+    assert results[later[0].id].startswith("pytest: FAILED")
+    assert later[2].arguments["old_text"] == call.arguments["new_text"] != later[2].arguments["new_text"]
+    return "edit"
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_slip_is_recovered_from_and_marked_unlearned(family):
+    kinds = [_slip_kind(family, seed) for seed in range(1, 7)]
+    assert sum(kind is not None for kind in kinds) >= 3, kinds
+
+
+def test_both_kinds_of_slip_occur():
+    assert {_slip_kind(family, seed) for family in FAMILIES for seed in range(1, 7)} >= {"search", "edit"}
 
 
 def test_an_unsolvable_plan_is_dropped_with_its_reason():
@@ -71,7 +113,7 @@ def coder_tokenizer() -> Tokenizer:
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_row_renders_as_the_agent_prompts_and_its_calls_parse_back(family, coder_tokenizer):
     row = json.loads(json.dumps(solved(family, "train", 1).row))  # as read back from the JSONL file
-    messages, tools = load_row(row)
+    messages, tools, _ = load_row(row)
     ids = conversation_prompt_ids(coder_tokenizer, messages, tools, add_generation_prompt=False)  # ends answered
     text = coder_tokenizer.decode(ids)
     rendered = [template_message(m) for m in messages]
