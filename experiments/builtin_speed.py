@@ -3,11 +3,12 @@
 - training: optimizer steps of `--train-rows` windows of 2,048 tokens through warpcode.training's training forward
   (dense experts, causal SDPA), backward and AdamW, in fp32 on a CPU or bf16 autocast on a GPU: tokens/s, and the
   FLOPs a token costs (to extrapolate to another machine);
-- the runtime, batch 1 (warpcode.model_runtime.load_random, the serving engine): prefill of a `--prompt`-token
-  prompt (an agent turn's system prompt and tools are about 2,000 tokens with the built-in tokenizer) and greedy
-  decode tok/s.
+- the runtime, batch 1 (the serving engine; random weights, or the checkpoint `--model DIR`, in each of
+  `--weights`): prefill of a `--prompt`-token prompt (an agent turn's system prompt and tools are about 2,000 tokens
+  with the built-in tokenizer) and greedy decode tok/s.
 
 One JSON line per measurement. Run: python experiments/builtin_speed.py [--device cpu|cuda] [--threads N]
+[--model DIR] [--weights bf16,mxfp8] [--no-training]
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from warpcode.model_runtime import load_random
+from warpcode.model_runtime import load, load_random
 from warpcode.training import trainable
 from warpcode.training.model_config import BUILTIN
 from warpcode.training.train import PRETRAIN, _optimizer
@@ -59,15 +60,19 @@ def measure_training(device: torch.device, rows: int, steps: int) -> dict:
             "achieved_tflop_per_s": round(flops * tokens / per_step / 1e12, 3)}  # fmt: skip
 
 
-def measure_runtime(device: torch.device, prompt: int, new_tokens: int) -> dict:
-    engine = load_random(BUILTIN, device=device)
+def measure_runtime(device: torch.device, prompt: int, new_tokens: int, model: str | None, weights: str) -> dict:
+    if model:
+        engine = load(model, device=device, weights=weights, show_progress=False)
+    else:
+        engine = load_random(BUILTIN, device=device, weights=weights)
     ids = torch.randint(3, BUILTIN.vocab_size, (prompt,), generator=torch.Generator().manual_seed(0)).tolist()
     engine.generate(ids[:64], 8, stop_token_ids=[])  # start the serving engine
     engine.generate(ids, new_tokens, stop_token_ids=[])
     stats = engine.last_stats
     engine.shutdown()
     return {"measure": "runtime_batch_1", "device": str(device), "threads": torch.get_num_threads(),
-            "dtype": str(engine.dtype), "prompt_tokens": prompt, "prefill_s": round(stats.prompt_seconds, 3),
+            "model": model or "random weights", "weights": weights, "dtype": str(engine.dtype),
+            "prompt_tokens": prompt, "prefill_s": round(stats.prompt_seconds, 3),
             "prefill_tokens_per_s": round(stats.prompt_tokens_per_second), "new_tokens": new_tokens,
             "decode_tokens_per_s": round(stats.decode_tokens_per_second, 1)}  # fmt: skip
 
@@ -80,12 +85,17 @@ def main() -> None:
     parser.add_argument("--train-steps", type=int, default=3)
     parser.add_argument("--prompt", type=int, default=2000)
     parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--model", help="a checkpoint directory of the shape (default: random weights)")
+    parser.add_argument("--weights", default="bf16", help="comma-separated: bf16, mxfp8 (default: bf16)")
+    parser.add_argument("--no-training", action="store_true", help="time the runtime only")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    print(json.dumps(measure_runtime(device, args.prompt, args.new_tokens)), flush=True)
-    print(json.dumps(measure_training(device, args.train_rows, args.train_steps)), flush=True)
+    for weights in args.weights.split(","):
+        print(json.dumps(measure_runtime(device, args.prompt, args.new_tokens, args.model, weights)), flush=True)
+    if not args.no_training:
+        print(json.dumps(measure_training(device, args.train_rows, args.train_steps)), flush=True)
 
 
 if __name__ == "__main__":
