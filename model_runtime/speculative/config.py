@@ -2,8 +2,9 @@
 
 - `suffix` (the default): the suffix drafter (drafter.py) with its measured defaults: a repeat of at least 4 tokens,
   a 3-token probe, the full 32-token draft after a fully accepted one, off after failures (policy.py).
-- `ngram`: prompt-lookup decoding's rule: the continuation of the longest earlier repeat of the last tokens, however
-  short (down to one token), a fixed 10-token draft; the same guard turns it off while it fails.
+- `ngram`: prompt-lookup decoding's rule: the continuation of the longest earlier repeat of the last tokens, down to
+  two tokens (a single token's repeats are mostly chance: drafting from them trips the guard before copies start),
+  a fixed 10-token draft; the same guard turns it off while it fails.
 - `off`: the engine runs exactly as without speculation.
 
 Verifying k drafted tokens runs the request as an extension of its cached history (prefill's path), which costs
@@ -23,7 +24,7 @@ Mode = Literal["off", "ngram", "suffix"]
 MODES: tuple[Mode, ...] = ("off", "ngram", "suffix")
 _DRAFTS: dict[str, DraftConfig] = {
     "suffix": DraftConfig(),
-    "ngram": DraftConfig(min_match=1, max_draft=10, probe=10),
+    "ngram": DraftConfig(min_match=2, max_draft=10, probe=10),
 }
 
 
