@@ -69,9 +69,9 @@ def test_a_stop_string_cuts_the_verified_run_where_plain_decoding_stops(plain, p
 
 def test_an_answer_inside_a_grammar_is_the_same(plain, prompts):
     speculating = engine_with("suffix")
-    # a string long enough for the answer to copy inside the grammar
-    schema = {"type": "object", "properties": {"copy": {"type": "string", "minLength": 200}}, "required": ["copy"]}
-    grammar = plain.grammars.json_schema(schema)
+    # Lower-case words only: the copy's code punctuation is the model's best token at many positions, so the masks
+    # decide many tokens, verified ones too; the answer still repeats itself, so drafts are accepted.
+    grammar = plain.grammars.lark(r"start: /[a-z ]{300,}/")
     expected = plain.submit(prompts[0], NEW_TOKENS, grammar=plain.grammars.matcher(grammar)).result()
     handle = speculating.submit(prompts[0], NEW_TOKENS, grammar=speculating.grammars.matcher(grammar))
     assert handle.result() == expected and handle.stats.accepted_tokens > 0
