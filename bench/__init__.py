@@ -6,7 +6,8 @@
 - The runtime: `decode` (whole-model decode against the copy-bandwidth roofline, cold prefill), `serve` (the serving
   engine under concurrent streams), `profile_decode` (where a step's time goes), `mx_accuracy` (what MXFP8 costs in
   quality), `speculative_acceptance` (the suffix drafter's acceptance on real commits under teacher forcing, CPU,
-  from a checkout: it reads tests/fixtures).
+  from a checkout: it reads tests/fixtures), `speculative_engine` (speculative decoding end to end through the
+  engine at batch 1, off against suffix and ngram).
 - The agent side: `tools` (search, edit, patch, code map on a generated tree), `service` (many ACP sessions on one
   `warpcode serve`), `batch` and `batch_replicas` (the batch driver, alone and with model replicas on Ray),
   `hostile_model_server` (what hostile clients cost everyone else).

@@ -33,6 +33,7 @@ class PrefillChunk:
     token_ids: list[int]  # the chunk's tokens, at positions [start, start + len)
     start: int
     block_table: list[int]  # the sequence's blocks, covering at least start + len slots
+    logits: int = 1  # the chunk's last positions whose logits the pass returns (a verify step wants them all)
 
 
 @dataclass
@@ -44,8 +45,8 @@ class _Packed:  # the chunks on the device
 
 @torch.inference_mode()
 def prefill_forward(model: MoeForCausalLM, state: DecodeState, chunks: list[PrefillChunk]) -> torch.Tensor:
-    """Writes every chunk's keys and values into `state`'s pool; returns fp32 logits [len(chunks), V] at each
-    chunk's last token."""
+    """Writes every chunk's keys and values into `state`'s pool; returns fp32 logits at each chunk's last
+    `chunk.logits` tokens, chunk after chunk ([len(chunks), V] when each asks for its last token only)."""
     steps = prefill_in_steps(model, state, chunks, len(model.model.layers))
     while True:
         try:
@@ -81,7 +82,8 @@ def prefill_in_steps(
         pending = layer.mlp(normed)
         if (index + 1) % layers_per_step == 0 and index + 1 < len(model.model.layers):
             yield
-    last = torch.tensor([first + rows - 1 for first, rows, _ in bounds], device=device)
+    ends = [(first + rows, chunk.logits) for chunk, (first, rows, _) in zip(chunks, bounds, strict=True)]
+    last = torch.tensor([row for end, count in ends for row in range(end - count, end)], device=device)
     normed, _ = add_rmsnorm(pending[last], model.model.norm.weight, eps, h[last])
     return F.linear(normed, model.output_weight).float()
 

@@ -25,7 +25,7 @@ class BuiltinBackend(LocalBackend):
             raise BackendError(str(exc)) from None
         local = split_local_spec(spec)  # `builtin#OPTIONS`: a local checkpoint's options
         super().__init__(directory, max_new_tokens or ANSWER_TOKENS, weights=local.weights, context=local.context,
-                         tool_grammar=local.tool_grammar)  # fmt: skip
+                         tool_grammar=local.tool_grammar, speculative=local.speculative)  # fmt: skip
 
     async def stream(self, messages: list[Message], tools: list[dict[str, Any]]) -> AsyncIterator[ModelEvent]:
         # The session's first answer is the one whose conversation has none yet: a backend serves many sessions.

@@ -3,7 +3,10 @@
 OPTIONS, comma-separated after `#`: a weight format, `mxfp8` (its projections and experts in MXFP8, quantised as they
 load) or `bf16` (the default: as stored, in the model dtype); `context=N`, the tokens the prompt and the answer
 share (the default is the model's own context, as vLLM derives it: YaRN's factor x original_max_position_embeddings,
-at most 131,072; N may not pass the model's); and `tool-grammar=on|off`. So `local:DIR#mxfp8,context=65536`.
+at most 131,072; N may not pass the model's); `tool-grammar=on|off`; and `speculative=off|ngram|suffix`, speculative
+decoding without a draft model (the default, `suffix`, drafts from repeats of the conversation's own text and stops
+drafting while drafts fail; `off` decodes one token per step; model_runtime/speculative/config.py). So
+`local:DIR#mxfp8,context=65536`.
 
 With the tool grammar on (the default), every answer is generated inside a grammar (structured generation,
 model_runtime/chat/toolcall_grammars.py): text is free, but once the model opens a tool call, the call must be one
@@ -41,7 +44,8 @@ from warpcode.model_runtime.weight_formats import WEIGHT_FORMATS
 
 DEFAULT_CONTEXT_WINDOW = 32_768
 MAX_DEFAULT_CONTEXT = 131_072  # past this, only when asked for with context=N: a longer context holds more cache
-_ENGINES: dict[tuple[Path, str, int | None], Any] = {}
+_ENGINES: dict[tuple[Path, str, int | None, str], Any] = {}
+SPECULATIVE_MODES = ("off", "ngram", "suffix")  # model_runtime.speculative.MODES, without importing the runtime
 _ENGINES_LOCK = threading.Lock()
 
 
@@ -50,6 +54,7 @@ class LocalSpec(NamedTuple):
     weights: str = "bf16"
     context: int | None = None  # None: the model's own
     tool_grammar: bool = True  # tool calls constrained to the tools' schemas (`tool-grammar=off`: free)
+    speculative: str = "suffix"  # speculative decoding: off, ngram or suffix
 
 
 def split_local_spec(spec: str) -> LocalSpec:
@@ -57,22 +62,25 @@ def split_local_spec(spec: str) -> LocalSpec:
     directory, sep, options = spec.rpartition("#")
     if not sep or Path(spec).is_dir():
         return LocalSpec(spec)
-    weights, context, tool_grammar = "bf16", None, True
+    weights, context, tool_grammar, speculative = "bf16", None, True, "suffix"
     for option in options.split(","):
         name, is_setting, value = option.partition("=")
         if is_setting and name == "context" and value.isdigit() and int(value) > 1:
             context = int(value)
         elif is_setting and name == "tool-grammar" and value in ("on", "off"):
             tool_grammar = value == "on"
+        elif is_setting and name == "speculative" and value in SPECULATIVE_MODES:
+            speculative = value
         elif not is_setting and option in WEIGHT_FORMATS:
             weights = option
         else:
             known = ", ".join(f"#{f}" for f in WEIGHT_FORMATS)
             raise BackendError(
                 f"unknown option #{option} in model spec {spec!r}: use a weight format ({known}), #context=N "
-                "(tokens) and/or #tool-grammar=on|off (e.g. local:DIR#mxfp8,context=65536)"
+                "(tokens), #tool-grammar=on|off and/or #speculative=off|ngram|suffix (e.g. "
+                "local:DIR#mxfp8,context=65536,speculative=off)"
             )
-    return LocalSpec(directory, weights, context, tool_grammar)
+    return LocalSpec(directory, weights, context, tool_grammar, speculative)
 
 
 class LocalBackend:
@@ -87,9 +95,11 @@ class LocalBackend:
         weights: str = "bf16",
         context: int | None = None,
         tool_grammar: bool = True,
+        speculative: str = "suffix",
     ) -> None:
         self.path, self.max_new_tokens, self._engine = Path(path or "."), max_new_tokens, engine
         self.weights, self.context, self.tool_grammar = weights, context, tool_grammar
+        self.speculative = speculative
         self._grammars: dict[str, Any] = {}  # the tools' JSON -> their compiled grammar (a matcher to copy)
         self.context_window = DEFAULT_CONTEXT_WINDOW
         if engine is None:
@@ -163,7 +173,9 @@ class LocalBackend:
     async def _load(self) -> Any:
         async with self._lock:
             if self._engine is None:
-                self._engine = await asyncio.to_thread(_load_engine, self.path, self.weights, self.context)
+                self._engine = await asyncio.to_thread(
+                    _load_engine, self.path, self.weights, self.context, self.speculative
+                )
         return self._engine
 
 
@@ -214,24 +226,29 @@ def _checkpoint_context(path: Path, context: int | None) -> int:
     return context
 
 
-def _load_engine(path: Path, weights: str, context: int | None = None) -> Any:
-    """The process's one engine for the checkpoint in `path` in `weights` with `context`: every session's backend
-    shares it (and its cache); the bf16 and mxfp8 engines of one checkpoint are two engines."""
-    key = (path.resolve(), weights, context)
+def _load_engine(path: Path, weights: str, context: int | None = None, speculative: str = "suffix") -> Any:
+    """The process's one engine for the checkpoint in `path` in `weights` with `context` and `speculative`: every
+    session's backend shares it (and its cache); the bf16 and mxfp8 engines of one checkpoint are two engines."""
+    key = (path.resolve(), weights, context, speculative)
     with _ENGINES_LOCK:
         if key not in _ENGINES:
-            _ENGINES[key] = load_agent_engine(path, weights, context)
+            _ENGINES[key] = load_agent_engine(path, weights, context, speculative)
         return _ENGINES[key]
 
 
-def load_agent_engine(path: Path, weights: str = "bf16", context: int | None = None) -> Any:
+def load_agent_engine(
+    path: Path, weights: str = "bf16", context: int | None = None, speculative: str = "suffix"
+) -> Any:
     """A new engine for the checkpoint in `path` (on the GPU when there is one) with `weights` ("bf16" or
-    "mxfp8") and `context` tokens per sequence (None: the model's own), checked to serve an agent."""
+    "mxfp8"), `context` tokens per sequence (None: the model's own) and `speculative` decoding ("off", "ngram" or
+    "suffix"), checked to serve an agent."""
     from warpcode.model_runtime import CheckpointError, UnsupportedConfigError, load
     from warpcode.model_runtime.devices import resolve_device
+    from warpcode.model_runtime.speculative import SpeculativeConfig
 
     try:
-        engine = load(path, device=resolve_device(), weights=weights, show_progress=False, max_model_len=context)
+        engine = load(path, device=resolve_device(), weights=weights, show_progress=False, max_model_len=context,
+                      speculative=SpeculativeConfig(speculative))  # fmt: skip
     except (CheckpointError, UnsupportedConfigError, OSError, ValueError) as exc:
         raise BackendError(f"cannot load the model in {path}: {exc}") from exc
     if engine.tokenizer is None or not engine.tokenizer.chat_template:

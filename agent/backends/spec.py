@@ -50,8 +50,9 @@ def default_spec() -> str | None:
 
 def backend_from_spec(spec: str | None, max_tokens: int | None = None) -> ModelBackend:
     """`scripted:PATH`, `openai:URL[#MODEL]`, `local:DIR[#OPTIONS]`, a bare checkpoint DIR[#OPTIONS] (OPTIONS:
-    `mxfp8` and/or `context=N`, local.py) or `builtin[#OPTIONS]`; None -> the default_spec's, or MissingModel.
-    `max_tokens`: one answer's token limit (None: the backend's own; a script has none)."""
+    `mxfp8`, `context=N`, `tool-grammar=on|off`, `speculative=off|ngram|suffix`: local.py) or `builtin[#OPTIONS]`;
+    None -> the default_spec's, or MissingModel. `max_tokens`: one answer's token limit (None: the backend's own; a
+    script has none)."""
     spec = spec or default_spec()
     if not spec:
         return MissingModel()
@@ -95,5 +96,6 @@ def _local_backend(spec: str, max_tokens: int | None) -> ModelBackend:
     local = split_local_spec(spec)
     answer_limit = {"max_new_tokens": max_tokens} if max_tokens else {}
     return LocalBackend(
-        local.directory, weights=local.weights, context=local.context, tool_grammar=local.tool_grammar, **answer_limit
-    )
+        local.directory, weights=local.weights, context=local.context, tool_grammar=local.tool_grammar,
+        speculative=local.speculative, **answer_limit,
+    )  # fmt: skip

@@ -123,16 +123,29 @@ class Choices:
 
     def usage(self) -> dict[str, Any]:
         """Each prompt counted once (with what the prefix cache served of it when it was first read), the
-        completion tokens of every choice."""
+        completion tokens of every choice; and, when some choice verified drafted tokens, `speculative`: the verify
+        steps, the tokens drafted and accepted over every choice, and the tokens each verify step committed (an
+        extension field, as vLLM's `reasoning_content` is: OpenAI's objects are open)."""
         firsts = [self.generations[index].handle.stats for index in range(0, self.count, self.n)]
+        every = [g.handle.stats for g in self.generations if g is not None]
         prompt = sum(stats.prompt_tokens for stats in firsts)
-        completion = sum(g.handle.stats.completion_tokens for g in self.generations if g is not None)
-        return {
+        completion = sum(stats.completion_tokens for stats in every)
+        usage = {
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             "total_tokens": prompt + completion,
             "prompt_tokens_details": {"cached_tokens": sum(stats.cached_tokens for stats in firsts)},
         }
+        steps = sum(stats.verify_steps for stats in every)
+        if steps:
+            accepted = sum(stats.accepted_tokens for stats in every)
+            usage["speculative"] = {
+                "verify_steps": steps,
+                "draft_tokens": sum(stats.draft_tokens for stats in every),
+                "accepted_tokens": accepted,
+                "tokens_per_verify_step": round((accepted + steps) / steps, 3),
+            }
+        return usage
 
 
 @dataclass

@@ -15,6 +15,7 @@ sampling). Rows beyond the batch point at block 0, which no sequence owns, so wh
 from __future__ import annotations
 
 import atexit
+import logging
 import operator
 import queue
 import random
@@ -32,7 +33,7 @@ from warpcode.model_runtime.decode_step import SCRATCH_BLOCK, DecodeState, choos
 from warpcode.model_runtime.detokenize import IncrementalDetokenizer, StopStringFilter
 from warpcode.model_runtime.devices import one_thread_on_cpu
 from warpcode.model_runtime.model import MoeForCausalLM
-from warpcode.model_runtime.prefill import PrefillChunk, prefill_in_steps
+from warpcode.model_runtime.prefill import PrefillChunk, prefill_forward, prefill_in_steps
 from warpcode.model_runtime.prefill_graphs import PrefillGraphs, token_bucket
 from warpcode.model_runtime.sampling import SamplingParams
 from warpcode.model_runtime.serving.block_manager import BlockManager
@@ -41,7 +42,7 @@ from warpcode.model_runtime.serving.grammar import GrammarMatcher, mask_words
 from warpcode.model_runtime.serving.kv_budget import blocks_in_budget
 from warpcode.model_runtime.serving.logits_processors import NO_PROCESSING, LogitsProcessing, RowProcessors
 from warpcode.model_runtime.serving.request import RequestHandle, RequestRefused
-from warpcode.model_runtime.serving.row_sampling import grammar_masks, row_processors, sample, variant
+from warpcode.model_runtime.serving.row_sampling import chooser, grammar_masks, row_processors, sample, variant
 from warpcode.model_runtime.serving.scheduler import Scheduler
 from warpcode.model_runtime.serving.sequence import Sequence
 from warpcode.model_runtime.serving.token_logprobs import (
@@ -51,11 +52,14 @@ from warpcode.model_runtime.serving.token_logprobs import (
     prompt_logprobs,
     token_logprobs,
 )
+from warpcode.model_runtime.speculative import Speculator, verify_draft
 
 STEPS_IN_FLIGHT = 2  # eager steps too: the CPU then runs the GPU's pipeline, one token computed past each end
 MIN_COLUMN_SLOTS = 1024  # the smallest attention span of a step's graph
 SEED_RANGE = range(-(2**63), 2**63)  # the rows' seeds are int64
 FAILURES_WITHOUT_A_REQUEST = 3  # iterations in a row that fail with no request to blame: the engine itself is broken
+
+logger = logging.getLogger(__name__)
 
 
 _RUNNING: weakref.WeakSet[EngineCore] = weakref.WeakSet()
@@ -92,6 +96,9 @@ class EngineCounters:
     generated_tokens: int = 0
     decode_steps: int = 0
     preemptions: int = 0
+    verify_steps: int = 0  # speculative decoding: one per request and verify pass
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
 
 
 class EngineCore:
@@ -124,6 +131,7 @@ class EngineCore:
         self.scheduler = Scheduler(self.blocks, config.max_num_seqs, self._copy_blocks)
         self.counters = EngineCounters()
         self._rows: list[Sequence] = []
+        self._verifying: list[Sequence] = []  # past their prefill with a draft to verify: not in the decode rows
         self._rows_stale = False
         self._processors: RowProcessors | None = None  # the rows' logit_bias and penalties, when some row has them
         self._top_logprobs: int | None = None  # the most alternatives a row reports; None: no row wants logprobs
@@ -187,9 +195,11 @@ class EngineCore:
         with self._lock:
             request_id, self._next_id = self._next_id, self._next_id + 1
         handle = RequestHandle(request_id, len(prompt_ids), self._decode, stop_strings, stop_ids, self._cancel)
+        drafting = self.config.speculative.draft
         seq = Sequence(
             handle, prompt_ids, max_new_tokens, sampling, random.getrandbits(31) if seed is None else seed,
             stop_ids, self._stop_string_watcher(stop_strings) if stop_strings else None, processing, grammar,
+            None if drafting is None else Speculator(drafting, prompt_ids),
         )  # fmt: skip
         with self._lock:
             self._arriving += 1
@@ -302,7 +312,7 @@ class EngineCore:
         if self._pass is not None:
             self._pass.steps.close()
             self._pass = None
-        self._rows, self._rows_stale = [], True
+        self._rows, self._verifying, self._rows_stale = [], [], True
         for seq in computing:
             if seq.finish_reason is not None:  # finished before the failure: released as _rebuild_rows would
                 self.scheduler.retire(seq)
@@ -322,10 +332,11 @@ class EngineCore:
         return True
 
     def _iteration_sequences(self) -> list[Sequence]:
-        """The sequences the current iteration was computing: decode rows, steps in flight, the prefill pass."""
+        """The sequences the current iteration was computing: decode rows, steps in flight, the prefill pass, the
+        sequences verifying drafts."""
         in_flight = [seq for step in self._in_flight for seq in step.rows]
         in_pass = [seq for seq, _ in self._pass.plan] if self._pass is not None else []
-        return [*self._rows, *in_flight, *in_pass]
+        return [*self._rows, *in_flight, *in_pass, *self._verifying]
 
     def _take_inbox(self) -> None:
         while True:
@@ -363,6 +374,8 @@ class EngineCore:
                 self._pass = _PrefillPass(plan, self._prefill_steps(plan))
         if self._pass is not None:
             self._advance_prefill()
+        if self._verifying and not self._rows_stale:  # stale: a preemption or a new row changed who verifies
+            self._verify()
         if self._in_flight and not (launched and self._masked):  # a masked launch read the step before it
             self._read(self._in_flight.popleft())
 
@@ -414,7 +427,9 @@ class EngineCore:
         for seq in self._rows:
             if seq.finish_reason is not None:
                 self.scheduler.retire(seq)
-        rows = [s for s in self.scheduler.admitted if s.pending == 1 and s.finish_reason is None]
+        ready = [s for s in self.scheduler.admitted if s.pending == 1 and s.finish_reason is None]
+        self._verifying = [s for s in ready if self._draft(s)]
+        rows = [s for s in ready if s not in self._verifying]
         self._rows = rows[: self.rows_capacity]
         self._rows_stale = False
         bucket = batch_bucket(len(self._rows)) if self._rows else 0
@@ -515,6 +530,9 @@ class EngineCore:
             seq.suspect = False  # a decode step with it went through
             self._append(seq, token, logprob)
             self.scheduler.register_computed(seq)
+            if seq.speculator is not None and seq.finish_reason is None:
+                seq.speculator.decoded()
+                self._rows_stale |= bool(self._draft(seq))  # a draft to verify: it leaves the decode rows
 
     def _advance_prefill(self) -> None:
         """Runs the prefill pass's next layers; once it is through, its sequences' tokens count as computed and
@@ -550,6 +568,8 @@ class EngineCore:
             # before the first token reaches the caller
             seq.handle.prompt_logprobs = prompt_logprobs(self.model, seq.prompt_ids, seq.processing.prompt_logprobs)
         seq.append(token, logprob)
+        if seq.speculator is not None:
+            seq.speculator.observe(token)
         self.counters.generated_tokens += 1
         stats = seq.handle.stats
         if stats.first_token_at is None:
@@ -567,13 +587,85 @@ class EngineCore:
         new = seq.output_ids[seq.delivered :] if seq.finish_reason != "abort" else []
         logprobs = seq.logprobs[seq.delivered : seq.delivered + len(new)] or None
         seq.delivered = len(seq.output_ids)
-        seq.handle.stats.finished_at = time.perf_counter()
+        stats = seq.handle.stats
+        stats.finished_at = time.perf_counter()
+        if stats.verify_steps:
+            logger.info(
+                "request %d: %d tokens; speculative decoding: %d verify steps, %d of %d drafted tokens accepted, "
+                "%.2f tokens per verify step", seq.handle.request_id, len(seq.output_ids), stats.verify_steps,
+                stats.accepted_tokens, stats.draft_tokens, stats.tokens_per_verify_step,
+            )  # fmt: skip
         seq.handle.deliver(new, seq.finish_reason, logprobs=logprobs)
         self._sequences.pop(seq.handle.request_id, None)
         if seq in self._rows:
             self._rows_stale = True
         elif self._pass is None or not self._pass.holds(seq):  # else the pass still writes its blocks
             self.scheduler.retire(seq)
+
+    def _draft(self, seq: Sequence) -> list[int]:
+        """The tokens `seq` verifies next ([]: it decodes): none while more than speculative.max_running
+        sequences are admitted, and at most what the cache's free blocks and its max_tokens leave room for."""
+        if seq.speculator is None or len(self.scheduler.admitted) > self.config.speculative.max_running:
+            return []
+        fits = (len(seq.block_table) + self.blocks.available) * self.blocks.block_size - seq.computed - 1
+        return seq.speculator.draft(min(fits, seq.max_new_tokens - len(seq.output_ids) - 1))
+
+    def _verify(self) -> None:
+        """One verify step of every sequence with a draft: its last token and the drafted ones through the model as
+        one extension of its cached history (prefill's path; the sequences in one pass), logits at every position;
+        then each keeps what verify.py accepts. A sequence left without a draft decodes from the next iteration."""
+        batch = []
+        for seq in self._verifying:
+            if seq.finish_reason is not None:
+                continue
+            draft = self._draft(seq)
+            if not draft or not self.scheduler.grow(seq, seq.computed + 1 + len(draft)):
+                self._rows_stale = True
+                continue
+            batch.append((seq, draft))
+        if not batch:
+            return
+        chunks = [PrefillChunk([s.last_token, *d], s.computed, s.block_table, len(d) + 1) for s, d in batch]
+        logits = prefill_forward(self.model, self.state, chunks)
+        first = 0
+        for seq, draft in batch:
+            self._accept(seq, draft, logits[first : first + len(draft) + 1])
+            first += len(draft) + 1
+
+    def _accept(self, seq: Sequence, draft: list[int], logits: torch.Tensor) -> None:
+        """Commits what verify.py accepts of `draft` given its logits [len(draft) + 1, V], each token through
+        _append (stop rules, logprobs, the grammar, delivery) as a decode step's would be; then rolls the cache back
+        to the committed tokens: `computed` counts only theirs (the prefix cache registers no other), the rejected
+        tokens' slots are overwritten later, and blocks only they used go back to the pool."""
+        seq.suspect = False  # a pass with it went through
+        stats, top = seq.handle.stats, seq.processing.logprobs
+        stats.verify_steps += 1
+        stats.draft_tokens += len(draft)
+        committed: list[int] = []
+
+        def commit(token: int) -> bool:
+            position = len(committed)
+            logprob = None
+            if top is not None:
+                chosen = torch.tensor([token], device=logits.device)
+                logprob = token_logprobs(logits[position : position + 1], chosen, top)[0]
+            stats.accepted_tokens += position < len(draft) and token == draft[position]  # before the last delivery
+            committed.append(token)
+            self._append(seq, token, logprob)
+            return seq.finish_reason is None
+
+        verdict = verify_draft(draft, chooser(seq, logits), commit)
+        seq.speculator.verified(len(draft), verdict.accepted)
+        self.counters.verify_steps += 1
+        self.counters.draft_tokens += len(draft)
+        self.counters.accepted_tokens += verdict.accepted
+        if seq.finish_reason is not None:
+            return  # _finish released its blocks
+        seq.computed += verdict.committed  # its last token and the accepted ones; the one after is the next input
+        keep = self.blocks.blocks_for(seq.computed + 1)
+        self.blocks.release(seq.block_table[keep:])
+        del seq.block_table[keep:]
+        self.scheduler.register_computed(seq)
 
     def _table_columns(self, longest: int) -> int:
         """Block-table columns a step launches attention over: the next power of two of slots (at least

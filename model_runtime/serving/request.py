@@ -31,9 +31,18 @@ class RequestStats:
     cached_tokens: int = 0  # prompt tokens served from the prefix cache (of the last prefill, after a preemption)
     completion_tokens: int = 0
     preemptions: int = 0
+    # speculative decoding: verify steps run, tokens they drafted, and of those, tokens accepted
+    verify_steps: int = 0
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
     submitted_at: float = field(default_factory=time.perf_counter)
     first_token_at: float | None = None
     finished_at: float | None = None
+
+    @property
+    def tokens_per_verify_step(self) -> float:
+        """Tokens each verify step committed on average: the accepted drafted ones and the one after them."""
+        return (self.accepted_tokens + self.verify_steps) / self.verify_steps if self.verify_steps else 0.0
 
     @property
     def time_to_first_token(self) -> float | None:

@@ -1,7 +1,10 @@
-"""The sampling variant of a set of rows, and a first token sampled outside the decode step (after a prefill),
-by the same per-row parameters, seeds and step counts, so a request's tokens do not depend on where they were drawn."""
+"""The sampling variant of a set of rows, and tokens sampled outside the decode step (the first after a prefill,
+those of a verify step), by the same per-row parameters, seeds and step counts, so a request's tokens do not depend
+on where they were drawn."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -39,6 +42,15 @@ def sample(seqs: list[Sequence], logits: torch.Tensor) -> list[int]:
     seeds = torch.tensor([s.seed for s in seqs], device=device)
     steps = torch.tensor([len(s.output_ids) for s in seqs], device=device)
     return sample_on_device(logits, params, seeds, steps, kind == "filtered").tolist()
+
+
+def chooser(seq: Sequence, logits: torch.Tensor) -> Callable[[int], int]:
+    """Position j -> the token `seq` takes from logits[j] (a verify step's [k + 1, V]) as `sample` would take it
+    given the tokens it holds when asked (its grammar, penalties and step count advance as tokens are committed).
+    Plain greedy rows read every position's argmax at once."""
+    if seq.sampling.greedy and seq.grammar is None and not seq.processing.changes_logits:
+        return logits.argmax(dim=-1).tolist().__getitem__
+    return lambda position: sample([seq], logits[position : position + 1])[0]
 
 
 def row_processors(rows: list[Sequence], bucket: int, vocab: int, device: torch.device) -> RowProcessors:

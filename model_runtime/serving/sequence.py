@@ -10,6 +10,7 @@ from warpcode.model_runtime.serving.grammar import GrammarMatcher
 from warpcode.model_runtime.serving.logits_processors import NO_PROCESSING, LogitsProcessing
 from warpcode.model_runtime.serving.request import FinishReason, RequestHandle
 from warpcode.model_runtime.serving.token_logprobs import TokenLogprob
+from warpcode.model_runtime.speculative import Speculator
 
 
 @dataclass(eq=False)  # one object per request: compared by identity
@@ -23,6 +24,7 @@ class Sequence:
     stop_string_seen: Callable[[int], bool] | None  # token id -> True once the text holds a stop string
     processing: LogitsProcessing = NO_PROCESSING
     grammar: GrammarMatcher | None = None  # structured generation: the tokens each step may sample
+    speculator: Speculator | None = None  # its drafter and draft policy; None: it never speculates
     output_ids: list[int] = field(default_factory=list)
     logprobs: list[TokenLogprob] = field(default_factory=list)  # one per output id, when the request asked
     computed: int = 0  # leading tokens whose keys and values are in the cache

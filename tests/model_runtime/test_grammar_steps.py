@@ -25,8 +25,10 @@ SCHEMA = {
 @pytest.fixture(scope="module")
 def engine(chat_checkpoint):
     from warpcode.model_runtime import load
+    from warpcode.model_runtime.speculative import SpeculativeConfig
 
-    engine = load(chat_checkpoint, device="cpu")
+    # these tests follow the decode step's pipeline: speculation would step a lone request out of it to verify drafts
+    engine = load(chat_checkpoint, device="cpu", speculative=SpeculativeConfig("off"))
     yield engine
     engine.shutdown()
 

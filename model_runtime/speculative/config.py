@@ -1,0 +1,45 @@
+"""The serving engine's speculation switch: `off`, `ngram` or `suffix`, and when the engine speculates at all.
+
+- `suffix` (the default): the suffix drafter (drafter.py) with its measured defaults: a repeat of at least 4 tokens,
+  a 3-token probe, the full 32-token draft after a fully accepted one, off after failures (policy.py).
+- `ngram`: prompt-lookup decoding's rule: the continuation of the longest earlier repeat of the last tokens, down to
+  two tokens (a single token's repeats are mostly chance: drafting from them trips the guard before copies start),
+  a fixed 10-token draft; the same guard turns it off while it fails.
+- `off`: the engine runs exactly as without speculation.
+
+Verifying k drafted tokens runs the request as an extension of its cached history (prefill's path), which costs
+about a decode step of k + 1 rows; while several requests decode, their batched step already uses the device well
+and a verify pass per request would delay all of them, so the engine speculates only while at most `max_running`
+requests hold the cache (batch-1 traffic: an agent's turn).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from warpcode.model_runtime.speculative.drafter import DraftConfig
+
+Mode = Literal["off", "ngram", "suffix"]
+MODES: tuple[Mode, ...] = ("off", "ngram", "suffix")
+_DRAFTS: dict[str, DraftConfig] = {
+    "suffix": DraftConfig(),
+    "ngram": DraftConfig(min_match=2, max_draft=10, probe=10),
+}
+
+
+@dataclass(frozen=True)
+class SpeculativeConfig:
+    mode: Mode = "suffix"
+    max_running: int = 1  # speculate only while at most this many requests are admitted
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"speculative decoding is one of {', '.join(MODES)}; got {self.mode!r}")
+        if not isinstance(self.max_running, int) or isinstance(self.max_running, bool) or self.max_running < 1:
+            raise ValueError(f"speculative max_running must be a positive integer, got {self.max_running!r}")
+
+    @property
+    def draft(self) -> DraftConfig | None:
+        """How each request drafts; None when off."""
+        return _DRAFTS.get(self.mode)
