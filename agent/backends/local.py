@@ -4,8 +4,9 @@ OPTIONS, comma-separated after `#`: a weight format, `mxfp8` (its projections an
 load) or `bf16` (the default: as stored, in the model dtype); `context=N`, the tokens the prompt and the answer
 share (the default is the model's own context, as vLLM derives it: YaRN's factor x original_max_position_embeddings,
 at most 131,072; N may not pass the model's); `tool-grammar=on|off`; and `speculative=off|ngram|suffix`, speculative
-decoding without a draft model (the default, `suffix`, drafts from repeats of the conversation's own text and stops
-drafting while drafts fail; `off` decodes one token per step; model_runtime/speculative/config.py). So
+decoding without a draft model (`suffix` drafts from repeats of the conversation's own text and stops drafting while
+drafts fail; `off` decodes one token per step; the default is `suffix` on a CPU and `off` on a GPU:
+model_runtime/speculative/config.py). So
 `local:DIR#mxfp8,context=65536`.
 
 With the tool grammar on (the default), every answer is generated inside a grammar (structured generation,
@@ -54,7 +55,7 @@ class LocalSpec(NamedTuple):
     weights: str = "bf16"
     context: int | None = None  # None: the model's own
     tool_grammar: bool = True  # tool calls constrained to the tools' schemas (`tool-grammar=off`: free)
-    speculative: str = "suffix"  # speculative decoding: off, ngram or suffix
+    speculative: str | None = None  # speculative decoding: off, ngram or suffix; None: the device's default
 
 
 def split_local_spec(spec: str) -> LocalSpec:
@@ -62,7 +63,7 @@ def split_local_spec(spec: str) -> LocalSpec:
     directory, sep, options = spec.rpartition("#")
     if not sep or Path(spec).is_dir():
         return LocalSpec(spec)
-    weights, context, tool_grammar, speculative = "bf16", None, True, "suffix"
+    weights, context, tool_grammar, speculative = "bf16", None, True, None
     for option in options.split(","):
         name, is_setting, value = option.partition("=")
         if is_setting and name == "context" and value.isdigit() and int(value) > 1:
@@ -95,7 +96,7 @@ class LocalBackend:
         weights: str = "bf16",
         context: int | None = None,
         tool_grammar: bool = True,
-        speculative: str = "suffix",
+        speculative: str | None = None,
     ) -> None:
         self.path, self.max_new_tokens, self._engine = Path(path or "."), max_new_tokens, engine
         self.weights, self.context, self.tool_grammar = weights, context, tool_grammar
@@ -226,7 +227,7 @@ def _checkpoint_context(path: Path, context: int | None) -> int:
     return context
 
 
-def _load_engine(path: Path, weights: str, context: int | None = None, speculative: str = "suffix") -> Any:
+def _load_engine(path: Path, weights: str, context: int | None = None, speculative: str | None = None) -> Any:
     """The process's one engine for the checkpoint in `path` in `weights` with `context` and `speculative`: every
     session's backend shares it (and its cache); the bf16 and mxfp8 engines of one checkpoint are two engines."""
     key = (path.resolve(), weights, context, speculative)
@@ -237,18 +238,19 @@ def _load_engine(path: Path, weights: str, context: int | None = None, speculati
 
 
 def load_agent_engine(
-    path: Path, weights: str = "bf16", context: int | None = None, speculative: str = "suffix"
+    path: Path, weights: str = "bf16", context: int | None = None, speculative: str | None = None
 ) -> Any:
     """A new engine for the checkpoint in `path` (on the GPU when there is one) with `weights` ("bf16" or
     "mxfp8"), `context` tokens per sequence (None: the model's own) and `speculative` decoding ("off", "ngram" or
-    "suffix"), checked to serve an agent."""
+    "suffix"; None: the device's default), checked to serve an agent."""
     from warpcode.model_runtime import CheckpointError, UnsupportedConfigError, load
     from warpcode.model_runtime.devices import resolve_device
-    from warpcode.model_runtime.speculative import SpeculativeConfig
+    from warpcode.model_runtime.speculative import SpeculativeConfig, default_mode
 
+    device = resolve_device()
     try:
-        engine = load(path, device=resolve_device(), weights=weights, show_progress=False, max_model_len=context,
-                      speculative=SpeculativeConfig(speculative))  # fmt: skip
+        engine = load(path, device=device, weights=weights, show_progress=False, max_model_len=context,
+                      speculative=SpeculativeConfig(speculative or default_mode(device.split(":")[0])))  # fmt: skip
     except (CheckpointError, UnsupportedConfigError, OSError, ValueError) as exc:
         raise BackendError(f"cannot load the model in {path}: {exc}") from exc
     if engine.tokenizer is None or not engine.tokenizer.chat_template:

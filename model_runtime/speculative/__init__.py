@@ -13,7 +13,7 @@ bench/speculative_acceptance.py measures drafting on real commits of public repo
 bench/speculative_engine.py the engine end to end.
 """
 
-from warpcode.model_runtime.speculative.config import MODES, SpeculativeConfig
+from warpcode.model_runtime.speculative.config import MODES, SpeculativeConfig, default_mode
 from warpcode.model_runtime.speculative.drafter import DraftConfig, Match, SuffixDrafter
 from warpcode.model_runtime.speculative.policy import DraftPolicy
 from warpcode.model_runtime.speculative.speculator import Speculator
@@ -28,5 +28,6 @@ __all__ = [
     "Speculator",
     "SuffixDrafter",
     "Verdict",
+    "default_mode",
     "verify_draft",
 ]

@@ -43,3 +43,10 @@ class SpeculativeConfig:
     def draft(self) -> DraftConfig | None:
         """How each request drafts; None when off."""
         return _DRAFTS.get(self.mode)
+
+
+def default_mode(device_type: str) -> Mode:
+    """The mode when none is asked for: `suffix` on a CPU, where verifying drafts is measured to pay (2.2-2.8x at
+    batch 1 on the built-in model, BENCHMARKS.md); `off` on a GPU, whose verify pass still runs outside the CUDA
+    graphs that the single-token step replays, until it is measured there to pay too."""
+    return "suffix" if device_type == "cpu" else "off"

@@ -91,7 +91,7 @@ async def test_a_conversation_that_overflows_the_context_compacts_and_finishes(t
     # each read starts a line further, so that the turn does not repeat itself (repetition.py would end it)
     reads = [{"text": thinking, "tool_calls": [{"name": "read_file", "arguments": {"path": "big.py", "start_line": n}}]}
              for n in range(1, 7)]  # fmt: skip
-    turns = reads + [{"text": "Read it."}] + reads + [{"text": "All read."}]
+    turns = [*reads, {"text": "Read it."}, *reads, {"text": "All read."}]
     schemas = approximate_tokens(json.dumps(tool_schemas()))  # the tools' specs, in every request too
     backend = _MeasuringBackend(turns, context_window=8_300 + schemas)
     agent = Agent(

@@ -102,3 +102,9 @@ def test_sampling_against_a_point_mass_draft_keeps_the_target_distribution():
     uniforms = torch.rand(DRAWS, generator=torch.Generator().manual_seed(0)).tolist()
     wrong = [drafted if u < p[drafted] else token for u, token in zip(uniforms, first, strict=True)]
     assert not fits(wrong, p)
+
+
+def test_speculation_is_on_by_default_on_a_cpu_and_off_on_a_gpu():
+    from warpcode.model_runtime.speculative import default_mode
+
+    assert default_mode("cpu") == "suffix" and default_mode("cuda") == "off"

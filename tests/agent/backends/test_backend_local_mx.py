@@ -20,8 +20,8 @@ def checkpoint(tmp_path_factory) -> Path:
 
 
 def test_specs_name_the_weight_format(checkpoint: Path, tmp_path: Path) -> None:
-    assert split_local_spec(str(checkpoint)) == (str(checkpoint), "bf16", None, True, "suffix")
-    assert split_local_spec(f"{checkpoint}#mxfp8") == (str(checkpoint), "mxfp8", None, True, "suffix")
+    assert split_local_spec(str(checkpoint)) == (str(checkpoint), "bf16", None, True, None)
+    assert split_local_spec(f"{checkpoint}#mxfp8") == (str(checkpoint), "mxfp8", None, True, None)
     odd = tmp_path / "run#2"
     odd.mkdir()
     assert split_local_spec(str(odd)) == (
@@ -29,7 +29,7 @@ def test_specs_name_the_weight_format(checkpoint: Path, tmp_path: Path) -> None:
         "bf16",
         None,
         True,
-        "suffix",
+        None,
     )  # a '#' inside a directory's name stays
     for spec in (f"local:{checkpoint}#mxfp8", f"{checkpoint}#mxfp8"):
         backend = backend_from_spec(spec)

@@ -58,8 +58,8 @@ def test_local_spec_context(tmp_path: Path) -> None:
     assert backend_from_spec(f"local:{coder}#context=262144").context_window == 262_144
     backend = backend_from_spec(f"{qwen3}#mxfp8,context=65536")
     assert (backend.weights, backend.context, backend.context_window) == ("mxfp8", 65_536, 65_536)
-    assert split_local_spec(f"{qwen3}#context=8192,bf16") == (str(qwen3), "bf16", 8192, True, "suffix")
-    assert split_local_spec(f"{qwen3}#tool-grammar=off") == (str(qwen3), "bf16", None, False, "suffix")
+    assert split_local_spec(f"{qwen3}#context=8192,bf16") == (str(qwen3), "bf16", 8192, True, None)
+    assert split_local_spec(f"{qwen3}#tool-grammar=off") == (str(qwen3), "bf16", None, False, None)
     assert split_local_spec(f"{qwen3}#speculative=off,mxfp8") == (str(qwen3), "mxfp8", None, True, "off")
     assert backend_from_spec(f"local:{qwen3}#speculative=ngram").speculative == "ngram"
     with pytest.raises(BackendError, match=r"context=262144 passes the 131,072 tokens the model .* holds"):
@@ -75,7 +75,7 @@ def test_the_local_engine_is_loaded_with_the_asked_context(tmp_path: Path) -> No
 
     path = save_chat_checkpoint(tmp_path, train_bpe())  # its own context: 256
     engine = load_agent_engine(path, context=128)
-    assert engine.context_length == 128 and engine.serving.speculative.mode == "suffix"
+    assert engine.context_length == 128 and engine.serving.speculative.mode == "suffix"  # a CPU's default
     engine.shutdown()
     engine = load_agent_engine(path, speculative="off")
     assert engine.serving.speculative.mode == "off"
