@@ -83,9 +83,8 @@ def _text(path: Path) -> str:
 
 
 def _render(args) -> int:
-    from warpcode.training.conversations import render_examples, write_examples
+    from warpcode.training.conversations import load_row, render_examples, write_examples
     from warpcode.training.train import Workspace
-    from warpcode.training.trajectories import load_row
 
     workspace = Workspace(args.out)
     longest = workspace.phase("finetune").sequence_length + 1

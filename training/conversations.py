@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer as FastTokenizer
 
-from warpcode.model_runtime.chat.messages import Message
+from warpcode.model_runtime.chat.messages import Message, ToolCall
 from warpcode.model_runtime.chat.prompt import conversation_prompt_ids
 from warpcode.model_runtime.tokenizer import Tokenizer
 from warpcode.training.corpus import TOKEN_DTYPE
@@ -96,6 +96,24 @@ class StoredExamples:
 
 
 Conversation = tuple[list[Message], list[dict[str, Any]], list[int]]  # messages, tools, unlearned turns (load_row)
+
+
+def load_row(row: dict[str, Any]) -> tuple[list[Message], list[dict[str, Any]], list[int]]:
+    """A trajectory row (trajectories.py) as the agent held it: (messages, tools, the unlearned turns), ready for
+    conversation_example. Rows written before slips existed have none. Here, not beside the generator, so that
+    rendering needs no agent (a GPU machine renders without the agent's packages)."""
+    messages = [
+        Message(
+            m["role"],
+            m["content"],
+            [ToolCall(c["id"], c["name"], c["arguments"]) for c in m["tool_calls"]],
+            m["tool_call_id"],
+            m["name"],
+            m["reasoning"],
+        )
+        for m in row["messages"]
+    ]
+    return messages, row["tools"], row.get("unlearned", [])
 
 
 def render_examples(tokenizer_path: Path, conversations: Iterable[Conversation], workers: int) -> Iterator[Example]:

@@ -37,7 +37,7 @@ from typing import Any
 
 from warpcode.agent.config import Settings
 from warpcode.agent.headless import headless_agent, nobody_to_ask
-from warpcode.model_runtime.chat.messages import Message, ToolCall
+from warpcode.model_runtime.chat.messages import Message
 from warpcode.training.oracle import SLIP_SHARE, OracleBackend
 from warpcode.training.tasks import FAMILIES, SPLITS, Task, family_of, make_task
 from warpcode.training.tasks.check import check, write_repo
@@ -94,23 +94,6 @@ def message_row(message: Message) -> dict[str, Any]:
         "name": message.name,
         "reasoning": message.reasoning,
     }
-
-
-def load_row(row: dict[str, Any]) -> tuple[list[Message], list[dict[str, Any]], list[int]]:
-    """A trajectory row as the agent held it: (messages, tools, the unlearned turns), ready for conversation_example.
-    Rows written before slips existed have none."""
-    messages = [
-        Message(
-            m["role"],
-            m["content"],
-            [ToolCall(c["id"], c["name"], c["arguments"]) for c in m["tool_calls"]],
-            m["tool_call_id"],
-            m["name"],
-            m["reasoning"],
-        )
-        for m in row["messages"]
-    ]
-    return messages, row["tools"], row.get("unlearned", [])
 
 
 def text_chars(row: dict[str, Any]) -> int:
