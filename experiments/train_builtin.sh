@@ -10,6 +10,8 @@
 # PREPARED holds tokenizer.json, settings.json and either conversations/ (train.*, heldout.*) from
 # `python -m warpcode.training render`, or trajectories/*.jsonl.gz, rendered here on every core while the corpus is
 # prepared (compressed, 10,000 trajectories travel in 6 MB; rendered, in 110 MB).
+# On a lent GPU machine, keep WORK and OUT outside the repository's copy (/tmp): a later call's copy of the working
+# tree removed the ignored folders in it, and with them a run started in the background by an earlier call.
 # SECONDS is the whole run's budget. Less a minute for evaluation and export, pre-training is 42% of what preparing
 # leaves, fine-tuning 85% of what is left after pre-training (a phase overruns its length by its evaluations).
 set -euo pipefail
