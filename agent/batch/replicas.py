@@ -29,6 +29,7 @@ class ReplicaModel:
     preset: str | None = None
     weights: str = "bf16"  # or "mxfp8": `local:DIR#mxfp8`, `random:PRESET#mxfp8`
     context: int | None = None  # tokens per sequence (`#context=N`); None: the model's own
+    speculative: str | None = None  # `#speculative=off|ngram|suffix`; None: the device's default
     kv_cache_gb: float | None = None  # None: the engine's default (half the free GPU memory)
     warm_up: tuple[int, int] = (8, 4096)  # decode graphs captured before serving: (streams, tokens)
 
@@ -36,27 +37,30 @@ class ReplicaModel:
     def name(self) -> str:
         options = [] if self.weights == "bf16" else [self.weights]
         options += [f"context={self.context}"] if self.context else []
+        options += [f"speculative={self.speculative}"] if self.speculative else []
         suffix = f"#{','.join(options)}" if options else ""
         return (f"random:{self.preset}" if self.preset else self.checkpoint.name) + suffix
 
 
 def replica_model(model: str | None) -> ReplicaModel:
     """The replicas' model from `--model`: `local:DIR` (or a bare DIR) or `random:PRESET`, each with an optional
-    `#mxfp8` and/or `#context=N`; anything else is a clear error."""
+    `#mxfp8`, `#context=N` and/or `#speculative=MODE`; anything else is a clear error."""
     from warpcode.agent.backends.local import split_local_spec
 
     if model and model.startswith("random:") and model.removeprefix("random:"):
-        preset, weights, context, _ = split_local_spec(model.removeprefix("random:"))
+        spec = split_local_spec(model.removeprefix("random:"))
         # the replicas check the name as they build it
-        return ReplicaModel(preset=preset, weights=weights, context=context)
-    path, weights, context, _ = split_local_spec(model.removeprefix("local:")) if model else (None, "bf16", None, 0)
+        return ReplicaModel(preset=spec.directory, weights=spec.weights, context=spec.context,
+                            speculative=spec.speculative)  # fmt: skip
+    spec = split_local_spec(model.removeprefix("local:")) if model else None
+    path = spec.directory if spec else None
     if not path or not (model.startswith("local:") or Path(path).is_dir()):
         raise ValueError(f"--replicas serves a local:DIR or random:PRESET model; --model is {model!r} (an openai: "
                          "endpoint serves itself: give the workers its URL instead)")  # fmt: skip
     checkpoint = Path(path).expanduser().resolve()
     if not (checkpoint / "config.json").is_file():
         raise ValueError(f"--replicas: {checkpoint} is not a checkpoint directory (no config.json)")
-    return ReplicaModel(checkpoint=checkpoint, weights=weights, context=context)
+    return ReplicaModel(checkpoint=checkpoint, weights=spec.weights, context=spec.context, speculative=spec.speculative)
 
 
 def replica_resources(cluster_gpus: float, count: int, gpus_per_replica: float) -> tuple[dict, str]:
@@ -202,11 +206,14 @@ def _load(model: ReplicaModel) -> Any:
     if model.checkpoint is not None:
         from warpcode.agent.backends.local import load_agent_engine
 
-        return load_agent_engine(model.checkpoint, weights=model.weights)
+        return load_agent_engine(model.checkpoint, weights=model.weights, speculative=model.speculative)
     from warpcode.model_runtime import load_random
     from warpcode.model_runtime.devices import resolve_device
+    from warpcode.model_runtime.speculative import SpeculativeConfig, default_mode
 
-    return load_random(model.preset, device=resolve_device(), weights=model.weights)
+    device = resolve_device()
+    speculative = SpeculativeConfig(model.speculative or default_mode(device.split(":")[0]))
+    return load_random(model.preset, device=device, weights=model.weights, speculative=speculative)
 
 
 def _cause(error: Exception) -> str:

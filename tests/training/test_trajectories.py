@@ -20,9 +20,10 @@ from warpcode.model_runtime.chat.messages import ToolCall
 from warpcode.model_runtime.chat.prompt import conversation_prompt_ids, template_message
 from warpcode.model_runtime.chat.toolcall_parsers import qwen3_coder_parser
 from warpcode.model_runtime.tokenizer import Tokenizer
+from warpcode.training.conversations import load_row
 from warpcode.training.tasks import FAMILIES, SPLITS, make_task
 from warpcode.training.tasks.check import run_test_command, write_repo
-from warpcode.training.trajectories import Outcome, load_row, solve
+from warpcode.training.trajectories import Outcome, solve
 
 TEMPLATE = Path(__file__).parents[1] / "fixtures" / "chat_templates" / "qwen3_coder_2025_08.jinja"
 

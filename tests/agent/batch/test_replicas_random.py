@@ -117,6 +117,8 @@ def test_random_specs_and_missing_servers_are_clear_errors(tmp_path: Path):
     assert (mx_checkpoint.checkpoint, mx_checkpoint.weights) == (tmp_path / "ckpt", "mxfp8")
     sized = replica_model(f"local:{tmp_path / 'ckpt'}#mxfp8,context=8192")
     assert (sized.weights, sized.context, sized.name) == ("mxfp8", 8192, "ckpt#mxfp8,context=8192")
+    plain = replica_model(f"local:{tmp_path / 'ckpt'}#speculative=off")
+    assert (plain.speculative, plain.name) == ("off", "ckpt#speculative=off")
     with pytest.raises(BackendError, match="unknown option #fp4"):
         replica_model(f"local:{tmp_path / 'ckpt'}#fp4")
     with pytest.raises(ValueError, match="--replicas serves a local:DIR or random:PRESET model"):
