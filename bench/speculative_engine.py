@@ -20,6 +20,7 @@ from warpcode.model_runtime import load
 from warpcode.model_runtime.builtin_model import model_directory
 from warpcode.model_runtime.chat.messages import Message
 from warpcode.model_runtime.chat.prompt import conversation_prompt_ids
+from warpcode.model_runtime.serving.request import tokens_per_verify_step
 from warpcode.model_runtime.speculative import MODES, SpeculativeConfig, drafter, policy
 
 QUESTIONS = {
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
             reference, baseline = (tokens, rate) if mode == "off" else (reference, baseline)
             steps = sum(s.verify_steps for s in stats)
             accepted, drafted = sum(s.accepted_tokens for s in stats), sum(s.draft_tokens for s in stats)
-            per_step = f"{(accepted + steps) / steps:.2f}" if steps else "-"
+            per_step = f"{tokens_per_verify_step(accepted, steps):.2f}" if steps else "-"
             print(f"{kind:<8} {mode:<7} {count:>6} {rate:>7.1f} {rate / baseline:>7.2f}x {steps:>12} "
                   f"{f'{accepted}/{drafted}':>16} {per_step:>8}  {tokens == reference}")  # fmt: skip
 

@@ -245,12 +245,12 @@ def load_agent_engine(
     "suffix"; None: the device's default), checked to serve an agent."""
     from warpcode.model_runtime import CheckpointError, UnsupportedConfigError, load
     from warpcode.model_runtime.devices import resolve_device
-    from warpcode.model_runtime.speculative import SpeculativeConfig, default_mode
+    from warpcode.model_runtime.speculative import SpeculativeConfig
 
     device = resolve_device()
     try:
         engine = load(path, device=device, weights=weights, show_progress=False, max_model_len=context,
-                      speculative=SpeculativeConfig(speculative or default_mode(device.split(":")[0])))  # fmt: skip
+                      speculative=SpeculativeConfig.for_device(speculative, device))  # fmt: skip
     except (CheckpointError, UnsupportedConfigError, OSError, ValueError) as exc:
         raise BackendError(f"cannot load the model in {path}: {exc}") from exc
     if engine.tokenizer is None or not engine.tokenizer.chat_template:

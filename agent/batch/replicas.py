@@ -209,10 +209,10 @@ def _load(model: ReplicaModel) -> Any:
         return load_agent_engine(model.checkpoint, weights=model.weights, speculative=model.speculative)
     from warpcode.model_runtime import load_random
     from warpcode.model_runtime.devices import resolve_device
-    from warpcode.model_runtime.speculative import SpeculativeConfig, default_mode
+    from warpcode.model_runtime.speculative import SpeculativeConfig
 
     device = resolve_device()
-    speculative = SpeculativeConfig(model.speculative or default_mode(device.split(":")[0]))
+    speculative = SpeculativeConfig.for_device(model.speculative, device)
     return load_random(model.preset, device=device, weights=model.weights, speculative=speculative)
 
 

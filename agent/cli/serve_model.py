@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from warpcode.agent.backends.local import SPECULATIVE_MODES
 from warpcode.agent.cli.generate import DTYPES, add_weights_argument
 from warpcode.agent.extras import SERVER_MODULES, require, require_runtime
 from warpcode.model_runtime.openai_server.bound_socket import bind
@@ -64,7 +65,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-model-len", type=int, metavar="N", help="most tokens per sequence (default: config's)")
     parser.add_argument(
         "--speculative",
-        choices=("off", "ngram", "suffix"),
+        choices=SPECULATIVE_MODES,
         help="speculative decoding without a draft model, while one request runs: suffix (drafts from repeats of "
         "the request's own text, off while drafts fail), ngram (prompt-lookup style) or off (default: suffix on a "
         "CPU, off on a GPU, where verifying is not yet measured to pay)",
@@ -92,7 +93,7 @@ def run_model_server(args: argparse.Namespace) -> int:
     from warpcode.model_runtime.builtin_model import BUILTIN_NAME, BUILTIN_SPEC, model_directory
     from warpcode.model_runtime.devices import dtype_named, resolve_device
     from warpcode.model_runtime.openai_server import LISTENING, ModelServer, RequestLimits, base_url, create_app
-    from warpcode.model_runtime.speculative import SpeculativeConfig, default_mode
+    from warpcode.model_runtime.speculative import SpeculativeConfig
 
     limits = RequestLimits(
         allowed_origins=frozenset(args.allow_origin),
@@ -102,7 +103,7 @@ def run_model_server(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     dtype = dtype_named(DTYPES[args.dtype])
     sizes = {"kv_cache_gb": args.kv_cache_gb, "max_model_len": args.max_model_len,
-             "speculative": SpeculativeConfig(args.speculative or default_mode(device.split(":")[0]))}  # fmt: skip
+             "speculative": SpeculativeConfig.for_device(args.speculative, device)}  # fmt: skip
     if args.random_weights:
         engine = load_random(args.preset, device=device, dtype=dtype, weights=args.weights, **sizes)
         name = args.served_model_name or args.preset

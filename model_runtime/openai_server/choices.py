@@ -27,7 +27,7 @@ from warpcode.model_runtime.openai_server.errors import bad_request
 from warpcode.model_runtime.openai_server.generation import ClientGone, Generation, disconnected
 from warpcode.model_runtime.openai_server.schemas import INT64_MAX, Sampling
 from warpcode.model_runtime.serving.grammar import GrammarMatcher
-from warpcode.model_runtime.serving.request import RequestOutput
+from warpcode.model_runtime.serving.request import RequestOutput, tokens_per_verify_step
 from warpcode.model_runtime.serving.token_logprobs import TokenLogprob
 
 
@@ -143,7 +143,7 @@ class Choices:
                 "verify_steps": steps,
                 "draft_tokens": sum(stats.draft_tokens for stats in every),
                 "accepted_tokens": accepted,
-                "tokens_per_verify_step": round((accepted + steps) / steps, 3),
+                "tokens_per_verify_step": round(tokens_per_verify_step(accepted, steps), 3),
             }
         return usage
 

@@ -25,6 +25,11 @@ class RequestRefused(ValueError):
     """A request the engine can never serve (longer than the context or the whole cache), or one after shutdown."""
 
 
+def tokens_per_verify_step(accepted: int, steps: int) -> float:
+    """Tokens each verify step committed on average: the accepted drafted ones and the one after them (0: none)."""
+    return (accepted + steps) / steps if steps else 0.0
+
+
 @dataclass
 class RequestStats:
     prompt_tokens: int = 0
@@ -41,8 +46,7 @@ class RequestStats:
 
     @property
     def tokens_per_verify_step(self) -> float:
-        """Tokens each verify step committed on average: the accepted drafted ones and the one after them."""
-        return (self.accepted_tokens + self.verify_steps) / self.verify_steps if self.verify_steps else 0.0
+        return tokens_per_verify_step(self.accepted_tokens, self.verify_steps)
 
     @property
     def time_to_first_token(self) -> float | None:

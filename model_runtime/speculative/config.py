@@ -39,14 +39,20 @@ class SpeculativeConfig:
         if not isinstance(self.max_running, int) or isinstance(self.max_running, bool) or self.max_running < 1:
             raise ValueError(f"speculative max_running must be a positive integer, got {self.max_running!r}")
 
+    @classmethod
+    def for_device(cls, mode: Mode | None, device: str) -> SpeculativeConfig:
+        """`mode` as asked, or None: the device's default (default_mode)."""
+        return cls(mode or default_mode(device))
+
     @property
     def draft(self) -> DraftConfig | None:
         """How each request drafts; None when off."""
         return _DRAFTS.get(self.mode)
 
 
-def default_mode(device_type: str) -> Mode:
-    """The mode when none is asked for: `suffix` on a CPU, where verifying drafts is measured to pay (2.2-2.8x at
-    batch 1 on the built-in model, BENCHMARKS.md); `off` on a GPU, whose verify pass still runs outside the CUDA
-    graphs that the single-token step replays, until it is measured there to pay too."""
-    return "suffix" if device_type == "cpu" else "off"
+def default_mode(device: str) -> Mode:
+    """The mode when none is asked for, on `device` ("cpu", "cuda", "cuda:1"): `suffix` on a CPU, where verifying
+    drafts is measured to pay (2.2-2.8x at batch 1 on the built-in model, BENCHMARKS.md); `off` on a GPU, whose
+    verify pass still runs outside the CUDA graphs that the single-token step replays, until it is measured there
+    to pay too."""
+    return "suffix" if device.split(":")[0] == "cpu" else "off"
