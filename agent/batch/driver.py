@@ -91,7 +91,7 @@ async def run_batch(
             if cluster is not None:
                 notes = await asyncio.to_thread(cluster.summary_notes)
                 await asyncio.to_thread(cluster.close)
-            workspaces.tidy(options.workdirs)
+            workspaces.tidy(options.workdirs, options.keep_workdirs)
         if isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
             raise outcome
         missing = [job.id for job in jobs if job.id not in results.rows]

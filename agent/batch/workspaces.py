@@ -158,7 +158,11 @@ def clean_stale(workdirs: Path) -> int:
     return len(copies)
 
 
-def tidy(workdirs: Path) -> None:
-    """At the end of a batch: the workdirs folder goes when no kept copy is in it."""
+def tidy(workdirs: Path, copies_kept: bool) -> None:
+    """At the end of a batch: the workdirs folder goes when no copy is kept in it. Whatever is still there then is
+    not this run's (each job removed its own copy): it is what a killed run's orphans (a `git clone` that outlived
+    its driver) wrote after `clean_stale` had looked, so it goes too."""
+    if not copies_kept:
+        shutil.rmtree(workdirs, ignore_errors=True)
     with contextlib.suppress(OSError):
         workdirs.rmdir()

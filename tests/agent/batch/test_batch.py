@@ -249,6 +249,23 @@ def test_a_driver_killed_mid_batch_resumes_with_every_id_once(tmp_path: Path):
     assert not (tmp_path / "RESULTS.jsonl.workdirs").exists()  # the stale copies were removed
 
 
+def test_what_a_killed_runs_orphan_writes_during_the_rerun_is_gone_at_its_end(tmp_path: Path):
+    # A process of a killed run (a `git clone` that outlived its driver) can write its copy after the re-run
+    # cleaned the workdirs folder: here a job's command plays that orphan, writing beside the job's own copy.
+    make_project(tmp_path / "repo", git_repo=True)
+    orphan = run_command("mkdir -p ../../job-0-0badc0de/ws/.git && touch ../../job-0-0badc0de/ws/.git/HEAD")
+    jobs = write_jobs(tmp_path / "jobs.jsonl", [{"id": "job-1", "repo": "repo", "instruction": "fix"}])
+    out = tmp_path / "RESULTS.jsonl"
+    model = f"scripted:{write_script(tmp_path / 'orphan.json', fix_turns([orphan]))}"
+    assert batch(jobs, out, "--model", model, "--keep-workdirs") == 0
+    kept = list((tmp_path / "RESULTS.jsonl.workdirs").iterdir())
+    assert len(kept) == 2  # with --keep-workdirs nothing is removed at the end: the next run does it
+
+    assert batch(jobs, out, "--model", model, "--redo") == 0
+    assert by_id(out)["job-1"]["status"] == "succeeded"
+    assert not (tmp_path / "RESULTS.jsonl.workdirs").exists()
+
+
 @pytest.mark.slow
 def test_sigterm_cancels_running_jobs_cleanly(tmp_path: Path):
     repo = make_project(tmp_path / "repo", git_repo=True)
