@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from warpcode.model_runtime.engine import Engine
-from warpcode.model_runtime.serving.request import RequestHandle
+from warpcode.model_runtime.serving.request import RequestHandle, tokens_per_verify_step
 
 
 @dataclass
@@ -45,6 +45,7 @@ class ServeBenchRow:
     cache_hit_rate: float  # prompt tokens served from the prefix cache / prompt tokens
     cached_tokens: int  # prompt tokens the prefix cache served, over the row's requests (0: a cold TTFT)
     prefill_tokens_p50: float  # per request: prompt tokens prefilled (not served from the cache), the median
+    tokens_per_verify_step: float = 0.0  # speculative decoding over the row's requests (0: it verified no draft)
     note: str = ""
 
 
@@ -137,10 +138,13 @@ def _row(scenario: str, streams: list[_Stream], prompt_tokens: int, new_tokens: 
     prompt = sum(s.handle.stats.prompt_tokens for s in streams)
     cached = sum(s.handle.stats.cached_tokens for s in streams)
     prefilled = [s.handle.stats.prompt_tokens - s.handle.stats.cached_tokens for s in streams]
+    accepted = sum(s.handle.stats.accepted_tokens for s in streams)
+    per_step = tokens_per_verify_step(accepted, sum(s.handle.stats.verify_steps for s in streams))
     return ServeBenchRow(
         scenario, len(streams), prompt_tokens, new_tokens, in_window / (end - start) if end > start else 0.0,
         _percentile(ttft, 0.5), _percentile(ttft, 0.99), _percentile(gaps, 0.5), _percentile(gaps, 0.99),
-        max(gaps, default=0.0), cached / prompt if prompt else 0.0, cached, _percentile(prefilled, 0.5), note,
+        max(gaps, default=0.0), cached / prompt if prompt else 0.0, cached, _percentile(prefilled, 0.5), per_step,
+        note,
     )  # fmt: skip
 
 

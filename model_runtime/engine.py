@@ -27,6 +27,7 @@ from warpcode.model_runtime.serving.engine_core import EngineCore
 from warpcode.model_runtime.serving.grammar import GrammarMatcher, Grammars
 from warpcode.model_runtime.serving.logits_processors import NO_PROCESSING, LogitsProcessing
 from warpcode.model_runtime.serving.request import RequestHandle
+from warpcode.model_runtime.speculative import SpeculativeConfig
 from warpcode.model_runtime.tokenizer import Tokenizer, eos_token_ids
 from warpcode.model_runtime.weights import load_weights
 
@@ -74,9 +75,12 @@ class Engine:
         self.config: ModelConfig = model.config
         self.tokenizer = tokenizer
         self.eos_token_ids = list(eos_ids)
-        self.serving = serving or EngineConfig()
         parameter = next(model.parameters())
         self.device, self.dtype = parameter.device, parameter.dtype
+        self.serving = serving or EngineConfig()
+        if self.serving.speculative is None:  # the device's default: on where it is measured to pay
+            speculative = SpeculativeConfig.for_device(None, self.device.type)
+            self.serving = replace(self.serving, speculative=speculative)
         self.last_stats = GenerationStats()  # of this thread's last generate / generate_batch / stream
         self._runner: DecodeRunner | None = None  # created at the first static-batch use
         self._core: EngineCore | None = None  # started at the first request
@@ -135,13 +139,16 @@ class Engine:
         stop_strings: Iterable[str] = (),
         processing: LogitsProcessing = NO_PROCESSING,
         grammar: GrammarMatcher | None = None,
+        documents: Iterable[Iterable[int]] = (),
     ) -> RequestHandle:
         """Queues one request on the serving engine; its handle yields outputs as they come (any thread, or
         `async for`). Raises RequestRefused when it can never fit. stop_token_ids None: the checkpoint's EOS ids.
         `processing`: logit_bias, penalties and the logprobs to report (serving/logits_processors.py). `grammar`: a
-        matcher from `grammars` that every generated token stays inside (this request's own: one per request)."""
+        matcher from `grammars` that every generated token stays inside (this request's own: one per request).
+        `documents`: token sequences speculative decoding may draft from besides the request's own tokens (the
+        plain text of files an agent read); ignored when speculation is off."""
         return self.core.submit(prompt_ids, max_new_tokens, sampling or SamplingParams(), seed, stop_token_ids,
-                                stop_strings, processing, grammar)  # fmt: skip
+                                stop_strings, processing, grammar, documents)  # fmt: skip
 
     def warm_up(self, max_batch: int, max_tokens: int) -> int:
         """Captures the serving engine's decode graphs for up to `max_batch` streams of up to `max_tokens` tokens

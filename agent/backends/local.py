@@ -18,10 +18,13 @@ the model as an error).
 The checkpoint's chat template renders the conversation with the tools; generated text is parsed as it streams
 (warpcode.model_runtime.chat, shared with serve-model), first for reasoning when the template writes `<think>`
 (streamed as thoughts, kept with the answer and given back to the template as `reasoning_content`), then for tool
-calls (Hermes or Qwen3-Coder format, picked from the template). Every session of the process shares one engine per
-checkpoint, weight format and context (its serving engine batches their requests and keeps their prefixes cached),
-and text arrives on the event loop as the engine produces it; closing the stream cancels the request. torch is
-imported only when the model is first used.
+calls (Hermes or Qwen3-Coder format, picked from the template). Speculative decoding drafts from the conversation's
+own tokens and from the plain text of the files the agent read (`texts_read`): a tool result shows a file as
+numbered lines, and a copy of the file drafted from those would stop at every line's end. Every session of the
+process shares one engine per checkpoint, weight format and context (its serving engine batches their requests and
+keeps their prefixes cached), and text arrives on the event loop as the engine produces it; closing the stream
+cancels the request. Each request served is recorded in `generation` (generation_record). torch is imported only
+when the model is first used.
 """
 
 from __future__ import annotations
@@ -29,7 +32,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import threading
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -47,6 +52,7 @@ DEFAULT_CONTEXT_WINDOW = 32_768
 MAX_DEFAULT_CONTEXT = 131_072  # past this, only when asked for with context=N: a longer context holds more cache
 _ENGINES: dict[tuple[Path, str, int | None, str], Any] = {}
 SPECULATIVE_MODES = ("off", "ngram", "suffix")  # model_runtime.speculative.MODES, without importing the runtime
+_NUMBERED_LINE = re.compile(r" *(\d+)\t(.*)")  # read_file's "{n:>6}\t{line}"
 _ENGINES_LOCK = threading.Lock()
 
 
@@ -102,6 +108,8 @@ class LocalBackend:
         self.weights, self.context, self.tool_grammar = weights, context, tool_grammar
         self.speculative = speculative
         self._grammars: dict[str, Any] = {}  # the tools' JSON -> their compiled grammar (a matcher to copy)
+        self._document_ids: dict[str, list[int]] = {}  # the texts read in this conversation -> their token ids
+        self.generation: list[dict[str, Any]] = []  # one record per request served (generation_record)
         self.context_window = DEFAULT_CONTEXT_WINDOW
         if engine is None:
             self.context_window = _checkpoint_context(self.path, context)
@@ -131,8 +139,10 @@ class LocalBackend:
             )
         thinking = answer.thinking is not None and answer.thinking.state == "thinking"
         grammar = self._tool_grammar(engine, tools, thinking)
+        documents = self._documents(engine, messages)
+        started = time.time()
         try:
-            handle = engine.submit(prompt_ids, min(self.max_new_tokens, room), grammar=grammar)
+            handle = engine.submit(prompt_ids, min(self.max_new_tokens, room), grammar=grammar, documents=documents)
         except ValueError as exc:
             raise BackendError(str(exc)) from exc
         try:
@@ -145,8 +155,22 @@ class LocalBackend:
             raise BackendError(str(exc)) from exc
         finally:
             handle.cancel()  # a closed stream (a cancelled turn) frees the sequence at once
+        self.generation.append(generation_record(handle.stats, started, answer.call_names))
         reason = "length" if handle.finish_reason == "length" else "tool_calls" if answer.called else "stop"
         yield Finish(reason, handle.stats.prompt_tokens, handle.stats.completion_tokens)
+
+    def _documents(self, engine: Any, messages: list[Message]) -> list[list[int]]:
+        """The token ids of the texts the conversation read (`texts_read`), for speculative decoding to copy from;
+        each text is tokenized once while the conversation holds it."""
+        if engine.serving.speculative.draft is None:
+            return []
+        known, self._document_ids = self._document_ids, {}
+        for text in texts_read(messages):
+            ids = known.get(text)
+            if ids is None:
+                ids = engine.tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True)
+            self._document_ids[text] = ids
+        return list(self._document_ids.values())
 
     def _tool_grammar(self, engine: Any, tools: list[dict[str, Any]], thinking: bool) -> Any:
         """This request's grammar: any text, and whole calls valid against the tools' schemas in the template's
@@ -187,7 +211,11 @@ class _AnswerEvents:
     def __init__(self, tokenizer: Any, prompt_ids: list[int], tools: list[dict[str, Any]]) -> None:
         self.parser = parser_for_template(str(tokenizer.chat_template), tools)
         self.thinking = splitter_for(tokenizer, prompt_ids)
-        self.called = False
+        self.call_names: list[str] = []
+
+    @property
+    def called(self) -> bool:
+        return bool(self.call_names)
 
     def feed(self, text: str) -> list[ModelEvent]:
         return self._events(self.thinking.feed(text) if self.thinking else [TextDelta(text)], last=False)
@@ -202,8 +230,54 @@ class _AnswerEvents:
             events += [ToolCallReady(item) if isinstance(item, ToolCall) else item for item in parsed]
         if last:
             events += [ToolCallReady(item) if isinstance(item, ToolCall) else item for item in self.parser.finish()]
-        self.called |= any(isinstance(event, ToolCallReady) for event in events)
+        self.call_names += [event.call.name for event in events if isinstance(event, ToolCallReady)]
         return events
+
+
+def generation_record(stats: Any, started: float, calls: list[str]) -> dict[str, Any]:
+    """What a batch row's `usage.generation` says of one request: its tokens (prompt, served from the prefix cache,
+    generated), when it started, got its first token and ended (seconds since the epoch), the tools its answer
+    called, and what speculative decoding did (verify steps, drafted and accepted tokens) when it drafted."""
+
+    def at(moment: float | None) -> float | None:  # the engine's perf_counter clock -> the wall clock
+        return None if moment is None else round(started + moment - stats.submitted_at, 4)
+
+    record = {
+        "prompt_tokens": stats.prompt_tokens,
+        "cached_tokens": stats.cached_tokens,
+        "generated_tokens": stats.completion_tokens,
+        "started": round(started, 4),
+        "first_token": at(stats.first_token_at),
+        "ended": at(stats.finished_at),
+        "tool_calls": calls,
+    }
+    if stats.verify_steps:
+        record["speculative"] = {"verify_steps": stats.verify_steps, "draft_tokens": stats.draft_tokens,
+                                 "accepted_tokens": stats.accepted_tokens}  # fmt: skip
+    return record
+
+
+def texts_read(messages: list[Message]) -> list[str]:
+    """The plain text of the files the conversation's tool results show as numbered lines (read_file's
+    `{n:>6}\t{line}`): each run of consecutively numbered lines, without the numbers, oldest first."""
+    texts: list[str] = []
+    for message in messages:
+        if message.role != "tool":
+            continue
+        run: list[str] = []
+        last = None
+        for line in message.content.split("\n"):
+            numbered = _NUMBERED_LINE.fullmatch(line)
+            if numbered and (last is None or int(numbered[1]) == last + 1):
+                run.append(numbered[2])
+                last = int(numbered[1])
+                continue
+            if run:
+                texts.append("\n".join(run) + "\n")
+            run, last = ([numbered[2]], int(numbered[1])) if numbered else ([], None)
+        if run:
+            texts.append("\n".join(run) + "\n")
+    return texts
 
 
 def _checkpoint_context(path: Path, context: int | None) -> int:

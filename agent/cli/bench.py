@@ -6,6 +6,7 @@ import argparse
 import gc
 import json
 
+from warpcode.agent.backends.local import SPECULATIVE_MODES
 from warpcode.agent.cli.generate import add_weights_argument
 from warpcode.agent.extras import require_runtime
 from warpcode.agent.tables import print_table
@@ -79,6 +80,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     serve.add_argument(
         "--prefill-layers-per-step", type=int, help="layers of a prefill pass between two decode steps (default: 4)"
     )
+    serve.add_argument(
+        "--speculative", choices=SPECULATIVE_MODES, help="speculative decoding (default: the device's, as serve-model: "
+        "off on a GPU, suffix on the CPU; random weights draft only from their own loops)"
+    )  # fmt: skip
     serve.add_argument("--device", default="auto", help="cuda, cuda:N or cpu (default: as bench decode)")
     serve.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
     serve.set_defaults(handler=_run_serve)
@@ -283,17 +288,21 @@ def _run_serve(args: argparse.Namespace) -> int:
     from warpcode.bench import serve as bench_serve
     from warpcode.model_runtime import load_random
     from warpcode.model_runtime.devices import cuda_available
+    from warpcode.model_runtime.speculative import SpeculativeConfig
 
     if not args.random_weights:
         raise ValueError("bench serve needs --random-weights (to time a checkpoint, serve it with serve-model)")
     args.device = _decode_device(args.device, args.preset, cuda_available())
     workload = _serve_workload(args)
     console = Console(stderr=True)
-    console.print(f"bench serve on {args.device}: {workload.describe()}", highlight=False)
+    speculative = SpeculativeConfig.for_device(args.speculative, args.device)
+    console.print(f"bench serve on {args.device}: {workload.describe()}; speculative {speculative.mode}",
+                  highlight=False)  # fmt: skip
     with console.status(f"building {args.preset} with random weights on {args.device}..."):
         engine = load_random(
             args.preset, device=args.device, kv_cache_gb=args.kv_cache_gb, block_size=args.block_size,
             prefill_graphs=False if args.no_prefill_graphs else None,
+            speculative=speculative,
             **({"prefill_layers_per_step": args.prefill_layers_per_step} if args.prefill_layers_per_step else {}),
         )  # fmt: skip
     if not args.no_static:
@@ -309,7 +318,7 @@ def _run_serve(args: argparse.Namespace) -> int:
                 console.print(f"  static batch {row.batch}, context {row.context}: {row.tokens_per_second:.1f} tok/s")
     table = Table(title=f"serving engine, {args.preset}, random weights, {engine.dtype}".replace("torch.", ""))
     columns = ("scenario", "streams", "prompt", "new", "tok/s", "TTFT p50", "p99", "ITL p50", "p99", "max", "cached",
-               "prefilled")  # fmt: skip
+               "prefilled", "tok/verify")  # fmt: skip
     for column in (*columns, "note"):
         table.add_column(column, justify="left" if column in ("scenario", "note") else "right")
     rows = bench_serve.run_serve_bench(engine, workload)
@@ -328,7 +337,8 @@ def _run_serve(args: argparse.Namespace) -> int:
                 row.scenario, str(row.streams), str(row.prompt_tokens), str(row.new_tokens),
                 f"{row.tokens_per_second:.1f}", f"{row.ttft_ms_p50:.1f}", f"{row.ttft_ms_p99:.1f}",
                 f"{row.itl_ms_p50:.2f}", f"{row.itl_ms_p99:.2f}", f"{row.itl_ms_max:.1f}",
-                f"{100 * row.cache_hit_rate:.0f}%", f"{row.prefill_tokens_p50:.0f}", row.note,
+                f"{100 * row.cache_hit_rate:.0f}%", f"{row.prefill_tokens_p50:.0f}",
+                f"{row.tokens_per_verify_step:.2f}" if row.tokens_per_verify_step else "-", row.note,
             )  # fmt: skip
     engine.shutdown()
     if not args.json:

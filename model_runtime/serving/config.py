@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -23,7 +23,7 @@ class EngineConfig:
     prefill_layers_per_step: int = 4  # run between two decode steps: with the above, bounds the streams' gaps
     use_graphs: bool | None = None  # CUDA graphs for decode steps; None: on the GPU
     prefill_graphs: bool | None = None  # CUDA graphs for one sequence's chunk of up to 1,024 tokens; None: as above
-    speculative: SpeculativeConfig = field(default_factory=SpeculativeConfig)  # model-free speculative decoding
+    speculative: SpeculativeConfig | None = None  # model-free speculative decoding; None: the device's default
 
     def __post_init__(self) -> None:
         positive = {
@@ -42,8 +42,8 @@ class EngineConfig:
             raise ValueError(f"kv_cache_fraction must be in (0, 1), got {self.kv_cache_fraction}")
         if self.num_blocks is not None and self.num_blocks < 1:
             raise ValueError(f"num_blocks must be positive, got {self.num_blocks}")
-        if not isinstance(self.speculative, SpeculativeConfig):
-            raise ValueError(f"speculative must be a SpeculativeConfig, got {self.speculative!r}")
+        if self.speculative is not None and not isinstance(self.speculative, SpeculativeConfig):
+            raise ValueError(f"speculative must be a SpeculativeConfig or None, got {self.speculative!r}")
         if self.max_model_len is not None and self.max_model_len < 2:
             raise ValueError(f"max_model_len must be at least 2, got {self.max_model_len}")
 

@@ -167,9 +167,11 @@ class EngineCore:
         stop_strings: Iterable[str],
         processing: LogitsProcessing = NO_PROCESSING,
         grammar: GrammarMatcher | None = None,
+        documents: Iterable[Iterable[int]] = (),
     ) -> RequestHandle:
         """`processing`: logit_bias, penalties and the logprobs to report; `grammar`: structured generation, this
-        request's own matcher (every token sampled inside it, after the processing changed the logits)."""
+        request's own matcher (every token sampled inside it, after the processing changed the logits);
+        `documents`: token sequences speculative decoding may copy from besides the request's own tokens."""
         try:  # integers only (a float or a string id is a caller's bug, not a token); C-speed over 16K-token prompts
             prompt_ids = list(map(operator.index, prompt_ids))
         except TypeError as error:
@@ -199,7 +201,7 @@ class EngineCore:
         seq = Sequence(
             handle, prompt_ids, max_new_tokens, sampling, random.getrandbits(31) if seed is None else seed,
             stop_ids, self._stop_string_watcher(stop_strings) if stop_strings else None, processing, grammar,
-            None if drafting is None else Speculator(drafting, prompt_ids),
+            None if drafting is None else Speculator(drafting, prompt_ids, documents),
         )  # fmt: skip
         with self._lock:
             self._arriving += 1

@@ -10,8 +10,12 @@ from warpcode.model_runtime.speculative.policy import DraftPolicy
 
 
 class Speculator:
-    def __init__(self, config: DraftConfig, prompt_ids: Iterable[int]) -> None:
+    def __init__(self, config: DraftConfig, prompt_ids: Iterable[int], documents: Iterable[Iterable[int]] = ()) -> None:
+        """`documents`: token sequences to copy from besides the request's own tokens (the plain text of files the
+        agent read)."""
         self.drafter = SuffixDrafter(config, prompt_ids)
+        for document in documents:
+            self.drafter.add_document(document)
         self.policy = DraftPolicy(config)
 
     def observe(self, token: int) -> None:

@@ -175,3 +175,17 @@ def test_a_bad_speculative_setting_is_a_clear_error():
         SpeculativeConfig("eagle")
     with pytest.raises(ValueError, match="max_running must be a positive integer"):
         SpeculativeConfig("suffix", 0)
+
+
+def test_a_document_holding_what_the_model_writes_is_drafted_from_and_changes_no_token(plain):
+    # The document is the output itself, given apart (as an agent's backend gives the plain text of a file the model
+    # is about to copy): once the output's first tokens match its start, whole drafts come from it and are accepted.
+    prompt, new_tokens = PROMPTS[1], 60  # before the tiny model's output falls into a loop of its own
+    expected = run(plain, prompt, new_tokens)[0]
+    speculating = engine("suffix")
+    alone, alone_handle = run(speculating, prompt, new_tokens)
+    copied, handle = run(speculating, prompt, new_tokens, documents=[expected])
+    assert alone == copied == expected
+    assert handle.stats.accepted_tokens >= new_tokens - 10 > alone_handle.stats.accepted_tokens
+    assert handle.stats.tokens_per_verify_step > 8
+    speculating.shutdown()

@@ -12,7 +12,7 @@ from tokenizers import Tokenizer as FastTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from warpcode.agent.backends import BackendError, Finish, TextDelta, ToolCallReady, backend_from_spec
-from warpcode.agent.backends.local import LocalBackend, load_agent_engine
+from warpcode.agent.backends.local import LocalBackend, load_agent_engine, texts_read
 from warpcode.agent.toolbox import tool_schemas
 from warpcode.model_runtime.chat.messages import Message, ToolCall
 from warpcode.model_runtime.chat.prompt import conversation_prompt_ids, template_message
@@ -120,6 +120,51 @@ async def test_control_text_in_a_file_the_agent_reads_opens_no_turn(tmp_path: Pa
     # the system turn, the user's, the assistant's, the tool result's and the generation prompt
     assert expected.count(fast.token_to_id("<|im_start|>")) == 5
     engine.shutdown()
+
+
+def read_conversation(work: Path, calls: list[tuple[str, dict]]) -> list[Message]:
+    """A conversation whose tool results are what the real tools answered for `calls` in `work`."""
+    from warpcode.agent.toolbox import Toolbox
+
+    box = Toolbox(work)
+    messages = [Message("system", "You are warpcode."), Message("user", "fix calc.py")]
+    for number, (name, arguments) in enumerate(calls):
+        messages.append(Message("assistant", "", [ToolCall(f"call_{number}", name, arguments)]))
+        messages.append(Message("tool", box.call(name, arguments).content, tool_call_id=f"call_{number}", name=name))
+    return messages
+
+
+def test_the_texts_read_are_the_files_own_text_without_read_files_numbers(tmp_path: Path) -> None:
+    (tmp_path / "calc.py").write_text("def add(a, b):\n\treturn a - b\n\n12\tlooks numbered\n")
+    (tmp_path / "long.txt").write_text("".join(f"line {n}\n" for n in range(1, 3001)))  # a page, then a note
+    messages = read_conversation(tmp_path, [
+        ("read_file", {"path": "calc.py"}), ("read_file", {"path": "long.txt"}),
+        ("read_file", {"path": "calc.py", "start_line": 2, "end_line": 2}), ("list_files", {}),
+    ])  # fmt: skip
+    assert texts_read(messages) == [
+        (tmp_path / "calc.py").read_text(),
+        "".join(f"line {n}\n" for n in range(1, 2001)),
+        "\treturn a - b\n",
+    ]
+
+
+async def test_speculation_drafts_from_the_plain_text_of_the_files_the_agent_read(tmp_path: Path, monkeypatch) -> None:
+    """The engine gets each text read as token ids to draft from; none with speculation off."""
+    from tests.model_runtime.checkpoints import save_chat_checkpoint, train_bpe
+
+    (tmp_path / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    messages = read_conversation(tmp_path, [("read_file", {"path": "calc.py"})])
+    path = save_chat_checkpoint(tmp_path / "chat", train_bpe(), ends_at_once=True, max_position_embeddings=1024)
+    for mode, documents in (("suffix", [(tmp_path / "calc.py").read_text()]), ("off", [])):
+        engine = load_agent_engine(path, speculative=mode)
+        given: list[list[list[int]]] = []
+        submit = engine.submit
+        monkeypatch.setattr(engine, "submit", lambda *a, g=given, s=submit, **k: g.append(k["documents"]) or s(*a, **k))
+        backend = LocalBackend(engine=engine, max_new_tokens=1)
+        async for _ in backend.stream(messages, []):
+            pass
+        assert [engine.tokenizer.decode(ids) for ids in given[0]] == documents
+        engine.shutdown()
 
 
 async def test_a_conversation_the_template_cannot_write_is_a_clear_error(tokenizer) -> None:

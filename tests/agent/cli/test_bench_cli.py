@@ -53,3 +53,17 @@ def test_bench_serve_refuses_a_prompt_over_the_context_at_once() -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
     assert "--long-prompt" in lines[0] and "4,096" in lines[0] and "make it smaller" in lines[0]
+
+
+def test_bench_serve_says_what_speculation_did_and_off_verifies_nothing() -> None:
+    rows = {}
+    for mode in ("off", "suffix"):
+        result = warpcode("bench", "serve", "--preset", "tiny", "--random-weights", "--device", "cpu", "--concurrency",
+                          "1", "--new-tokens", "200", "--trace-max", "0", "--long-prompt", "0", "--cold-prefill", "",
+                          "--no-static", "--json", "--speculative", mode)  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert f"speculative {mode}" in result.stderr
+        rows[mode] = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [row["tokens_per_verify_step"] for row in rows["off"]] == [0.0]
+    # the tiny random model's greedy output falls into a loop, which the suffix drafter then copies
+    assert [row["tokens_per_verify_step"] > 1 for row in rows["suffix"]] == [True]

@@ -85,5 +85,9 @@ def test_batch_solves_a_held_out_task_of_each_family(tmp_path):
     assert all(row["error"] is None and row["usage"]["output_tokens"] > 0 for row in rows), rows
     for row in rows:
         assert MALFORMED not in (tmp_path / row["trajectory"]).read_text()  # every call the model wrote was read
+        requests, usage = row["usage"]["generation"], row["usage"]
+        assert len(requests) == usage["model_requests"] and usage["generated_tokens"] == usage["output_tokens"]
+        assert all(r["tool_calls"] for r in requests[:-1]) and not requests[-1]["tool_calls"]  # it ends in text
+        assert all(r["started"] <= r["first_token"] <= r["ended"] for r in requests)
     table = score(tmp_path / "RESULTS.jsonl", tmp_path / "EXPECTED.jsonl")
     assert {family: table[family]["succeeded"] for family in FAMILIES} == dict.fromkeys(FAMILIES, 1), rows

@@ -1,0 +1,128 @@
+"""Speculative decoding on an agent's own turns: each batch job run through `warpcode batch` with speculation off,
+then on, job after job (so that the machine's load falls on both alike; one job at a time: the engine speculates
+only while one request runs, batch 1, an agent's turn), and each model request's decode speed read from the rows'
+`usage.generation` (tokens after the first / time from the first token to the last: prefill is the same either way
+and is left out).
+
+Requests are grouped by what the answer did: `edit` (it called edit_file, write_file or apply_patch: text copied
+from the files read and the conversation), `other calls` (read, search, tests), `text` (no call: the turn's last
+answer). Greedy decoding is lossless under speculation, so both runs must make the same requests with the same
+answers; the table says so (each job's patch, status, and its requests' token counts and tool calls compared).
+
+    python -m warpcode.training.tasks.jobs write --split heldout --count 20 --jobs J/JOBS.jsonl \\
+        --expected J/EXPECTED.jsonl --repos J/repos
+    python -m warpcode.bench.speculative_agent J/JOBS.jsonl                          # the built-in model, CPU
+    python -m warpcode.bench.speculative_agent J/JOBS.jsonl --model local:DIR --on ngram --out speculative.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from warpcode.model_runtime.serving.request import tokens_per_verify_step
+
+EDIT_TOOLS = frozenset({"edit_file", "write_file", "apply_patch"})
+KINDS = ("edit", "other calls", "text")
+
+
+def kind_of(request: dict[str, Any]) -> str:
+    calls = request.get("tool_calls") or []
+    return "edit" if EDIT_TOOLS.intersection(calls) else "other calls" if calls else "text"
+
+
+def run_job(row: str, jobs: Path, work: Path, model: str, mode: str) -> dict[str, Any]:
+    """The result row of `warpcode batch` on the one job `row` (a line of the job file `jobs`) with
+    `model#speculative=mode`."""
+    job = json.loads(row)
+    job["repo"] = str((jobs.parent / job["repo"]).resolve())  # the one-job file lives in `work`
+    single = work / f"{mode}-job.jsonl"
+    single.write_text(json.dumps(job) + "\n")
+    out = work / f"RESULTS-{mode}.jsonl"
+    spec = f"{model}{',' if '#' in model else '#'}speculative={mode}"
+    command = [sys.executable, "-m", "warpcode.agent", "batch", str(single), "--out", str(out), "--model", spec,
+               "--workers", "1", "--redo"]  # fmt: skip
+    # the jobs' own test commands (pytest) must not load this environment's pytest plugins
+    subprocess.run(command, check=True, capture_output=True, env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    (result,) = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    return result
+
+
+def fingerprint(row: dict[str, Any]) -> tuple:
+    """What greedy decoding must reproduce: the outcome, the patch, each request's tokens and calls."""
+    requests = row["usage"].get("generation") or []
+    return (row["status"], row.get("patch"), [(r["generated_tokens"], r["tool_calls"]) for r in requests])
+
+
+def summarize(rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per kind of request: requests, decoded tokens (after the first), decode seconds, tok/s, verify steps,
+    drafted and accepted tokens, tokens per verify step."""
+    sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for row in rows.values():
+        for request in row["usage"].get("generation") or []:
+            if request.get("first_token") is None or request.get("ended") is None:
+                continue
+            total = sums[kind_of(request)]
+            total["requests"] += 1
+            total["tokens"] += request["generated_tokens"] - 1
+            total["seconds"] += request["ended"] - request["first_token"]
+            for name, value in (request.get("speculative") or {}).items():
+                total[name] += value
+    table = {}
+    for kind in (*KINDS, "all"):
+        parts = [sums[k] for k in KINDS] if kind == "all" else [sums[kind]]
+        total = {name: sum(part.get(name, 0.0) for part in parts) for name in
+                 ("requests", "tokens", "seconds", "verify_steps", "draft_tokens", "accepted_tokens")}  # fmt: skip
+        total["tok/s"] = total["tokens"] / total["seconds"] if total["seconds"] else 0.0
+        total["tokens_per_verify_step"] = tokens_per_verify_step(int(total["accepted_tokens"]),
+                                                                 int(total["verify_steps"]))  # fmt: skip
+        table[kind] = total
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m warpcode.bench.speculative_agent",
+                                     description=__doc__.split("\n\n")[0])  # fmt: skip
+    parser.add_argument("jobs", type=Path, help="a batch job file (e.g. held-out tasks: training.tasks.jobs write)")
+    parser.add_argument("--model", default="builtin", help="builtin (default) or local:DIR[#OPTIONS]")
+    parser.add_argument("--on", default="suffix", choices=("suffix", "ngram"), help="the speculative mode to time")
+    parser.add_argument("--work", type=Path, help="where the batch results go (default: a temporary folder)")
+    parser.add_argument("--out", type=Path, help="also write the tables as JSON here")
+    args = parser.parse_args(argv)
+    work = args.work or Path(tempfile.mkdtemp(prefix="warpcode-speculative-agent-"))
+    work.mkdir(parents=True, exist_ok=True)
+    rows = [line for line in args.jobs.read_text().splitlines() if line.strip()]
+    results: dict[str, dict[str, dict[str, Any]]] = {"off": {}, args.on: {}}
+    for number, row in enumerate(rows, 1):
+        for mode in results:
+            result = run_job(row, args.jobs, work, args.model, mode)
+            results[mode][result["id"]] = result
+        print(f"[{number}/{len(rows)}] {result['id']}: {result['status']}", file=sys.stderr, flush=True)
+    off, on = results["off"], results[args.on]
+    same = sorted(off) == sorted(on) and all(fingerprint(off[i]) == fingerprint(on[i]) for i in off)
+    tables = {mode: summarize(rows) for mode, rows in results.items()}
+    print(f"{'requests':<12}{'n':>5}{'tokens':>8}{'off tok/s':>11}{args.on + ' tok/s':>13}{'speed-up':>10}"
+          f"{'tok/verify':>12}{'accepted/drafted':>18}")  # fmt: skip
+    for kind in (*KINDS, "all"):
+        plain, fast = tables["off"][kind], tables[args.on][kind]
+        ratio = fast["tok/s"] / plain["tok/s"] if plain["tok/s"] else 0.0
+        drafted = f"{int(fast['accepted_tokens'])}/{int(fast['draft_tokens'])}"
+        print(f"{kind:<12}{int(fast['requests']):>5}{int(fast['tokens']):>8}{plain['tok/s']:>11.1f}"
+              f"{fast['tok/s']:>13.1f}{ratio:>9.2f}x{fast['tokens_per_verify_step']:>12.2f}{drafted:>18}")  # fmt: skip
+    succeeded = {mode: sum(row["status"] == "succeeded" for row in rows.values()) for mode, rows in results.items()}
+    print(f"jobs: {len(off)}, succeeded off {succeeded['off']} / {args.on} {succeeded[args.on]}; "
+          f"same requests and answers in both runs: {'yes' if same else 'NO'}")  # fmt: skip
+    if args.out:
+        args.out.write_text(json.dumps({"model": args.model, "on": args.on, "same": same, "tables": tables}, indent=1))
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
