@@ -628,7 +628,8 @@ class EngineCore:
         if not batch:
             return
         chunks = [PrefillChunk([s.last_token, *d], s.computed, s.block_table, len(d) + 1) for s, d in batch]
-        logits = prefill_forward(self.model, self.state, chunks)
+        with one_thread_on_cpu(self.device):  # a few tokens' small ops, as a decode step's
+            logits = prefill_forward(self.model, self.state, chunks)
         first = 0
         for seq, draft in batch:
             self._accept(seq, draft, logits[first : first + len(draft) + 1])
