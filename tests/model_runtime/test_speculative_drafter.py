@@ -16,7 +16,8 @@ from warpcode.model_runtime.speculative import DraftConfig, DraftPolicy, Match, 
 
 def reference(history: list[int], documents: list[list[int]], config: DraftConfig) -> tuple[Match | None, list[int]]:
     """Brute force: every earlier end position of every source, the longest common suffix with the history;
-    documents from the last added, then the history, each newest first; ties keep the first."""
+    documents from the last added, then the history, each newest first; ties keep the first. A draft from the
+    history that runs into its end copies on from the tokens it drafted (LZ77's overlapping copy)."""
     n = len(history)
     sources = [(index + 1, documents[index]) for index in reversed(range(len(documents)))] + [(0, history)]
     best: Match | None = None
@@ -29,8 +30,12 @@ def reference(history: list[int], documents: list[list[int]], config: DraftConfi
                 best = Match(common, index, end)
     if best is None:
         return None, []
-    tokens = history if best.source == 0 else documents[best.source - 1]
-    return best, tokens[best.end : best.end + config.max_draft]
+    if best.source != 0:
+        return best, documents[best.source - 1][best.end : best.end + config.max_draft]
+    copied = list(history)
+    for position in range(best.end, best.end + config.max_draft):  # one token at a time, overlapping allowed
+        copied.append(copied[position])
+    return best, copied[n:]
 
 
 configs = st.builds(DraftConfig, min_match=st.integers(1, 6), max_draft=st.integers(1, 12), probe=st.just(1))
@@ -119,9 +124,9 @@ def test_edge_cases() -> None:
     assert drafter.match() == Match(3, 0, 3)
     assert drafter.propose() == [4, 5, 6, 7]
     assert drafter.propose(2) == [4, 5] and drafter.propose(0) == [] and drafter.propose(99) == [4, 5, 6, 7]
-    # A match ending right before the end: the draft stops at the history's end.
+    # A match ending right before the end: the history repeats with period 1, and the draft repeats it.
     assert SuffixDrafter(config, [7, 7, 7, 7]).match() == Match(3, 0, 3)
-    assert SuffixDrafter(config, [7, 7, 7, 7]).propose() == [7]
+    assert SuffixDrafter(config, [7, 7, 7, 7]).propose() == [7] * config.max_draft  # a loop goes on looping
     # The longest match wins over a more recent shorter one; the most recent among equally long ones.
     assert SuffixDrafter(config, [0, 1, 2, 3, 10, 5, 1, 2, 3, 11, 0, 1, 2, 3]).propose() == [10, 5, 1, 2]
     assert SuffixDrafter(config, [1, 2, 3, 10, 1, 2, 3, 11, 1, 2, 3]).propose() == [11, 1, 2, 3]
