@@ -97,6 +97,21 @@ def summarize(rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
     return table
 
 
+def turn_seconds(row: dict[str, Any]) -> float:
+    """The agent's turn: from its first model request's start to its last one's end (its tool calls between; not
+    the batch's copy of the repository, the model's loading or the job's test command)."""
+    requests = row["usage"].get("generation") or []
+    return requests[-1]["ended"] - requests[0]["started"] if requests else 0.0
+
+
+def turn_times(rows: dict[str, dict[str, Any]]) -> dict[str, list[float]]:
+    """Turn seconds, sorted, of the jobs that succeeded and of the others."""
+    times: dict[str, list[float]] = {"succeeded": [], "failed": []}
+    for row in rows.values():
+        times["succeeded" if row["status"] == "succeeded" else "failed"].append(round(turn_seconds(row), 2))
+    return {outcome: sorted(values) for outcome, values in times.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m warpcode.bench.speculative_agent",
                                      description=__doc__.split("\n\n")[0])  # fmt: skip
@@ -126,13 +141,18 @@ def main(argv: list[str] | None = None) -> int:
         drafted = f"{int(fast['accepted_tokens'])}/{int(fast['draft_tokens'])}"
         print(f"{kind:<12}{int(fast['requests']):>5}{int(fast['tokens']):>8}{plain['tok/s']:>11.1f}"
               f"{fast['tok/s']:>13.1f}{ratio:>9.2f}x{fast['tokens_per_verify_step']:>12.2f}{drafted:>18}")  # fmt: skip
+    turns = {mode: turn_times(rows) for mode, rows in results.items()}
+    for mode, times in turns.items():
+        described = [f"{outcome} {len(values)}: median {values[len(values) // 2]:.1f} s, max {values[-1]:.1f} s"
+                     for outcome, values in times.items() if values]  # fmt: skip
+        print(f"agent turns with speculation {mode}: {'; '.join(described)}")
     succeeded = {mode: sum(row["status"] == "succeeded" for row in rows.values()) for mode, rows in results.items()}
     print(
         f"jobs: {len(off)}, succeeded off {succeeded['off']} / {args.on} {succeeded[args.on]}; requests answered "
         f"alike until the runs' conversations part: {sum(a for a, _ in alike)} of {sum(n for _, n in alike)}"
     )
     if args.out:
-        document = {"model": args.model, "on": args.on, "succeeded": succeeded, "tables": tables,
+        document = {"model": args.model, "on": args.on, "succeeded": succeeded, "tables": tables, "turns": turns,
                     "alike": [sum(a for a, _ in alike), sum(n for _, n in alike)]}  # fmt: skip
         args.out.write_text(json.dumps(document, indent=1))
     return 0
