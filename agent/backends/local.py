@@ -35,6 +35,8 @@ import logging
 import re
 import threading
 import time
+from array import array
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -53,6 +55,10 @@ MAX_DEFAULT_CONTEXT = 131_072  # past this, only when asked for with context=N: 
 _ENGINES: dict[tuple[Path, str, int | None, str], Any] = {}
 SPECULATIVE_MODES = ("off", "ngram", "suffix")  # model_runtime.speculative.MODES, without importing the runtime
 _NUMBERED_LINE = re.compile(r" *(\d+)\t(.*)")  # read_file's "{n:>6}\t{line}"
+# A server's backend serves every session: it keeps the token ids of the texts read lately (about 4 MB at most) and
+# the records of its latest requests, not of all it ever served.
+DOCUMENT_CACHE_TOKENS = 1 << 20
+GENERATION_RECORDS = 4096
 _ENGINES_LOCK = threading.Lock()
 
 
@@ -108,8 +114,9 @@ class LocalBackend:
         self.weights, self.context, self.tool_grammar = weights, context, tool_grammar
         self.speculative = speculative
         self._grammars: dict[str, Any] = {}  # the tools' JSON -> their compiled grammar (a matcher to copy)
-        self._document_ids: dict[str, list[int]] = {}  # the texts read in this conversation -> their token ids
-        self.generation: list[dict[str, Any]] = []  # one record per request served (generation_record)
+        self._document_ids: OrderedDict[str, array] = OrderedDict()  # texts read lately -> their ids, LRU first
+        self._document_tokens = 0  # in _document_ids
+        self.generation: deque[dict[str, Any]] = deque(maxlen=GENERATION_RECORDS)  # a record per request served
         self.context_window = DEFAULT_CONTEXT_WINDOW
         if engine is None:
             self.context_window = _checkpoint_context(self.path, context)
@@ -159,18 +166,23 @@ class LocalBackend:
         reason = "length" if handle.finish_reason == "length" else "tool_calls" if answer.called else "stop"
         yield Finish(reason, handle.stats.prompt_tokens, handle.stats.completion_tokens)
 
-    def _documents(self, engine: Any, messages: list[Message]) -> list[list[int]]:
+    def _documents(self, engine: Any, messages: list[Message]) -> list[array]:
         """The token ids of the texts the conversation read (`texts_read`), for speculative decoding to copy from;
-        each text is tokenized once while the conversation holds it."""
+        a text read lately (by any session of this backend) is not tokenized again."""
         if engine.serving.speculative.draft is None:
             return []
-        known, self._document_ids = self._document_ids, {}
+        cache, documents = self._document_ids, []
         for text in texts_read(messages):
-            ids = known.get(text)
+            ids = cache.get(text)
             if ids is None:
-                ids = engine.tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True)
-            self._document_ids[text] = ids
-        return list(self._document_ids.values())
+                ids = array("i", engine.tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True))
+                cache[text] = ids
+                self._document_tokens += len(ids)
+            cache.move_to_end(text)
+            documents.append(ids)
+        while self._document_tokens > DOCUMENT_CACHE_TOKENS and len(cache) > len(documents):
+            self._document_tokens -= len(cache.popitem(last=False)[1])
+        return documents
 
     def _tool_grammar(self, engine: Any, tools: list[dict[str, Any]], thinking: bool) -> Any:
         """This request's grammar: any text, and whole calls valid against the tools' schemas in the template's

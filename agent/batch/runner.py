@@ -147,7 +147,7 @@ async def _attempt(job: Job, options: Options, worker: str, started: float) -> d
              "model_requests": model_requests}  # fmt: skip
     if generation := getattr(agent.backend, "generation", None):
         usage["generated_tokens"] = sum(request["generated_tokens"] for request in generation)
-        usage["generation"] = generation
+        usage["generation"] = list(generation)
     if timed_out:
         status = "timeout"
     elif result.stop_reason == "end_turn" and (tests is None or tests["exit_code"] == 0):

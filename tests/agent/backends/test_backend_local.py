@@ -163,8 +163,33 @@ async def test_speculation_drafts_from_the_plain_text_of_the_files_the_agent_rea
         backend = LocalBackend(engine=engine, max_new_tokens=1)
         async for _ in backend.stream(messages, []):
             pass
-        assert [engine.tokenizer.decode(ids) for ids in given[0]] == documents
+        assert [engine.tokenizer.decode(list(ids)) for ids in given[0]] == documents
         engine.shutdown()
+
+
+async def test_a_shared_backend_keeps_the_texts_read_lately_and_its_latest_requests(tmp_path: Path, monkeypatch):
+    """A server's sessions share one backend: what it keeps for them is bounded."""
+    from tests.model_runtime.checkpoints import save_chat_checkpoint, train_bpe
+    from warpcode.agent.backends import local
+
+    files = {name: f"def {name}(a, b):\n    return a - b\n" for name in ("add", "mul", "div")}
+    conversations = []
+    for name, text in files.items():
+        (tmp_path / f"{name}.py").write_text(text)
+        conversations.append(read_conversation(tmp_path, [("read_file", {"path": f"{name}.py"})]))
+    path = save_chat_checkpoint(tmp_path / "chat", train_bpe(), ends_at_once=True, max_position_embeddings=1024)
+    engine = load_agent_engine(path, speculative="suffix")
+    size = len(engine.tokenizer.encode(files["add"], add_special_tokens=False))  # each text's, alike
+    monkeypatch.setattr(local, "DOCUMENT_CACHE_TOKENS", 2 * size + size // 2)  # room for two texts
+    backend = LocalBackend(engine=engine, max_new_tokens=1)
+    for conversation in [*conversations, conversations[0]]:  # three sessions, then the first again
+        async for _ in backend.stream(conversation, []):
+            pass
+        assert backend._document_tokens <= 2 * size + size // 2
+    # the last two texts read are kept, the first was dropped and tokenized again
+    assert list(backend._document_ids) == [files["div"], files["add"]]
+    assert [len(backend.generation), backend.generation.maxlen] == [4, local.GENERATION_RECORDS]
+    engine.shutdown()
 
 
 async def test_a_conversation_the_template_cannot_write_is_a_clear_error(tokenizer) -> None:
