@@ -365,7 +365,7 @@ class EngineCore:
         if self._rows_stale:
             self._rebuild_rows()
         launched = False
-        with one_thread_on_cpu(self.device):  # decode steps; prefill below keeps every thread
+        with one_thread_on_cpu(self.device):  # decode steps
             while self._rows and len(self._in_flight) < STEPS_IN_FLIGHT and not (launched and self._masked):
                 if not self._launch():
                     break
@@ -540,7 +540,8 @@ class EngineCore:
         """Runs the prefill pass's next layers; once it is through, its sequences' tokens count as computed and
         those at their last token sample it."""
         try:
-            next(self._pass.steps)
+            with one_thread_on_cpu(self.device, sum(count for _, count in self._pass.plan)):
+                next(self._pass.steps)
             return
         except StopIteration as done:
             logits, plan, self._pass = done.value, self._pass.plan, None
@@ -628,7 +629,7 @@ class EngineCore:
         if not batch:
             return
         chunks = [PrefillChunk([s.last_token, *d], s.computed, s.block_table, len(d) + 1) for s, d in batch]
-        with one_thread_on_cpu(self.device):  # a few tokens' small ops, as a decode step's
+        with one_thread_on_cpu(self.device, sum(len(chunk.token_ids) for chunk in chunks)):
             logits = prefill_forward(self.model, self.state, chunks)
         first = 0
         for seq, draft in batch:
