@@ -52,7 +52,7 @@ class SpeculativeConfig:
 
 def default_mode(device: str) -> Mode:
     """The mode when none is asked for, on `device` ("cpu", "cuda", "cuda:1"): `suffix` on a CPU, where verifying
-    drafts is measured to pay (the built-in model's agent turns decode 1.8x faster, BENCHMARKS.md); `off` on a GPU,
+    drafts is measured to pay (the built-in model's agent turns decode 2x faster, BENCHMARKS.md); `off` on a GPU,
     whose verify pass still runs outside the CUDA graphs that the single-token step replays, until it is measured
     there to pay too."""
     return "suffix" if device.split(":")[0] == "cpu" else "off"
