@@ -8,9 +8,10 @@
 - `off`: the engine runs exactly as without speculation.
 
 Verifying k drafted tokens runs the request as an extension of its cached history (prefill's path), which costs
-about a decode step of k + 1 rows; while several requests decode, their batched step already uses the device well
-and a verify pass per request would delay all of them, so the engine speculates only while at most `max_running`
-requests hold the cache (batch-1 traffic: an agent's turn).
+about a decode step of k + 1 rows on a GPU; while several requests decode, their batched step already uses the
+device well and a verify pass per request would delay all of them, so the engine speculates only while at most
+`max_running` requests hold the cache (batch-1 traffic: an agent's turn). On a CPU, where a step's cost grows with
+its tokens from the first, two requests verifying together pay too (`default_max_running`).
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ class SpeculativeConfig:
 
     @classmethod
     def for_device(cls, mode: Mode | None, device: str) -> SpeculativeConfig:
-        """`mode` as asked, or None: the device's default (default_mode)."""
-        return cls(mode or default_mode(device))
+        """`mode` as asked, or None: the device's default (default_mode); the device's max_running."""
+        return cls(mode or default_mode(device), default_max_running(device))
 
     @property
     def draft(self) -> DraftConfig | None:
@@ -56,3 +57,10 @@ def default_mode(device: str) -> Mode:
     whose verify pass still runs outside the CUDA graphs that the single-token step replays, until it is measured
     there to pay too."""
     return "suffix" if device.split(":")[0] == "cpu" else "off"
+
+
+def default_max_running(device: str) -> int:
+    """How many requests may hold the cache while the engine still speculates, on `device`: 2 on a CPU, where two
+    agents' turns at once (`warpcode batch --workers 2` on 2 cores) finished the 100 held-out tasks in 612 s with
+    both speculating against 1,209 s with speculation stepping aside (BENCHMARKS.md); 1 elsewhere, unmeasured."""
+    return 2 if device.split(":")[0] == "cpu" else 1

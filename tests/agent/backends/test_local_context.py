@@ -76,6 +76,7 @@ def test_the_local_engine_is_loaded_with_the_asked_context(tmp_path: Path) -> No
     path = save_chat_checkpoint(tmp_path, train_bpe())  # its own context: 256
     engine = load_agent_engine(path, context=128)
     assert engine.context_length == 128 and engine.serving.speculative.mode == "suffix"  # a CPU's default
+    assert engine.serving.speculative.max_running == 2
     engine.shutdown()
     engine = load_agent_engine(path, speculative="off")
     assert engine.serving.speculative.mode == "off"
