@@ -277,18 +277,16 @@ def texts_read(messages: list[Message]) -> list[str]:
         if message.role != "tool":
             continue
         run: list[str] = []
-        last = None
-        for line in message.content.split("\n"):
+        last = 0
+        for line in [*message.content.split("\n"), ""]:  # the empty line ends the last run
             numbered = _NUMBERED_LINE.fullmatch(line)
-            if numbered and (last is None or int(numbered[1]) == last + 1):
-                run.append(numbered[2])
-                last = int(numbered[1])
-                continue
-            if run:
+            number = int(numbered[1]) if numbered else None
+            if run and number != last + 1:
                 texts.append("\n".join(run) + "\n")
-            run, last = ([numbered[2]], int(numbered[1])) if numbered else ([], None)
-        if run:
-            texts.append("\n".join(run) + "\n")
+                run = []
+            if numbered:
+                run.append(numbered[2])
+                last = number
     return texts
 
 
